@@ -1,0 +1,2 @@
+//! Engine throughput benchmarks. (Filled in by issue 2.)
+fn main() {}

@@ -1,0 +1,1 @@
+//! Sparse device memory. (Filled in by issue 2.)

@@ -1,0 +1,225 @@
+//! The firmware's only way to reach hardware.
+//!
+//! One trait per hardware block (Tock style). Every call returns at once: `Ok` means the
+//! request was accepted, not that it finished; completion arrives later as an
+//! [`Event`](crate::Event). The emulator implements these traits on its model; a board
+//! binary implements them with MMIO (or with buffers when running under QEMU). Nothing in
+//! the firmware reads emulator state any other way.
+
+use core::fmt;
+
+use nmcp_isa::nmc::MacroCommand;
+use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+
+/// A point in time, in CP clock cycles.
+pub type Cycle = u64;
+
+/// A device-memory (GPU physical) address.
+pub type DevAddr = u64;
+
+macro_rules! simple_error {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $msg:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vm])* $variant,)*
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self { $(Self::$variant => $msg,)* })
+            }
+        }
+        impl core::error::Error for $name {}
+    };
+}
+
+simple_error! {
+    /// Errors of [`DeviceMemory`] calls.
+    MemoryError {
+        /// The address range is not inside mapped device memory.
+        OutOfRange => "address range outside device memory",
+        /// The access is not aligned as the block requires.
+        Misaligned => "misaligned device-memory access",
+    }
+}
+
+simple_error! {
+    /// Errors of [`KernelDispatcher`] calls.
+    DispatchError {
+        /// The queue index is not an active queue.
+        NoSuchQueue => "no such queue",
+        /// The dispatcher cannot take another kernel right now; retry after a
+        /// `KernelDispatched` or `KernelCompleted` event.
+        Busy => "dispatcher busy",
+        /// The packet the request names is not at the queue's read index.
+        NotAtHead => "packet is not at the queue head",
+    }
+}
+
+simple_error! {
+    /// Errors of [`NmcController`] calls.
+    NmcError {
+        /// The command queue of the NMC engine is full; retry after an `NmcDone` event.
+        Busy => "NMC engine busy",
+        /// The macro-command names a channel or bank the device does not have.
+        OutOfRange => "NMC command outside the device",
+        /// The macro-command does not fit the engine (e.g. TS slots beyond capacity).
+        Unsupported => "NMC command not supported by this engine",
+        /// The scalar register index is not implemented.
+        NoSuchRegister => "no such scalar register",
+    }
+}
+
+simple_error! {
+    /// Errors of [`DmaController`] calls.
+    DmaError {
+        /// No such DMA engine.
+        NoSuchEngine => "no such DMA engine",
+        /// The engine's descriptor table is full.
+        TableFull => "DMA descriptor table full",
+        /// Source or destination outside mapped memory.
+        OutOfRange => "DMA range outside mapped memory",
+    }
+}
+
+simple_error! {
+    /// Errors of [`TrackerController`] calls.
+    TrackerError {
+        /// The tracker set for this workgroup id has no free way.
+        SetFull => "tracker set full",
+        /// The entry's fields are inconsistent (e.g. zero threshold).
+        Invalid => "invalid tracker entry",
+    }
+}
+
+/// The CP's clock.
+pub trait Clock {
+    /// The current time in CP cycles.
+    fn now(&self) -> Cycle;
+}
+
+/// Device memory as the CP sees it (queues, packets, signals, descriptors).
+///
+/// Reads and writes complete immediately from the firmware's point of view; their cost is
+/// charged to the CP's timeline by the platform.
+pub trait DeviceMemory {
+    /// Reads `buf.len()` bytes at `addr`.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory.
+    fn read(&mut self, addr: DevAddr, buf: &mut [u8]) -> Result<(), MemoryError>;
+
+    /// Writes `data` at `addr`.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory.
+    fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError>;
+}
+
+/// A request to launch the kernel whose packet sits at a queue's head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DispatchRequest {
+    /// Queue index (0..32).
+    pub queue: u8,
+    /// Dispatch id (the packet's position in the queue's ring, monotonically increasing).
+    pub dispatch_id: u64,
+    /// Kernel object to run (possibly swapped by the CP for a globally-optimized one).
+    pub kernel_object: u64,
+}
+
+/// The GPU's workgroup dispatcher and the queues' completion signals.
+pub trait KernelDispatcher {
+    /// Starts dispatching the workgroups of the packet at the head of `req.queue`.
+    /// `KernelDispatched` arrives when its last workgroup was placed, `KernelCompleted`
+    /// when its last workgroup finished.
+    ///
+    /// # Errors
+    /// [`DispatchError::NoSuchQueue`], [`DispatchError::Busy`],
+    /// [`DispatchError::NotAtHead`].
+    fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError>;
+
+    /// Completes the packet at the head of `queue` without running it (a packet the CP
+    /// rejected, or a barrier packet that resolved), storing `value` into its completion
+    /// signal, and advances the queue's read index.
+    ///
+    /// # Errors
+    /// [`DispatchError::NoSuchQueue`], [`DispatchError::NotAtHead`].
+    fn complete_without_dispatch(
+        &mut self,
+        queue: u8,
+        dispatch_id: u64,
+        value: i64,
+    ) -> Result<(), DispatchError>;
+}
+
+/// Which channels a broadcast NMC operation reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ChannelSet {
+    /// First pseudo-channel (global index).
+    pub first: u16,
+    /// Number of consecutive pseudo-channels.
+    pub count: u16,
+}
+
+/// Identifies one accepted NMC request; echoed in its completion event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NmcTicket(pub u32);
+
+/// The per-channel NMC engines in the memory controllers.
+pub trait NmcController {
+    /// Queues a macro-command; `NmcDone` arrives when every targeted channel finished it.
+    ///
+    /// # Errors
+    /// [`NmcError::Busy`], [`NmcError::OutOfRange`], [`NmcError::Unsupported`].
+    fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError>;
+
+    /// Writes a scalar register (raw 32-bit pattern) in every bank ALU of `channels`.
+    /// Ordered after every previously submitted macro-command on those channels.
+    ///
+    /// # Errors
+    /// [`NmcError::NoSuchRegister`], [`NmcError::OutOfRange`], [`NmcError::Busy`].
+    fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError>;
+
+    /// Asks the GPU host to read every bank's reduction accumulator on `channels`, add
+    /// them up, and clear them. `PartialsReady { ticket, sum }` carries the total.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`], [`NmcError::Busy`].
+    fn reduce_partials(&mut self, channels: ChannelSet) -> Result<NmcTicket, NmcError>;
+}
+
+/// DMA engines (T3).
+pub trait DmaController {
+    /// Installs a descriptor; it fires when its tracker entry marks it ready (or at once
+    /// if it has no trigger). `DmaDone` arrives when the transfer landed.
+    ///
+    /// # Errors
+    /// [`DmaError::NoSuchEngine`], [`DmaError::TableFull`], [`DmaError::OutOfRange`].
+    fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError>;
+}
+
+/// The store tracker at the memory controller (T3).
+pub trait TrackerController {
+    /// Installs a tracker entry.
+    ///
+    /// # Errors
+    /// [`TrackerError::SetFull`], [`TrackerError::Invalid`].
+    fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError>;
+}
+
+/// Everything the firmware may touch. A blanket impl makes any type that implements all
+/// the blocks a `Platform`.
+pub trait Platform:
+    Clock + DeviceMemory + KernelDispatcher + NmcController + DmaController + TrackerController
+{
+}
+
+impl<T> Platform for T where
+    T: Clock + DeviceMemory + KernelDispatcher + NmcController + DmaController + TrackerController
+{
+}

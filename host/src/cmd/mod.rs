@@ -1,0 +1,8 @@
+//! One module per subcommand.
+
+pub mod asm;
+pub mod mem;
+pub mod presets;
+
+/// What a subcommand returns on failure: a message that says what and where.
+pub type CmdResult = Result<(), Box<dyn std::error::Error>>;

@@ -1,0 +1,11 @@
+//! End-to-end checks through the CLI.
+
+#[test]
+fn help_lists_subcommands() {
+    let out = nmcp_tests::nmcp(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for sub in ["mem", "presets", "asm", "disasm"] {
+        assert!(text.contains(sub), "--help does not list {sub}: {text}");
+    }
+}
