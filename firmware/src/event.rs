@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::platform::{DmaError, DispatchError, MemoryError, NmcError, NmcTicket, TrackerError};
+use crate::platform::{DispatchError, DmaError, MemoryError, NmcError, NmcTicket, TrackerError};
 use crate::{cp, nmc, Platform};
 
 /// Something the hardware reports to the CP. Each one is handled to completion.

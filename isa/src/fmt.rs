@@ -22,4 +22,3 @@ macro_rules! warn {
         ::defmt::warn!($($arg)*);
     }};
 }
-

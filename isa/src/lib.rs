@@ -16,7 +16,15 @@
     clippy::todo,
     clippy::unimplemented
 )]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 #![warn(missing_docs)]
 
 #[macro_use]

@@ -5,7 +5,10 @@ use std::process::{Command, Output};
 
 /// Runs the `nmcp` binary that cargo built for this test run.
 pub fn nmcp(args: &[&str]) -> Output {
-    Command::new(nmcp_path()).args(args).output().unwrap_or_else(|e| panic!("cannot run nmcp: {e}"))
+    Command::new(nmcp_path())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nmcp: {e}"))
 }
 
 /// Path of the `nmcp` binary next to the test executable.

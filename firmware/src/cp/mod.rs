@@ -1,6 +1,13 @@
-//! GOLDYLOC command processor. (Filled in by issue 4.)
+//! GOLDYLOC command processor: inspect the packets at every queue head, predict how many
+//! independent GEMMs to run together, swap in the kernel object tuned for that degree.
+//! (The queue logic is filled in by issue 4; features and predictor are shared now.)
+
+pub mod features;
+pub mod predictor;
 
 use core::fmt;
+pub use features::{CuResources, FeatureError, FEATURE_COUNT};
+pub use predictor::{CdPredictor, CLASS_COUNT};
 
 use crate::{Event, FirmwareError, Platform};
 
@@ -32,7 +39,11 @@ impl CommandProcessor {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform.
-    pub fn on_event<P: Platform>(&mut self, _event: &Event, _p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: Platform>(
+        &mut self,
+        _event: &Event,
+        _p: &mut P,
+    ) -> Result<(), FirmwareError> {
         Ok(())
     }
 }

@@ -32,7 +32,11 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform.
-    pub fn on_event<P: Platform>(&mut self, _event: &Event, _p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: Platform>(
+        &mut self,
+        _event: &Event,
+        _p: &mut P,
+    ) -> Result<(), FirmwareError> {
         Ok(())
     }
 }
