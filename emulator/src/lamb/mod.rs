@@ -1,0 +1,10 @@
+//! LAMB on near-memory compute: the model's tensors, the FP32 reference, and the
+//! ideal-GPU baseline the NMC run is compared with.
+
+pub mod ideal_gpu;
+pub mod model;
+pub mod reference;
+
+pub use ideal_gpu::{IdealGpu, ARRAY_PASSES};
+pub use model::{ModelPreset, TensorSpec};
+pub use reference::{LambHyper, TensorState};

@@ -1,0 +1,156 @@
+//! Plain FP32 LAMB (SPEC 4.1; the variant of NVIDIA Apex's FusedLAMB the dissertation
+//! cites). This is the yardstick the NMC result is checked against, so it is written for
+//! clarity, element by element, with norms accumulated in f64 so that the reference's own
+//! rounding is negligible next to the bound being tested.
+
+/// LAMB hyperparameters and switches.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LambHyper {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Added to sqrt(v_hat).
+    pub eps: f32,
+    /// Decoupled weight decay (0 disables it).
+    pub weight_decay: f32,
+    /// Global gradient-norm clipping threshold; `None` disables clipping.
+    pub max_grad_norm: Option<f32>,
+    /// Divide m and v by (1 - beta^t).
+    pub bias_correction: bool,
+    /// Step number used by the bias correction (1 for the first update).
+    pub step: u32,
+    /// Upper clamp of the trust ratio; `None` leaves it unclamped.
+    pub trust_clamp: Option<f32>,
+}
+
+impl Default for LambHyper {
+    /// The defaults of SPEC 4.1 (Apex FusedLAMB): b1 0.9, b2 0.999, eps 1e-6, wd 0.01,
+    /// max_grad_norm 1.0, bias correction on, lr 1e-3, step 1.
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-6,
+            weight_decay: 0.01,
+            max_grad_norm: Some(1.0),
+            bias_correction: true,
+            step: 1,
+            trust_clamp: None,
+        }
+    }
+}
+
+impl LambHyper {
+    /// 1 / (1 - beta1^t) and 1 / (1 - beta2^t), or (1, 1) without bias correction.
+    pub fn bias_factors(&self) -> (f32, f32) {
+        if !self.bias_correction {
+            return (1.0, 1.0);
+        }
+        let t = self.step.max(1) as i32;
+        (1.0 / (1.0 - self.beta1.powi(t)), 1.0 / (1.0 - self.beta2.powi(t)))
+    }
+
+    /// The clip divisor for a global gradient norm `g_norm`.
+    pub fn clip_divisor(&self, g_norm: f32) -> f32 {
+        match self.max_grad_norm {
+            Some(max) if g_norm > max => g_norm / max,
+            _ => 1.0,
+        }
+    }
+
+    /// The trust ratio for weight norm `p` and update norm `u`.
+    pub fn trust_ratio(&self, p: f32, u: f32) -> f32 {
+        let r = if p > 0.0 && u > 0.0 { p / u } else { 1.0 };
+        match self.trust_clamp {
+            Some(c) => r.min(c),
+            None => r,
+        }
+    }
+}
+
+/// One tensor's optimizer state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorState {
+    /// Weights.
+    pub w: Vec<f32>,
+    /// Gradients.
+    pub g: Vec<f32>,
+    /// First moment.
+    pub m: Vec<f32>,
+    /// Second moment.
+    pub v: Vec<f32>,
+}
+
+impl TensorState {
+    /// A tensor with zero moments.
+    pub fn new(w: Vec<f32>, g: Vec<f32>) -> Self {
+        let n = w.len();
+        Self { w, g, m: vec![0.0; n], v: vec![0.0; n] }
+    }
+}
+
+fn l2(xs: impl Iterator<Item = f32>) -> f32 {
+    xs.map(|x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt() as f32
+}
+
+/// One LAMB step over all tensors, in place. Returns the global gradient norm.
+pub fn step(tensors: &mut [TensorState], h: &LambHyper) -> f32 {
+    let g_norm = l2(tensors.iter().flat_map(|t| t.g.iter().copied()));
+    let clip = h.clip_divisor(g_norm);
+    let (bc1, bc2) = h.bias_factors();
+    for t in tensors.iter_mut() {
+        let mut u = vec![0.0f32; t.w.len()];
+        for i in 0..t.w.len() {
+            let g = t.g[i] / clip;
+            t.m[i] = h.beta1 * t.m[i] + (1.0 - h.beta1) * g;
+            t.v[i] = h.beta2 * t.v[i] + (1.0 - h.beta2) * g * g;
+            let mh = t.m[i] * bc1;
+            let vh = t.v[i] * bc2;
+            u[i] = mh / (vh.sqrt() + h.eps) + h.weight_decay * t.w[i];
+        }
+        let p = l2(t.w.iter().copied());
+        let un = l2(u.iter().copied());
+        let ratio = h.trust_ratio(p, un);
+        for (w, u) in t.w.iter_mut().zip(&u) {
+            *w -= h.lr * ratio * u;
+        }
+    }
+    g_norm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_step_moves_each_weight_by_about_lr_times_ratio() {
+        // With bias correction at t = 1, m_hat = g and v_hat = g^2, so the Adam part of u
+        // is sign(g) (up to eps); one tensor with no decay: u = sign(g), ||u|| = sqrt(n),
+        // ratio = ||w|| / sqrt(n).
+        let w = vec![3.0f32, -4.0, 0.0, 0.0];
+        let g = vec![0.1f32, -0.2, 0.05, -0.05];
+        let mut t = vec![TensorState::new(w.clone(), g.clone())];
+        let h = LambHyper { weight_decay: 0.0, max_grad_norm: None, ..LambHyper::default() };
+        step(&mut t, &h);
+        let ratio = 5.0 / 2.0;
+        for i in 0..4 {
+            let expect = w[i] - h.lr * ratio * g[i].signum();
+            assert!((t[0].w[i] - expect).abs() < 1e-5, "{i}: {} vs {expect}", t[0].w[i]);
+        }
+    }
+
+    #[test]
+    fn clipping_divides_by_global_norm_over_max() {
+        let h = LambHyper::default();
+        assert_eq!(h.clip_divisor(0.5), 1.0);
+        assert_eq!(h.clip_divisor(4.0), 4.0);
+        let h2 = LambHyper { max_grad_norm: None, ..h };
+        assert_eq!(h2.clip_divisor(4.0), 1.0);
+        assert_eq!(h.trust_ratio(0.0, 2.0), 1.0);
+        assert_eq!(h.trust_ratio(3.0, 2.0), 1.5);
+    }
+}
