@@ -104,13 +104,15 @@ pub fn step(tensors: &mut [TensorState], h: &LambHyper) -> f32 {
     let (bc1, bc2) = h.bias_factors();
     for t in tensors.iter_mut() {
         let mut u = vec![0.0f32; t.w.len()];
-        for i in 0..t.w.len() {
-            let g = t.g[i] / clip;
-            t.m[i] = h.beta1 * t.m[i] + (1.0 - h.beta1) * g;
-            t.v[i] = h.beta2 * t.v[i] + (1.0 - h.beta2) * g * g;
-            let mh = t.m[i] * bc1;
-            let vh = t.v[i] * bc2;
-            u[i] = mh / (vh.sqrt() + h.eps) + h.weight_decay * t.w[i];
+        for (((u, w), g), (m, v)) in
+            u.iter_mut().zip(&t.w).zip(&t.g).zip(t.m.iter_mut().zip(t.v.iter_mut()))
+        {
+            let g = g / clip;
+            *m = h.beta1 * *m + (1.0 - h.beta1) * g;
+            *v = h.beta2 * *v + (1.0 - h.beta2) * g * g;
+            let mh = *m * bc1;
+            let vh = *v * bc2;
+            *u = mh / (vh.sqrt() + h.eps) + h.weight_decay * w;
         }
         let p = l2(t.w.iter().copied());
         let un = l2(u.iter().copied());
