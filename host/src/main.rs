@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod lamb;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]

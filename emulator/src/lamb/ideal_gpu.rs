@@ -47,7 +47,9 @@ mod tests {
     fn bert_large_moves_about_17_7_gb() {
         let b = IdealGpu::bytes(340_000_000);
         assert_eq!(b, 13 * 340_000_000 * 4);
-        let gpu = IdealGpu { peak_bytes_per_s: 1.0e12 };
+        let gpu = IdealGpu {
+            peak_bytes_per_s: 1.0e12,
+        };
         let t = gpu.seconds(340_000_000, 0.8);
         assert!((t - 17.68e9 / 0.8e12).abs() < 1e-9);
     }

@@ -43,7 +43,12 @@ pub struct UnknownModel(pub String);
 
 impl fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown model preset `{}` (known: {})", self.0, ModelPreset::NAMES.join(", "))
+        write!(
+            f,
+            "unknown model preset `{}` (known: {})",
+            self.0,
+            ModelPreset::NAMES.join(", ")
+        )
     }
 }
 
@@ -85,7 +90,10 @@ impl ModelPreset {
         let (d, f) = (self.d_model, self.d_ff);
         let mut out = Vec::new();
         let mut push = |name: String, shape: &[u64]| {
-            out.push(TensorSpec { name, shape: shape.to_vec() })
+            out.push(TensorSpec {
+                name,
+                shape: shape.to_vec(),
+            })
         };
         push("emb.word".into(), &[self.vocab, d]);
         push("emb.position".into(), &[self.max_positions, d]);

@@ -51,7 +51,10 @@ impl LambHyper {
             return (1.0, 1.0);
         }
         let t = self.step.max(1) as i32;
-        (1.0 / (1.0 - self.beta1.powi(t)), 1.0 / (1.0 - self.beta2.powi(t)))
+        (
+            1.0 / (1.0 - self.beta1.powi(t)),
+            1.0 / (1.0 - self.beta2.powi(t)),
+        )
     }
 
     /// The clip divisor for a global gradient norm `g_norm`.
@@ -89,7 +92,12 @@ impl TensorState {
     /// A tensor with zero moments.
     pub fn new(w: Vec<f32>, g: Vec<f32>) -> Self {
         let n = w.len();
-        Self { w, g, m: vec![0.0; n], v: vec![0.0; n] }
+        Self {
+            w,
+            g,
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+        }
     }
 }
 
@@ -104,8 +112,11 @@ pub fn step(tensors: &mut [TensorState], h: &LambHyper) -> f32 {
     let (bc1, bc2) = h.bias_factors();
     for t in tensors.iter_mut() {
         let mut u = vec![0.0f32; t.w.len()];
-        for (((u, w), g), (m, v)) in
-            u.iter_mut().zip(&t.w).zip(&t.g).zip(t.m.iter_mut().zip(t.v.iter_mut()))
+        for (((u, w), g), (m, v)) in u
+            .iter_mut()
+            .zip(&t.w)
+            .zip(&t.g)
+            .zip(t.m.iter_mut().zip(t.v.iter_mut()))
         {
             let g = g / clip;
             *m = h.beta1 * *m + (1.0 - h.beta1) * g;
@@ -136,12 +147,20 @@ mod tests {
         let w = vec![3.0f32, -4.0, 0.0, 0.0];
         let g = vec![0.1f32, -0.2, 0.05, -0.05];
         let mut t = vec![TensorState::new(w.clone(), g.clone())];
-        let h = LambHyper { weight_decay: 0.0, max_grad_norm: None, ..LambHyper::default() };
+        let h = LambHyper {
+            weight_decay: 0.0,
+            max_grad_norm: None,
+            ..LambHyper::default()
+        };
         step(&mut t, &h);
         let ratio = 5.0 / 2.0;
         for i in 0..4 {
             let expect = w[i] - h.lr * ratio * g[i].signum();
-            assert!((t[0].w[i] - expect).abs() < 1e-5, "{i}: {} vs {expect}", t[0].w[i]);
+            assert!(
+                (t[0].w[i] - expect).abs() < 1e-5,
+                "{i}: {} vs {expect}",
+                t[0].w[i]
+            );
         }
     }
 
@@ -150,7 +169,10 @@ mod tests {
         let h = LambHyper::default();
         assert_eq!(h.clip_divisor(0.5), 1.0);
         assert_eq!(h.clip_divisor(4.0), 4.0);
-        let h2 = LambHyper { max_grad_norm: None, ..h };
+        let h2 = LambHyper {
+            max_grad_norm: None,
+            ..h
+        };
         assert_eq!(h2.clip_divisor(4.0), 1.0);
         assert_eq!(h.trust_ratio(0.0, 2.0), 1.0);
         assert_eq!(h.trust_ratio(3.0, 2.0), 1.5);
