@@ -42,8 +42,8 @@ use core::fmt::{self, Write};
 
 use crate::nmc::{
     BankMode, BinaryOp, ChannelRange, Conversion, DType, Half, Imm, Instr, JumpBack, JumpTaken,
-    Loc, MacroCommand, Opcode, Phase, ReduceOp, Scalar, ScalarReg, ShiftAmount, ShiftOp,
-    SpecialOp, Src, SrcImm, TsSlot, ValidationError, MAX_PHASES, MAX_PROGRAM,
+    Loc, MacroCommand, Opcode, Phase, ReduceOp, Scalar, ScalarReg, ShiftAmount, ShiftOp, SpecialOp,
+    Src, SrcImm, TsSlot, ValidationError, MAX_PHASES, MAX_PROGRAM,
 };
 
 /// What went wrong, without the position.
@@ -117,13 +117,17 @@ impl fmt::Display for AsmErrorKind {
             Self::DuplicateKey => f.write_str("key given twice"),
             Self::MissingKey(key) => write!(f, "missing key {key}="),
             Self::UnknownKey => f.write_str("unknown key for this directive"),
-            Self::UnknownDirective => f.write_str("unknown directive, expected .macro, .phase or .end"),
+            Self::UnknownDirective => {
+                f.write_str("unknown directive, expected .macro, .phase or .end")
+            }
             Self::NestedMacro => f.write_str(".macro inside a macro-command (missing .end?)"),
             Self::PhaseOutsideMacro => f.write_str(".phase outside a macro-command"),
             Self::EndOutsideMacro => f.write_str(".end outside a macro-command"),
             Self::UnterminatedMacro => f.write_str("macro-command has no .end"),
             Self::InstrBeforePhase => f.write_str("instruction before the first .phase"),
-            Self::ProgramFull => write!(f, "more than {MAX_PROGRAM} instructions in a macro-command"),
+            Self::ProgramFull => {
+                write!(f, "more than {MAX_PROGRAM} instructions in a macro-command")
+            }
             Self::TooManyPhases => write!(f, "more than {MAX_PHASES} phases in a macro-command"),
             Self::Invalid(e) => write!(f, "invalid macro-command: {e}"),
         }
@@ -563,9 +567,9 @@ fn parse_instr_tok(line: Tok<'_>) -> Result<Instr, KindAt> {
             };
             let t = parts.peek();
             if dtype(&mut parts)? != DType::F32 {
-                return Err(t
-                    .unwrap_or(end_of_head)
-                    .err(AsmErrorKind::Expected("type f32 (the only type of this instruction)")));
+                return Err(t.unwrap_or(end_of_head).err(AsmErrorKind::Expected(
+                    "type f32 (the only type of this instruction)",
+                )));
             }
             Instr::Special {
                 op,
@@ -783,9 +787,7 @@ impl<'a> Assembler<'a> {
                     ValidationError::EmptyPhase { phase } => {
                         b.phase_lines.get(usize::from(phase)).copied()
                     }
-                    ValidationError::NoPhases | ValidationError::EmptyProgram => {
-                        Some(self.line_no)
-                    }
+                    ValidationError::NoPhases | ValidationError::EmptyProgram => Some(self.line_no),
                     _ => Some(b.line),
                 };
                 Err(AsmError {
@@ -934,9 +936,9 @@ fn parse_macro_keys(rest: Tok<'_>) -> Result<MacroCommand, KindAt> {
             BankMode::AllBank
         }
         false => BankMode::SingleBank {
-                bank_group: bank_group.ok_or(missing("bank_group"))?.0,
-                bank: bank.ok_or(missing("bank"))?.0,
-            },
+            bank_group: bank_group.ok_or(missing("bank_group"))?.0,
+            bank: bank.ok_or(missing("bank"))?.0,
+        },
     };
     Ok(MacroCommand {
         channels: channels.ok_or(missing("channels"))?,
@@ -1002,12 +1004,9 @@ pub fn write_instr<W: Write + ?Sized>(w: &mut W, instr: &Instr) -> fmt::Result {
         Instr::Mov { dtype, dst, src } => {
             write!(w, "{m}.{dtype} {}, {}", LocText(dst), LocText(src))
         }
-        Instr::Fill { dtype, dst, value } => write!(
-            w,
-            "{m}.{dtype} {}, {}",
-            LocText(dst),
-            SrcText(value.into())
-        ),
+        Instr::Fill { dtype, dst, value } => {
+            write!(w, "{m}.{dtype} {}, {}", LocText(dst), SrcText(value.into()))
+        }
         Instr::Cvt { conv, dst, src } => {
             write!(
                 w,

@@ -27,7 +27,11 @@ fn loc() -> impl Strategy<Value = Loc> {
 }
 
 fn src() -> impl Strategy<Value = Src> {
-    prop_oneof![ts().prop_map(Src::Ts), sreg().prop_map(Src::Sreg), Just(Src::Mem)]
+    prop_oneof![
+        ts().prop_map(Src::Ts),
+        sreg().prop_map(Src::Sreg),
+        Just(Src::Mem)
+    ]
 }
 
 fn src_imm() -> impl Strategy<Value = SrcImm> {
@@ -158,41 +162,41 @@ fn macro_cmd() -> impl Strategy<Value = MacroCommand> {
         (any::<u16>(), 1u16..=64),
         prop_oneof![
             Just(BankMode::AllBank),
-            (0u8..4, 0u8..4).prop_map(|(bank_group, bank)| BankMode::SingleBank {
-                bank_group,
-                bank
-            })
+            (0u8..4, 0u8..4)
+                .prop_map(|(bank_group, bank)| BankMode::SingleBank { bank_group, bank })
         ],
         (0u32..1 << 20, 1u32..1 << 16, 1..=MAX_CHUNK),
         prop::collection::vec((any::<u32>(), block()), 1..=4),
     )
-        .prop_map(|((first, count), mode, (col_start, col_count, chunk), blocks)| {
-            let first = u32::from(first).min(65536 - u32::from(count)) as u16;
-            let mut phases = heapless::Vec::new();
-            let mut program = heapless::Vec::new();
-            for (base_row, b) in blocks {
-                let first = program.len() as u8;
-                for i in &b {
-                    program.push(*i).unwrap();
+        .prop_map(
+            |((first, count), mode, (col_start, col_count, chunk), blocks)| {
+                let first = u32::from(first).min(65536 - u32::from(count)) as u16;
+                let mut phases = heapless::Vec::new();
+                let mut program = heapless::Vec::new();
+                for (base_row, b) in blocks {
+                    let first = program.len() as u8;
+                    for i in &b {
+                        program.push(*i).unwrap();
+                    }
+                    phases
+                        .push(Phase {
+                            base_row,
+                            first,
+                            len: b.len() as u8,
+                        })
+                        .unwrap();
                 }
-                phases
-                    .push(Phase {
-                        base_row,
-                        first,
-                        len: b.len() as u8,
-                    })
-                    .unwrap();
-            }
-            MacroCommand {
-                channels: ChannelRange { first, count },
-                mode,
-                col_start,
-                col_count,
-                chunk,
-                phases,
-                program,
-            }
-        })
+                MacroCommand {
+                    channels: ChannelRange { first, count },
+                    mode,
+                    col_start,
+                    col_count,
+                    chunk,
+                    phases,
+                    program,
+                }
+            },
+        )
 }
 
 fn text_of(i: &Instr) -> String {

@@ -1169,8 +1169,8 @@ impl Instr {
         match *self {
             Self::Nop | Self::Exit => word(op, 0, NONE, NONE, NONE, 0),
             Self::Jump { back, taken } => {
-                let aux = u32::from(back.get())
-                    | u32::from(taken.get() - 1) << u32::from(AUX_HIGH_SHIFT);
+                let aux =
+                    u32::from(back.get()) | u32::from(taken.get() - 1) << u32::from(AUX_HIGH_SHIFT);
                 word(op, 0, NONE, NONE, NONE, aux)
             }
             Self::Mov { dtype, dst, src } => {
@@ -1232,17 +1232,10 @@ impl Instr {
                 NONE,
                 u32::from(amount.get()),
             ),
-            Self::Reduce { dtype, src, .. } => {
-                word(op, dtype as u8, NONE, loc_code(src), NONE, 0)
+            Self::Reduce { dtype, src, .. } => word(op, dtype as u8, NONE, loc_code(src), NONE, 0),
+            Self::Special { dst, src, .. } => {
+                word(op, DType::F32 as u8, loc_code(dst), loc_code(src), NONE, 0)
             }
-            Self::Special { dst, src, .. } => word(
-                op,
-                DType::F32 as u8,
-                loc_code(dst),
-                loc_code(src),
-                NONE,
-                0,
-            ),
         }
     }
 

@@ -562,10 +562,12 @@ impl MacroCommand {
                 });
             }
             next += u16::from(phase.len);
-            let block = self.block(phase).ok_or(ValidationError::ProgramNotCovered {
-                covered: next,
-                len: self.program.len() as u8,
-            })?;
+            let block = self
+                .block(phase)
+                .ok_or(ValidationError::ProgramNotCovered {
+                    covered: next,
+                    len: self.program.len() as u8,
+                })?;
             check_loops(block, phase.first, pi)?;
         }
         if usize::from(next) != self.program.len() {
@@ -638,11 +640,7 @@ impl MacroCommand {
         };
         put(buf, 0, &MACRO_MAGIC.to_le_bytes());
         put(buf, 4, &MACRO_VERSION.to_le_bytes());
-        put(
-            buf,
-            6,
-            &[self.phases.len() as u8, self.program.len() as u8],
-        );
+        put(buf, 6, &[self.phases.len() as u8, self.program.len() as u8]);
         put(buf, 8, &self.channels.first.to_le_bytes());
         put(buf, 10, &self.channels.count.to_le_bytes());
         put(buf, 12, &[mode, bank_group, bank, self.chunk]);
