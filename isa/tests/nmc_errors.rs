@@ -223,7 +223,8 @@ fn costs_and_memory_use() {
     let sqrt = parse_instr("sqrt.f32 mem, ts0").unwrap();
     let fma = parse_instr("fma.f32 mem, mem, s1, ts3").unwrap();
     assert_eq!(rcp.column_slots(), 4);
-    assert_eq!(sqrt.column_slots(), 5);
+    assert_eq!(sqrt.column_slots(), 7);
+    assert_eq!(parse_instr("rsqrt.f32 ts0, mem").unwrap().column_slots(), 5);
     assert_eq!(fma.column_slots(), 1);
     assert_eq!(parse_instr("jump -1, 3").unwrap().column_slots(), 0);
     assert!(rcp.reads_memory() && !rcp.writes_memory());

@@ -45,11 +45,13 @@ pub const MAX_JUMP_TAKEN: u8 = 16;
 /// only half the clocks carry a dependent operation. Ordinary instructions are one
 /// operation and are bound by the column access, not the ALU.
 pub const ALU_OPS_PER_SLOT: u32 = 2;
-/// Newton–Raphson steps RCP runs after its bit-trick seed. Each step is two FMAs.
+/// Newton–Raphson steps RCP runs after its bit-trick seed (error up to ~12 %, so two steps
+/// leave ~2^-17.6). Each step is two FMAs.
 pub const RCP_NEWTON_STEPS: u32 = 3;
-/// Newton–Raphson steps RSQRT (and SQRT) run after the bit-trick seed. Each step is three
-/// dependent operations (y·m, the residual FMA, the update FMA).
-pub const RSQRT_NEWTON_STEPS: u32 = 2;
+/// Newton–Raphson steps RSQRT (and SQRT) run after the bit-trick seed (whose error is up to
+/// 3.4 %, so two steps leave ~2^-18). Each step is three dependent operations (m·y, the
+/// residual FMA, the update FMA).
+pub const RSQRT_NEWTON_STEPS: u32 = 3;
 /// Dependent operations SQRT adds after its RSQRT: s = m·y, the residual FMA and the
 /// correction FMA (one Heron/Newton step on s, which makes the result nearly correctly
 /// rounded).
@@ -1310,7 +1312,8 @@ impl Instr {
 
     /// Column-command slots (each tCCD_L long in all-bank mode) the instruction occupies:
     /// 0 for JUMP/EXIT, 1 for ordinary instructions (including NOP), and
-    /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (4), RSQRT (4) and SQRT (5).
+    /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (7 ops, 4 slots), RSQRT (10 ops, 5 slots)
+    /// and SQRT (13 ops, 7 slots).
     pub const fn column_slots(&self) -> u32 {
         self.alu_ops().div_ceil(ALU_OPS_PER_SLOT)
     }
