@@ -47,6 +47,7 @@ pub struct Backpressure {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
+    /// Cycle the front end accepted the request into a controller queue.
     arrival: Cycle,
     done_at: Cycle,
     parts_left: u8,
@@ -104,7 +105,8 @@ pub struct RunReport {
     pub peak_gbps: f64,
     /// Achieved / peak, in percent.
     pub percent_of_peak: f64,
-    /// Read latency (arrival to last data beat), cycles.
+    /// Read latency, cycles: from acceptance into a controller queue (time spent waiting
+    /// in front of a full queue is excluded) to the last data beat.
     pub read_latency_mean: f64,
     /// Minimum read latency, cycles.
     pub read_latency_min: u64,
@@ -224,7 +226,7 @@ impl MemorySystem {
             }
         }
         let parts: u8 = if merged { 1 } else { 2 };
-        let slot = Slot { arrival: req.arrival, done_at: 0, parts_left: parts, write: req.write };
+        let slot = Slot { arrival: now, done_at: 0, parts_left: parts, write: req.write };
         let tag = match self.free.pop() {
             Some(t) => {
                 self.slots[t as usize] = slot;
