@@ -312,6 +312,15 @@ impl PseudoChannel {
         self.banks.get(bank).map(|b| b.open_row).filter(|r| *r != NO_ROW)
     }
 
+    /// Bit b set when bank b (flat index) has a row open.
+    pub fn open_mask(&self) -> u64 {
+        self.banks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.open_row != NO_ROW)
+            .fold(0, |m, (i, _)| m | 1u64 << i)
+    }
+
     /// Whether any bank has a row open.
     pub fn any_open(&self) -> bool {
         self.open_banks > 0

@@ -235,13 +235,14 @@ impl Controller {
         let write = self.draining;
         let mut wake = Cycle::MAX;
         let mut issued = false;
-        let wanted = if self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due()
-        {
-            wanted_banks([&self.reads, &self.writes])
+        let per_bank_due =
+            self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
+        let (wanted, open) = if per_bank_due {
+            (wanted_banks([&self.reads, &self.writes]), self.pc.open_mask())
         } else {
-            0
+            (0, 0)
         };
-        let block = self.refresh.block(now, wanted);
+        let block = self.refresh.block(now, wanted, open);
 
         let mut hits: HitCounts = [0; 64];
         let queue = if write { &self.writes } else { &self.reads };

@@ -67,8 +67,10 @@ impl Refresher {
     }
 
     /// What a due refresh blocks at `now`; picks the per-bank target if needed.
-    /// `wanted` has bit b set when a queued request targets bank b.
-    pub fn block(&mut self, now: Cycle, wanted: u64) -> RefreshBlock {
+    /// `wanted` has bit b set when a queued request targets bank b, `open` when bank b
+    /// has a row open. The target is, in order of preference, a bank nobody wants that is
+    /// already precharged, one nobody wants, or the lowest left in the round.
+    pub fn block(&mut self, now: Cycle, wanted: u64, open: u64) -> RefreshBlock {
         if now < self.next_due {
             return RefreshBlock::default();
         }
@@ -82,7 +84,11 @@ impl Refresher {
                         let all = if self.banks >= 64 { u64::MAX } else { (1u64 << self.banks) - 1 };
                         let left = all & !self.round_done;
                         let idle = left & !wanted;
-                        let pick = if idle != 0 { idle } else { left };
+                        let closed_idle = idle & !open;
+                        let pick = [closed_idle, idle, left]
+                            .into_iter()
+                            .find(|m| *m != 0)
+                            .unwrap_or(left);
                         let t = pick.trailing_zeros() as usize;
                         self.target = Some(t);
                         t
