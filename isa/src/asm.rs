@@ -1,1 +1,1113 @@
-//! Text assembler and disassembler for the NMC ISA. (Filled in by the ISA work of issue 2.)
+//! Text assembler and disassembler for the NMC ISA.
+//!
+//! No allocation: the assembler parses from a `&str` and yields [`Item`]s; the
+//! disassembler writes into any [`core::fmt::Write`]. The disassembler's output is the
+//! canonical text form and assembles back to the same instruction words and bytes.
+//!
+//! # Syntax
+//!
+//! One instruction per line, `;` starts a comment, blank lines are ignored, names are
+//! ASCII case-insensitive:
+//!
+//! ```text
+//! mnemonic[.type[.srctype]] operand, operand, ...
+//!
+//! nop | exit | jump -BACK, TAKEN          ; go back 1..=31 instructions, 1..=16 times
+//! mov.T    dst, src                      ; dst: tsN | mem      src: tsN | mem
+//! fill.T   dst, scalar                   ; scalar: sN | #imm
+//! cvt.TO.FROM dst, src[, lo|hi]          ; f16/bf16 <-> f32 (half select), i32 <-> f32
+//! add|sub|mul|min|max.T dst, src, src-or-imm   ; src: tsN | sN | mem
+//! fma.T    dst, src, src, src            ; dst = src0 * src1 + src2
+//! scale.T  dst, src, scalar
+//! shl|shr.T dst, src, COUNT              ; COUNT 0..=31
+//! acc|sqacc.T src                        ; src: tsN | mem
+//! rcp|rsqrt|sqrt.f32 dst, src
+//! ```
+//!
+//! Types are `f16`, `bf16`, `f32`, `i32`; immediates are `#` followed by a decimal or
+//! `0x` hexadecimal integer in -256..=255. A macro-command is a block:
+//!
+//! ```text
+//! .macro channels=FIRST+COUNT mode=all|single [bank_group=G bank=B] col_start=N col_count=N chunk=N
+//! .phase row=BASE_ROW
+//!   instructions of the phase
+//! .phase row=...
+//!   ...
+//! .end
+//! ```
+//!
+//! The program of the macro-command is the phases' instructions in order.
+
+use core::fmt::{self, Write};
+
+use crate::nmc::{
+    BankMode, BinaryOp, ChannelRange, Conversion, DType, Half, Imm, Instr, JumpBack, JumpTaken,
+    Loc, MacroCommand, Opcode, Phase, ReduceOp, Scalar, ScalarReg, ShiftAmount, ShiftOp, SpecialOp,
+    Src, SrcImm, TsSlot, ValidationError, MAX_PHASES, MAX_PROGRAM,
+};
+
+/// What went wrong, without the position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum AsmErrorKind {
+    /// Not an instruction name.
+    UnknownMnemonic,
+    /// The instruction needs a type suffix.
+    MissingType,
+    /// Not a type name.
+    UnknownType,
+    /// A type suffix the instruction does not take.
+    UnexpectedSuffix,
+    /// Something else was expected here.
+    Expected(&'static str),
+    /// More operands than the instruction takes.
+    ExtraOperand,
+    /// A number outside its field's range.
+    OutOfRange {
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// Not a number.
+    BadNumber,
+    /// No conversion between these types (or half select on i32<->f32).
+    BadConversion,
+    /// A `.macro` key given twice.
+    DuplicateKey,
+    /// A required `.macro` key is missing.
+    MissingKey(&'static str),
+    /// Not a key of this directive.
+    UnknownKey,
+    /// Not a directive.
+    UnknownDirective,
+    /// `.macro` inside a macro-command.
+    NestedMacro,
+    /// `.phase` outside a macro-command.
+    PhaseOutsideMacro,
+    /// `.end` outside a macro-command.
+    EndOutsideMacro,
+    /// The input ends inside a macro-command.
+    UnterminatedMacro,
+    /// An instruction inside a macro-command before its first `.phase`.
+    InstrBeforePhase,
+    /// More than [`MAX_PROGRAM`] instructions in a macro-command.
+    ProgramFull,
+    /// More than [`MAX_PHASES`] phases in a macro-command.
+    TooManyPhases,
+    /// The macro-command cannot execute.
+    Invalid(ValidationError),
+}
+
+impl fmt::Display for AsmErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::UnknownMnemonic => f.write_str("unknown instruction"),
+            Self::MissingType => f.write_str("expected a type suffix: .f16, .bf16, .f32 or .i32"),
+            Self::UnknownType => f.write_str("unknown type, expected f16, bf16, f32 or i32"),
+            Self::UnexpectedSuffix => f.write_str("this instruction takes no such type suffix"),
+            Self::Expected(what) => write!(f, "expected {what}"),
+            Self::ExtraOperand => f.write_str("too many operands"),
+            Self::OutOfRange { min, max } => write!(f, "number outside {min}..={max}"),
+            Self::BadNumber => f.write_str("expected a decimal or 0x-hexadecimal integer"),
+            Self::BadConversion => f.write_str(
+                "no such conversion: f16/bf16 <-> f32 (with lo|hi) and i32 <-> f32 only",
+            ),
+            Self::DuplicateKey => f.write_str("key given twice"),
+            Self::MissingKey(key) => write!(f, "missing key {key}="),
+            Self::UnknownKey => f.write_str("unknown key for this directive"),
+            Self::UnknownDirective => {
+                f.write_str("unknown directive, expected .macro, .phase or .end")
+            }
+            Self::NestedMacro => f.write_str(".macro inside a macro-command (missing .end?)"),
+            Self::PhaseOutsideMacro => f.write_str(".phase outside a macro-command"),
+            Self::EndOutsideMacro => f.write_str(".end outside a macro-command"),
+            Self::UnterminatedMacro => f.write_str("macro-command has no .end"),
+            Self::InstrBeforePhase => f.write_str("instruction before the first .phase"),
+            Self::ProgramFull => {
+                write!(f, "more than {MAX_PROGRAM} instructions in a macro-command")
+            }
+            Self::TooManyPhases => write!(f, "more than {MAX_PHASES} phases in a macro-command"),
+            Self::Invalid(e) => write!(f, "invalid macro-command: {e}"),
+        }
+    }
+}
+
+/// An assembler error with its 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AsmError {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column (byte), from 1.
+    pub column: u32,
+    /// What went wrong.
+    pub kind: AsmErrorKind,
+}
+
+impl fmt::Display for AsmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.kind)
+    }
+}
+
+impl core::error::Error for AsmError {}
+
+/// One thing a source text defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+// No allocation, so the macro-command cannot be boxed; items are consumed one at a time.
+#[allow(clippy::large_enum_variant)]
+pub enum Item {
+    /// A loose instruction.
+    Instr(Instr),
+    /// A `.macro` ... `.end` block.
+    Macro(MacroCommand),
+}
+
+/// A piece of a line and where it starts.
+#[derive(Debug, Clone, Copy)]
+struct Tok<'a> {
+    text: &'a str,
+    /// 1-based column.
+    col: u32,
+}
+
+/// Error position inside a line: the line is filled in by the caller.
+type KindAt = (u32, AsmErrorKind);
+
+impl<'a> Tok<'a> {
+    fn err(&self, kind: AsmErrorKind) -> KindAt {
+        (self.col, kind)
+    }
+
+    /// Sub-token starting `skip` bytes in.
+    fn skip(&self, skip: usize) -> Tok<'a> {
+        Tok {
+            text: self.text.get(skip..).unwrap_or(""),
+            col: self.col + skip as u32,
+        }
+    }
+
+    /// Trims whitespace, keeping the column right.
+    fn trim(&self) -> Tok<'a> {
+        let start = self.text.len() - self.text.trim_start().len();
+        Tok {
+            text: self.text.trim(),
+            col: self.col + start as u32,
+        }
+    }
+
+    /// Splits at the first occurrence of `c` (the separator is dropped).
+    fn split_once(&self, c: char) -> Option<(Tok<'a>, Tok<'a>)> {
+        let (a, b) = self.text.split_once(c)?;
+        let bcol = self.col + (a.len() + c.len_utf8()) as u32;
+        Some((
+            Tok {
+                text: a,
+                col: self.col,
+            },
+            Tok { text: b, col: bcol },
+        ))
+    }
+
+    /// Splits at the first whitespace.
+    fn split_word(&self) -> (Tok<'a>, Tok<'a>) {
+        match self.text.find(char::is_whitespace) {
+            Some(i) => {
+                let (a, b) = self.text.split_at(i);
+                (
+                    Tok {
+                        text: a,
+                        col: self.col,
+                    },
+                    Tok {
+                        text: b,
+                        col: self.col + i as u32,
+                    }
+                    .trim(),
+                )
+            }
+            None => (
+                *self,
+                Tok {
+                    text: "",
+                    col: self.col + self.text.len() as u32,
+                },
+            ),
+        }
+    }
+}
+
+/// Iterates over comma-separated operands, tracking the position of each.
+struct Operands<'a> {
+    rest: Option<Tok<'a>>,
+    /// Column just past the line's text, for "missing operand" errors.
+    end_col: u32,
+}
+
+impl<'a> Operands<'a> {
+    fn new(rest: Tok<'a>) -> Self {
+        let end_col = rest.col + rest.text.len() as u32;
+        Self {
+            rest: if rest.text.is_empty() {
+                None
+            } else {
+                Some(rest)
+            },
+            end_col,
+        }
+    }
+
+    /// The next operand, or an error saying `what` was expected.
+    fn next(&mut self, what: &'static str) -> Result<Tok<'a>, KindAt> {
+        let Some(rest) = self.rest else {
+            return Err((self.end_col, AsmErrorKind::Expected(what)));
+        };
+        let (tok, rest) = match rest.split_once(',') {
+            Some((a, b)) => (a, Some(b)),
+            None => (rest, None),
+        };
+        self.rest = rest;
+        let tok = tok.trim();
+        if tok.text.is_empty() {
+            return Err(tok.err(AsmErrorKind::Expected(what)));
+        }
+        Ok(tok)
+    }
+
+    /// The next operand if there is one.
+    fn optional(&mut self, what: &'static str) -> Result<Option<Tok<'a>>, KindAt> {
+        if self.rest.is_none() {
+            return Ok(None);
+        }
+        self.next(what).map(Some)
+    }
+
+    fn finish(&self) -> Result<(), KindAt> {
+        match self.rest {
+            None => Ok(()),
+            Some(r) => Err((r.col.saturating_sub(1), AsmErrorKind::ExtraOperand)),
+        }
+    }
+}
+
+/// Parses an integer: optional sign, decimal or `0x` hexadecimal.
+fn parse_int(tok: Tok<'_>) -> Result<i64, KindAt> {
+    let t = tok.text;
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let value = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            i64::from_str_radix(hex, 16).ok()
+        }
+        Some(_) => None,
+        None if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            digits.parse::<i64>().ok()
+        }
+        None => None,
+    };
+    let value = value.ok_or(tok.err(AsmErrorKind::BadNumber))?;
+    Ok(if neg { -value } else { value })
+}
+
+fn int_in(tok: Tok<'_>, min: i64, max: i64) -> Result<i64, KindAt> {
+    let v = parse_int(tok)?;
+    if v < min || v > max {
+        return Err(tok.err(AsmErrorKind::OutOfRange { min, max }));
+    }
+    Ok(v)
+}
+
+/// An operand as written, before checking it against the instruction.
+#[derive(Debug, Clone, Copy)]
+enum Operand {
+    Ts(TsSlot),
+    Sreg(ScalarReg),
+    Mem,
+    Imm(Imm),
+}
+
+const EXPECT_OPERAND: &str = "an operand: tsN, sN, mem or #imm";
+
+fn parse_operand(tok: Tok<'_>) -> Result<Operand, KindAt> {
+    let t = tok.text;
+    let lower_starts = |p: &str| t.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p));
+    if t.eq_ignore_ascii_case("mem") {
+        return Ok(Operand::Mem);
+    }
+    if t.starts_with('#') {
+        let v = int_in(tok.skip(1), i64::from(Imm::MIN), i64::from(Imm::MAX))?;
+        return Ok(Operand::Imm(Imm::new(v as i16).ok_or(tok.err(
+            AsmErrorKind::OutOfRange {
+                min: i64::from(Imm::MIN),
+                max: i64::from(Imm::MAX),
+            },
+        ))?));
+    }
+    if lower_starts("ts") && t.len() > 2 {
+        let n = digits_in(tok.skip(2), TsSlot::MAX)?;
+        return Ok(Operand::Ts(TsSlot::new(n).ok_or(tok.err(
+            AsmErrorKind::OutOfRange {
+                min: 0,
+                max: i64::from(TsSlot::MAX),
+            },
+        ))?));
+    }
+    if lower_starts("s") && t.len() > 1 {
+        let n = digits_in(tok.skip(1), ScalarReg::MAX)?;
+        return Ok(Operand::Sreg(ScalarReg::new(n).ok_or(tok.err(
+            AsmErrorKind::OutOfRange {
+                min: 0,
+                max: i64::from(ScalarReg::MAX),
+            },
+        ))?));
+    }
+    Err(tok.err(AsmErrorKind::Expected(EXPECT_OPERAND)))
+}
+
+/// A register number: decimal digits only, at most `max`.
+fn digits_in(tok: Tok<'_>, max: u8) -> Result<u8, KindAt> {
+    if tok.text.is_empty() || !tok.text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(tok.err(AsmErrorKind::Expected(EXPECT_OPERAND)));
+    }
+    let v = int_in(tok, 0, i64::from(max))?;
+    Ok(v as u8)
+}
+
+const EXPECT_LOC: &str = "tsN or mem";
+const EXPECT_SRC: &str = "tsN, sN or mem";
+const EXPECT_SRC_IMM: &str = "tsN, sN, mem or #imm";
+const EXPECT_SCALAR: &str = "sN or #imm";
+
+fn loc(ops: &mut Operands<'_>) -> Result<Loc, KindAt> {
+    let tok = ops.next(EXPECT_LOC)?;
+    match parse_operand(tok)? {
+        Operand::Ts(s) => Ok(Loc::Ts(s)),
+        Operand::Mem => Ok(Loc::Mem),
+        _ => Err(tok.err(AsmErrorKind::Expected(EXPECT_LOC))),
+    }
+}
+
+fn src(ops: &mut Operands<'_>) -> Result<Src, KindAt> {
+    let tok = ops.next(EXPECT_SRC)?;
+    match parse_operand(tok)? {
+        Operand::Ts(s) => Ok(Src::Ts(s)),
+        Operand::Sreg(r) => Ok(Src::Sreg(r)),
+        Operand::Mem => Ok(Src::Mem),
+        Operand::Imm(_) => Err(tok.err(AsmErrorKind::Expected(EXPECT_SRC))),
+    }
+}
+
+fn src_imm(ops: &mut Operands<'_>) -> Result<SrcImm, KindAt> {
+    let tok = ops.next(EXPECT_SRC_IMM)?;
+    Ok(match parse_operand(tok)? {
+        Operand::Ts(s) => SrcImm::Ts(s),
+        Operand::Sreg(r) => SrcImm::Sreg(r),
+        Operand::Mem => SrcImm::Mem,
+        Operand::Imm(i) => SrcImm::Imm(i),
+    })
+}
+
+fn scalar(ops: &mut Operands<'_>) -> Result<Scalar, KindAt> {
+    let tok = ops.next(EXPECT_SCALAR)?;
+    match parse_operand(tok)? {
+        Operand::Sreg(r) => Ok(Scalar::Sreg(r)),
+        Operand::Imm(i) => Ok(Scalar::Imm(i)),
+        _ => Err(tok.err(AsmErrorKind::Expected(EXPECT_SCALAR))),
+    }
+}
+
+/// Parses one instruction from a line with the comment already removed.
+fn parse_instr_tok(line: Tok<'_>) -> Result<Instr, KindAt> {
+    let (head, rest) = line.trim().split_word();
+    let mut parts = Suffixes::new(head);
+    let name = parts.next().unwrap_or(head);
+    let opcode = Opcode::from_mnemonic(name.text).ok_or(name.err(AsmErrorKind::UnknownMnemonic))?;
+    let mut ops = Operands::new(rest);
+    let end_of_head = Tok {
+        text: "",
+        col: head.col + head.text.len() as u32,
+    };
+    let dtype = |parts: &mut Suffixes<'_>| -> Result<DType, KindAt> {
+        let t = parts
+            .next()
+            .ok_or(end_of_head.err(AsmErrorKind::MissingType))?;
+        DType::from_name(t.text).ok_or(t.err(AsmErrorKind::UnknownType))
+    };
+    let instr = match opcode {
+        Opcode::Nop => Instr::Nop,
+        Opcode::Exit => Instr::Exit,
+        Opcode::Jump => {
+            let tok = ops.next("-BACK (1..=31 instructions back)")?;
+            if !tok.text.starts_with('-') {
+                return Err(tok.err(AsmErrorKind::Expected("-BACK (1..=31 instructions back)")));
+            }
+            let back = -int_in(tok, -i64::from(JumpBack::MAX), -i64::from(JumpBack::MIN))?;
+            let tok = ops.next("TAKEN (1..=16 times)")?;
+            let taken = int_in(tok, i64::from(JumpTaken::MIN), i64::from(JumpTaken::MAX))?;
+            Instr::Jump {
+                back: JumpBack::new(back as u8).ok_or(tok.err(AsmErrorKind::BadNumber))?,
+                taken: JumpTaken::new(taken as u8).ok_or(tok.err(AsmErrorKind::BadNumber))?,
+            }
+        }
+        Opcode::Mov => {
+            let dtype = dtype(&mut parts)?;
+            Instr::Mov {
+                dtype,
+                dst: loc(&mut ops)?,
+                src: loc(&mut ops)?,
+            }
+        }
+        Opcode::Fill => {
+            let dtype = dtype(&mut parts)?;
+            Instr::Fill {
+                dtype,
+                dst: loc(&mut ops)?,
+                value: scalar(&mut ops)?,
+            }
+        }
+        Opcode::Cvt => {
+            let to = dtype(&mut parts)?;
+            let from_tok = parts.peek();
+            let from = dtype(&mut parts)?;
+            let dst = loc(&mut ops)?;
+            let src = loc(&mut ops)?;
+            let half = match ops.optional("lo or hi")? {
+                None => Half::Lo,
+                Some(t) if t.text.eq_ignore_ascii_case("lo") => Half::Lo,
+                Some(t) if t.text.eq_ignore_ascii_case("hi") => Half::Hi,
+                Some(t) => return Err(t.err(AsmErrorKind::Expected("lo or hi"))),
+            };
+            let conv = Conversion::new(to, from, half).ok_or(
+                from_tok
+                    .unwrap_or(end_of_head)
+                    .err(AsmErrorKind::BadConversion),
+            )?;
+            Instr::Cvt { conv, dst, src }
+        }
+        Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Min | Opcode::Max => {
+            let op = match opcode {
+                Opcode::Add => BinaryOp::Add,
+                Opcode::Sub => BinaryOp::Sub,
+                Opcode::Mul => BinaryOp::Mul,
+                Opcode::Min => BinaryOp::Min,
+                _ => BinaryOp::Max,
+            };
+            let dtype = dtype(&mut parts)?;
+            Instr::Binary {
+                op,
+                dtype,
+                dst: loc(&mut ops)?,
+                src0: src(&mut ops)?,
+                src1: src_imm(&mut ops)?,
+            }
+        }
+        Opcode::Fma => {
+            let dtype = dtype(&mut parts)?;
+            Instr::Fma {
+                dtype,
+                dst: loc(&mut ops)?,
+                src0: src(&mut ops)?,
+                src1: src(&mut ops)?,
+                src2: src(&mut ops)?,
+            }
+        }
+        Opcode::Scale => {
+            let dtype = dtype(&mut parts)?;
+            Instr::Scale {
+                dtype,
+                dst: loc(&mut ops)?,
+                src: src(&mut ops)?,
+                factor: scalar(&mut ops)?,
+            }
+        }
+        Opcode::Shl | Opcode::Shr => {
+            let op = if opcode == Opcode::Shl {
+                ShiftOp::Shl
+            } else {
+                ShiftOp::Shr
+            };
+            let dtype = dtype(&mut parts)?;
+            let dst = loc(&mut ops)?;
+            let src = src(&mut ops)?;
+            let tok = ops.next("a shift count 0..=31")?;
+            let n = int_in(tok, 0, i64::from(ShiftAmount::MAX))?;
+            Instr::Shift {
+                op,
+                dtype,
+                dst,
+                src,
+                amount: ShiftAmount::new(n as u8).ok_or(tok.err(AsmErrorKind::BadNumber))?,
+            }
+        }
+        Opcode::Acc | Opcode::SqAcc => {
+            let op = if opcode == Opcode::Acc {
+                ReduceOp::Acc
+            } else {
+                ReduceOp::SqAcc
+            };
+            let dtype = dtype(&mut parts)?;
+            Instr::Reduce {
+                op,
+                dtype,
+                src: loc(&mut ops)?,
+            }
+        }
+        Opcode::Rcp | Opcode::Rsqrt | Opcode::Sqrt => {
+            let op = match opcode {
+                Opcode::Rcp => SpecialOp::Rcp,
+                Opcode::Rsqrt => SpecialOp::Rsqrt,
+                _ => SpecialOp::Sqrt,
+            };
+            let t = parts.peek();
+            if dtype(&mut parts)? != DType::F32 {
+                return Err(t.unwrap_or(end_of_head).err(AsmErrorKind::Expected(
+                    "type f32 (the only type of this instruction)",
+                )));
+            }
+            Instr::Special {
+                op,
+                dst: loc(&mut ops)?,
+                src: loc(&mut ops)?,
+            }
+        }
+    };
+    if let Some(extra) = parts.next() {
+        return Err(extra.err(AsmErrorKind::UnexpectedSuffix));
+    }
+    ops.finish()?;
+    Ok(instr)
+}
+
+/// The dot-separated parts of a mnemonic.
+struct Suffixes<'a> {
+    rest: Option<Tok<'a>>,
+}
+
+impl<'a> Suffixes<'a> {
+    fn new(head: Tok<'a>) -> Self {
+        Self { rest: Some(head) }
+    }
+
+    fn peek(&self) -> Option<Tok<'a>> {
+        self.rest.map(|r| r.split_once('.').map_or(r, |(a, _)| a))
+    }
+
+    fn next(&mut self) -> Option<Tok<'a>> {
+        let r = self.rest?;
+        match r.split_once('.') {
+            Some((a, b)) => {
+                self.rest = Some(b);
+                Some(a)
+            }
+            None => {
+                self.rest = None;
+                Some(r)
+            }
+        }
+    }
+}
+
+/// Removes a `;` comment.
+fn strip_comment(line: &str) -> &str {
+    line.split_once(';').map_or(line, |(code, _)| code)
+}
+
+/// Parses a single instruction (one line; a trailing `;` comment is allowed).
+///
+/// # Errors
+/// [`AsmError`] with line 1 and the column of the problem.
+pub fn parse_instr(text: &str) -> Result<Instr, AsmError> {
+    let tok = Tok {
+        text: strip_comment(text),
+        col: 1,
+    };
+    parse_instr_tok(tok).map_err(|(column, kind)| AsmError {
+        line: 1,
+        column,
+        kind,
+    })
+}
+
+/// A macro-command being assembled.
+struct MacroBuilder {
+    cmd: MacroCommand,
+    /// Line of `.macro`.
+    line: u32,
+    /// Line of each instruction.
+    instr_lines: [u32; MAX_PROGRAM],
+    /// Line of each `.phase`.
+    phase_lines: [u32; MAX_PHASES],
+}
+
+/// Parses a source text into loose instructions and macro-commands, in order. Stops after
+/// the first error.
+#[derive(Debug, Clone)]
+pub struct Assembler<'a> {
+    lines: core::str::Lines<'a>,
+    line_no: u32,
+    failed: bool,
+}
+
+impl<'a> Assembler<'a> {
+    /// Assembles `text`.
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            lines: text.lines(),
+            line_no: 0,
+            failed: false,
+        }
+    }
+
+    /// Line number of the last line read (1-based).
+    pub fn line(&self) -> u32 {
+        self.line_no
+    }
+
+    fn next_line(&mut self) -> Option<Tok<'a>> {
+        let line = self.lines.next()?;
+        self.line_no += 1;
+        Some(Tok {
+            text: strip_comment(line),
+            col: 1,
+        })
+    }
+
+    fn at(&self, (column, kind): KindAt) -> AsmError {
+        AsmError {
+            line: self.line_no,
+            column,
+            kind,
+        }
+    }
+
+    fn item(&mut self) -> Option<Result<Item, AsmError>> {
+        loop {
+            let line = self.next_line()?;
+            let t = line.trim();
+            if t.text.is_empty() {
+                continue;
+            }
+            if t.text.starts_with('.') {
+                let (word, rest) = t.split_word();
+                return Some(if word.text.eq_ignore_ascii_case(".macro") {
+                    self.macro_block(rest).map(Item::Macro)
+                } else if word.text.eq_ignore_ascii_case(".phase") {
+                    Err(self.at(word.err(AsmErrorKind::PhaseOutsideMacro)))
+                } else if word.text.eq_ignore_ascii_case(".end") {
+                    Err(self.at(word.err(AsmErrorKind::EndOutsideMacro)))
+                } else {
+                    Err(self.at(word.err(AsmErrorKind::UnknownDirective)))
+                });
+            }
+            return Some(parse_instr_tok(t).map(Item::Instr).map_err(|e| self.at(e)));
+        }
+    }
+
+    fn macro_block(&mut self, keys: Tok<'a>) -> Result<MacroCommand, AsmError> {
+        let cmd = parse_macro_keys(keys).map_err(|e| self.at(e))?;
+        let mut b = MacroBuilder {
+            cmd,
+            line: self.line_no,
+            instr_lines: [0; MAX_PROGRAM],
+            phase_lines: [0; MAX_PHASES],
+        };
+        loop {
+            let Some(line) = self.next_line() else {
+                return Err(AsmError {
+                    line: b.line,
+                    column: 1,
+                    kind: AsmErrorKind::UnterminatedMacro,
+                });
+            };
+            let t = line.trim();
+            if t.text.is_empty() {
+                continue;
+            }
+            if t.text.starts_with('.') {
+                let (word, rest) = t.split_word();
+                if word.text.eq_ignore_ascii_case(".end") {
+                    if !rest.text.is_empty() {
+                        return Err(self.at(rest.err(AsmErrorKind::ExtraOperand)));
+                    }
+                    return self.finish_macro(b);
+                } else if word.text.eq_ignore_ascii_case(".phase") {
+                    let base_row = parse_phase_keys(rest).map_err(|e| self.at(e))?;
+                    let first = b.cmd.program.len() as u8;
+                    let index = b.cmd.phases.len();
+                    b.cmd
+                        .phases
+                        .push(Phase {
+                            base_row,
+                            first,
+                            len: 0,
+                        })
+                        .map_err(|_| self.at(word.err(AsmErrorKind::TooManyPhases)))?;
+                    if let Some(l) = b.phase_lines.get_mut(index) {
+                        *l = self.line_no;
+                    }
+                    continue;
+                } else if word.text.eq_ignore_ascii_case(".macro") {
+                    return Err(self.at(word.err(AsmErrorKind::NestedMacro)));
+                }
+                return Err(self.at(word.err(AsmErrorKind::UnknownDirective)));
+            }
+            let instr = parse_instr_tok(t).map_err(|e| self.at(e))?;
+            let Some(phase) = b.cmd.phases.last_mut() else {
+                return Err(self.at(t.err(AsmErrorKind::InstrBeforePhase)));
+            };
+            let index = b.cmd.program.len();
+            b.cmd
+                .program
+                .push(instr)
+                .map_err(|_| self.at(t.err(AsmErrorKind::ProgramFull)))?;
+            phase.len += 1;
+            if let Some(l) = b.instr_lines.get_mut(index) {
+                *l = self.line_no;
+            }
+        }
+    }
+
+    /// Validates; points the error at the line it is about.
+    fn finish_macro(&self, b: MacroBuilder) -> Result<MacroCommand, AsmError> {
+        match b.cmd.validate() {
+            Ok(()) => Ok(b.cmd),
+            Err(e) => {
+                let line = match e {
+                    ValidationError::JumpOutsidePhase { index, .. }
+                    | ValidationError::NestedLoop { index, .. } => {
+                        b.instr_lines.get(usize::from(index)).copied()
+                    }
+                    ValidationError::EmptyPhase { phase } => {
+                        b.phase_lines.get(usize::from(phase)).copied()
+                    }
+                    ValidationError::NoPhases | ValidationError::EmptyProgram => Some(self.line_no),
+                    _ => Some(b.line),
+                };
+                Err(AsmError {
+                    line: line.unwrap_or(b.line),
+                    column: 1,
+                    kind: AsmErrorKind::Invalid(e),
+                })
+            }
+        }
+    }
+}
+
+impl Iterator for Assembler<'_> {
+    type Item = Result<Item, AsmError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = self.item();
+        if matches!(item, Some(Err(_))) {
+            self.failed = true;
+        }
+        item
+    }
+}
+
+/// Parses exactly one `.macro` ... `.end` block (comments and blank lines around it are
+/// allowed).
+///
+/// # Errors
+/// [`AsmError`]; also [`AsmErrorKind::Expected`] if the text holds anything else or more.
+pub fn parse_macro(text: &str) -> Result<MacroCommand, AsmError> {
+    let mut asm = Assembler::new(text);
+    let cmd = match asm.next() {
+        Some(Ok(Item::Macro(m))) => m,
+        Some(Err(e)) => return Err(e),
+        Some(Ok(Item::Instr(_))) | None => {
+            return Err(AsmError {
+                line: asm.line().max(1),
+                column: 1,
+                kind: AsmErrorKind::Expected("a .macro block"),
+            })
+        }
+    };
+    match asm.next() {
+        None => Ok(cmd),
+        Some(Err(e)) => Err(e),
+        Some(Ok(_)) => Err(AsmError {
+            line: asm.line(),
+            column: 1,
+            kind: AsmErrorKind::Expected("end of input after .end"),
+        }),
+    }
+}
+
+/// `key=value` pairs of a directive.
+fn key_values<'a>(
+    rest: Tok<'a>,
+    mut f: impl FnMut(Tok<'a>, Tok<'a>) -> Result<(), KindAt>,
+) -> Result<(), KindAt> {
+    let mut rest = rest.trim();
+    while !rest.text.is_empty() {
+        let (word, r) = rest.split_word();
+        let (key, value) = word
+            .split_once('=')
+            .ok_or(word.err(AsmErrorKind::Expected("key=value")))?;
+        f(key, value)?;
+        rest = r;
+    }
+    Ok(())
+}
+
+fn set_once<T>(slot: &mut Option<T>, key: Tok<'_>, v: T) -> Result<(), KindAt> {
+    if slot.is_some() {
+        return Err(key.err(AsmErrorKind::DuplicateKey));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+fn uint<T: TryFrom<i64>>(tok: Tok<'_>, max: T) -> Result<T, KindAt>
+where
+    i64: From<T>,
+{
+    let v = int_in(tok, 0, i64::from(max))?;
+    T::try_from(v).map_err(|_| tok.err(AsmErrorKind::BadNumber))
+}
+
+fn parse_macro_keys(rest: Tok<'_>) -> Result<MacroCommand, KindAt> {
+    let mut channels = None;
+    let mut all_bank = None;
+    let mut bank_group = None;
+    let mut bank = None;
+    let mut col_start = None;
+    let mut col_count = None;
+    let mut chunk = None;
+    key_values(rest, |key, value| {
+        let k = key.text;
+        if k.eq_ignore_ascii_case("channels") {
+            let (first, count) = value
+                .split_once('+')
+                .ok_or(value.err(AsmErrorKind::Expected("FIRST+COUNT")))?;
+            let c = ChannelRange {
+                first: uint(first, u16::MAX)?,
+                count: uint(count, u16::MAX)?,
+            };
+            set_once(&mut channels, key, c)
+        } else if k.eq_ignore_ascii_case("mode") {
+            let all = if value.text.eq_ignore_ascii_case("all") {
+                true
+            } else if value.text.eq_ignore_ascii_case("single") {
+                false
+            } else {
+                return Err(value.err(AsmErrorKind::Expected("all or single")));
+            };
+            set_once(&mut all_bank, key, all)
+        } else if k.eq_ignore_ascii_case("bank_group") {
+            let v = uint(value, u8::MAX)?;
+            set_once(&mut bank_group, key, (v, key))
+        } else if k.eq_ignore_ascii_case("bank") {
+            let v = uint(value, u8::MAX)?;
+            set_once(&mut bank, key, (v, key))
+        } else if k.eq_ignore_ascii_case("col_start") {
+            set_once(&mut col_start, key, uint(value, u32::MAX)?)
+        } else if k.eq_ignore_ascii_case("col_count") {
+            set_once(&mut col_count, key, uint(value, u32::MAX)?)
+        } else if k.eq_ignore_ascii_case("chunk") {
+            set_once(&mut chunk, key, uint(value, u8::MAX)?)
+        } else {
+            Err(key.err(AsmErrorKind::UnknownKey))
+        }
+    })?;
+    let end = Tok {
+        text: "",
+        col: rest.col + rest.text.len() as u32,
+    };
+    let missing = |k| end.err(AsmErrorKind::MissingKey(k));
+    let mode = match all_bank.ok_or(missing("mode"))? {
+        true => {
+            if let Some((_, key)) = bank_group.or(bank) {
+                return Err(key.err(AsmErrorKind::Expected(
+                    "no bank_group/bank with mode=all (or mode=single)",
+                )));
+            }
+            BankMode::AllBank
+        }
+        false => BankMode::SingleBank {
+            bank_group: bank_group.ok_or(missing("bank_group"))?.0,
+            bank: bank.ok_or(missing("bank"))?.0,
+        },
+    };
+    Ok(MacroCommand {
+        channels: channels.ok_or(missing("channels"))?,
+        mode,
+        col_start: col_start.ok_or(missing("col_start"))?,
+        col_count: col_count.ok_or(missing("col_count"))?,
+        chunk: chunk.ok_or(missing("chunk"))?,
+        phases: heapless::Vec::new(),
+        program: heapless::Vec::new(),
+    })
+}
+
+fn parse_phase_keys(rest: Tok<'_>) -> Result<u32, KindAt> {
+    let mut row = None;
+    key_values(rest, |key, value| {
+        if key.text.eq_ignore_ascii_case("row") {
+            set_once(&mut row, key, uint(value, u32::MAX)?)
+        } else {
+            Err(key.err(AsmErrorKind::UnknownKey))
+        }
+    })?;
+    row.ok_or((
+        rest.col + rest.text.len() as u32,
+        AsmErrorKind::MissingKey("row"),
+    ))
+}
+
+struct LocText(Loc);
+impl fmt::Display for LocText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Loc::Ts(s) => write!(f, "ts{}", s.get()),
+            Loc::Mem => f.write_str("mem"),
+        }
+    }
+}
+
+struct SrcText(SrcImm);
+impl fmt::Display for SrcText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            SrcImm::Ts(s) => write!(f, "ts{}", s.get()),
+            SrcImm::Sreg(r) => write!(f, "s{}", r.get()),
+            SrcImm::Mem => f.write_str("mem"),
+            SrcImm::Imm(i) => write!(f, "#{}", i.get()),
+        }
+    }
+}
+
+fn s(x: Src) -> SrcText {
+    SrcText(x.into())
+}
+
+/// Writes the canonical text of one instruction (no newline).
+///
+/// # Errors
+/// Whatever `w` returns.
+pub fn write_instr<W: Write + ?Sized>(w: &mut W, instr: &Instr) -> fmt::Result {
+    let m = instr.opcode().mnemonic();
+    match *instr {
+        Instr::Nop | Instr::Exit => w.write_str(m),
+        Instr::Jump { back, taken } => write!(w, "{m} -{}, {}", back.get(), taken.get()),
+        Instr::Mov { dtype, dst, src } => {
+            write!(w, "{m}.{dtype} {}, {}", LocText(dst), LocText(src))
+        }
+        Instr::Fill { dtype, dst, value } => {
+            write!(w, "{m}.{dtype} {}, {}", LocText(dst), SrcText(value.into()))
+        }
+        Instr::Cvt { conv, dst, src } => {
+            write!(
+                w,
+                "{m}.{}.{} {}, {}",
+                conv.to(),
+                conv.from(),
+                LocText(dst),
+                LocText(src)
+            )?;
+            if conv.half() == Some(Half::Hi) {
+                w.write_str(", hi")?;
+            }
+            Ok(())
+        }
+        Instr::Binary {
+            dtype,
+            dst,
+            src0,
+            src1,
+            ..
+        } => write!(
+            w,
+            "{m}.{dtype} {}, {}, {}",
+            LocText(dst),
+            s(src0),
+            SrcText(src1)
+        ),
+        Instr::Fma {
+            dtype,
+            dst,
+            src0,
+            src1,
+            src2,
+        } => write!(
+            w,
+            "{m}.{dtype} {}, {}, {}, {}",
+            LocText(dst),
+            s(src0),
+            s(src1),
+            s(src2)
+        ),
+        Instr::Scale {
+            dtype,
+            dst,
+            src,
+            factor,
+        } => write!(
+            w,
+            "{m}.{dtype} {}, {}, {}",
+            LocText(dst),
+            s(src),
+            SrcText(factor.into())
+        ),
+        Instr::Shift {
+            dtype,
+            dst,
+            src,
+            amount,
+            ..
+        } => write!(
+            w,
+            "{m}.{dtype} {}, {}, {}",
+            LocText(dst),
+            s(src),
+            amount.get()
+        ),
+        Instr::Reduce { dtype, src, .. } => write!(w, "{m}.{dtype} {}", LocText(src)),
+        Instr::Special { dst, src, .. } => {
+            write!(w, "{m}.f32 {}, {}", LocText(dst), LocText(src))
+        }
+    }
+}
+
+/// Writes the canonical text of a macro-command, ending with `.end` and a newline.
+///
+/// # Errors
+/// Whatever `w` returns.
+pub fn write_macro<W: Write + ?Sized>(w: &mut W, cmd: &MacroCommand) -> fmt::Result {
+    write!(
+        w,
+        ".macro channels={}+{} ",
+        cmd.channels.first, cmd.channels.count
+    )?;
+    match cmd.mode {
+        BankMode::AllBank => w.write_str("mode=all")?,
+        BankMode::SingleBank { bank_group, bank } => {
+            write!(w, "mode=single bank_group={bank_group} bank={bank}")?;
+        }
+    }
+    writeln!(
+        w,
+        " col_start={} col_count={} chunk={}",
+        cmd.col_start, cmd.col_count, cmd.chunk
+    )?;
+    for phase in &cmd.phases {
+        writeln!(w, ".phase row={}", phase.base_row)?;
+        for instr in cmd.block(phase).into_iter().flatten() {
+            w.write_str("  ")?;
+            write_instr(w, instr)?;
+            w.write_char('\n')?;
+        }
+    }
+    w.write_str(".end\n")
+}

@@ -1,1 +1,4 @@
-//! (Filled in by the issue that owns it.)
+//! Near-memory compute: the per-bank ALUs ([`alu`]) and, later, the per-channel engine
+//! that expands macro-commands into DRAM commands.
+
+pub mod alu;

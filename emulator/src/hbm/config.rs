@@ -1,0 +1,544 @@
+//! HBM presets as data: organisation, timing, refresh, controller defaults and NMC costs,
+//! loaded from TOML and checked for self-consistency so that a typo in a preset is an error
+//! naming the field instead of a silently wrong simulation.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::mapping::AddressMapping;
+
+/// The presets that ship with the emulator, as (name, TOML text).
+pub const BUILTIN_PRESETS: [(&str, &str); 3] = [
+    ("hbm2-2000", include_str!("../../presets/hbm2-2000.toml")),
+    ("t3-table-8.1", include_str!("../../presets/t3-table-8.1.toml")),
+    ("lamb-ch6", include_str!("../../presets/lamb-ch6.toml")),
+];
+
+/// The preset used when the user names none.
+pub const DEFAULT_PRESET: &str = "hbm2-2000";
+
+/// Most banks one pseudo-channel may have: the controller keeps per-bank bit masks in a `u64`.
+pub const MAX_BANKS_PER_PSEUDO_CHANNEL: u32 = 64;
+
+/// A complete HBM device description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HbmPreset {
+    /// Short name used on the command line.
+    pub name: String,
+    /// One line for listings.
+    #[serde(default)]
+    pub description: String,
+    /// Geometry and pins.
+    pub organisation: Organisation,
+    /// DRAM timing parameters in tCK.
+    pub timing: Timing,
+    /// Refresh policy.
+    pub refresh: Refresh,
+    /// Memory-controller defaults (each can be overridden per run).
+    pub controller: ControllerDefaults,
+    /// Near-memory-compute costs.
+    pub nmc: NmcCosts,
+}
+
+/// Geometry of the device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Organisation {
+    /// HBM stacks.
+    pub stacks: u32,
+    /// Channels per stack (8 for HBM2).
+    pub channels_per_stack: u32,
+    /// Pseudo-channels per channel (2 in pseudo-channel mode).
+    pub pseudo_channels_per_channel: u32,
+    /// Bank groups per pseudo-channel.
+    pub bank_groups: u32,
+    /// Banks per bank group.
+    pub banks_per_group: u32,
+    /// Rows per bank.
+    pub rows: u32,
+    /// Column accesses per row (row bytes / `bytes_per_column`).
+    pub columns_per_row: u32,
+    /// Bytes one RD or WR moves.
+    pub bytes_per_column: u32,
+    /// Data pins per pseudo-channel.
+    pub bus_width_bits: u32,
+    /// Per-pin data rate in Gb/s.
+    pub data_rate_gbps: f64,
+    /// Clock period in ns.
+    pub tck_ns: f64,
+    /// Capacity of one channel in Gbit (all its pseudo-channels).
+    pub channel_density_gbit: u32,
+}
+
+/// DRAM timing parameters, all in tCK.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// RD to first read data.
+    pub cl: u32,
+    /// WR to first write data.
+    pub cwl: u32,
+    /// ACT to RD, same bank.
+    pub trcdrd: u32,
+    /// ACT to WR, same bank.
+    pub trcdwr: u32,
+    /// PRE to ACT, same bank.
+    pub trp: u32,
+    /// ACT to PRE, same bank.
+    pub tras: u32,
+    /// ACT to ACT, same bank.
+    pub trc: u32,
+    /// End of write data to PRE.
+    pub twr: u32,
+    /// RD to PRE.
+    pub trtp: u32,
+    /// Column to column, different bank group.
+    pub tccd_s: u32,
+    /// Column to column, same bank group.
+    pub tccd_l: u32,
+    /// End of write data to RD, different bank group.
+    pub twtr_s: u32,
+    /// End of write data to RD, same bank group.
+    pub twtr_l: u32,
+    /// ACT to ACT, different bank group.
+    pub trrd_s: u32,
+    /// ACT to ACT, same bank group.
+    pub trrd_l: u32,
+    /// Window in which at most four ACTs may issue.
+    pub tfaw: u32,
+    /// Average interval between all-bank refreshes.
+    pub trefi: u32,
+    /// All-bank refresh cycle time.
+    pub trfc: u32,
+    /// Per-bank refresh cycle time.
+    pub trfcpb: u32,
+    /// Burst length on the data bus, in tCK.
+    pub bl: u32,
+    /// Op-and-store (read-modify-write update) to the next column command, same bank group.
+    pub tccdwl: u32,
+    /// Idle data-bus cycles between the end of read data and the start of write data.
+    pub rtw_turnaround: u32,
+}
+
+/// Refresh settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refresh {
+    /// All-bank REF every tREFI, or per-bank REFpb every tREFI / banks.
+    pub mode: RefreshMode,
+}
+
+/// Which refresh command the controller uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefreshMode {
+    /// REF to all banks every tREFI; the pseudo-channel is blocked for tRFC.
+    AllBank,
+    /// REFpb to one bank every tREFI / banks; only that bank is blocked, for tRFCpb.
+    PerBank,
+    /// No refresh (for isolated timing experiments only).
+    Off,
+}
+
+/// Row-buffer policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PagePolicy {
+    /// Keep a row open until a conflicting request needs the bank.
+    Open,
+    /// Precharge as soon as no queued request hits the open row.
+    Closed,
+}
+
+/// Memory-controller defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerDefaults {
+    /// Entries in each of the read and write queues of one pseudo-channel.
+    pub queue_depth: u32,
+    /// Row-buffer policy.
+    pub page_policy: PagePolicy,
+    /// Write-queue fill fraction at which the controller starts draining writes.
+    pub write_high_watermark: f64,
+    /// Write-queue fill fraction at which draining stops (if reads are waiting).
+    pub write_low_watermark: f64,
+    /// Cycles from a request entering the queue to the earliest command for it.
+    pub command_overhead: u32,
+    /// Default address mapping (see [`AddressMapping::parse`]).
+    pub mapping: String,
+}
+
+/// Costs of near-memory compute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NmcCosts {
+    /// Cycles to switch a pseudo-channel between normal and all-bank (NMC) mode.
+    pub mode_switch: u32,
+}
+
+/// Why a preset could not be used.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PresetError {
+    /// The TOML did not parse or has unknown/missing fields (the message names them).
+    Parse(String),
+    /// A value breaks a self-consistency rule.
+    Inconsistent {
+        /// The offending field, as `section.field`.
+        field: &'static str,
+        /// The rule it breaks, with the numbers.
+        rule: String,
+    },
+    /// No built-in preset has this name.
+    Unknown(String),
+}
+
+impl fmt::Display for PresetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PresetError::Parse(m) => write!(f, "{m}"),
+            PresetError::Inconsistent { field, rule } => write!(f, "field `{field}`: {rule}"),
+            PresetError::Unknown(n) => {
+                let names: Vec<&str> = BUILTIN_PRESETS.iter().map(|(n, _)| *n).collect();
+                write!(f, "no preset named `{n}` (built-in: {})", names.join(", "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for PresetError {}
+
+fn rule(field: &'static str, rule: String) -> PresetError {
+    PresetError::Inconsistent { field, rule }
+}
+
+impl HbmPreset {
+    /// Parses and checks a preset.
+    pub fn from_toml(text: &str) -> Result<Self, PresetError> {
+        let p: HbmPreset = toml::from_str(text).map_err(|e| PresetError::Parse(e.to_string()))?;
+        p.check()?;
+        Ok(p)
+    }
+
+    /// A built-in preset by name.
+    pub fn builtin(name: &str) -> Result<Self, PresetError> {
+        let text = builtin_toml(name).ok_or_else(|| PresetError::Unknown(name.to_string()))?;
+        Self::from_toml(text)
+    }
+
+    /// Pin bandwidth of the whole device in GB/s (10^9 bytes per second): every data pin
+    /// busy every bit time. Refresh and timing gates are not subtracted; that is what the
+    /// achieved figure is compared against.
+    pub fn peak_gbps(&self) -> f64 {
+        let o = &self.organisation;
+        f64::from(self.pseudo_channels()) * f64::from(o.bus_width_bits) / 8.0 * o.data_rate_gbps
+    }
+
+    /// Pseudo-channels in the whole device.
+    pub fn pseudo_channels(&self) -> u32 {
+        let o = &self.organisation;
+        o.stacks * o.channels_per_stack * o.pseudo_channels_per_channel
+    }
+
+    /// Banks in one pseudo-channel.
+    pub fn banks_per_pseudo_channel(&self) -> u32 {
+        self.organisation.bank_groups * self.organisation.banks_per_group
+    }
+
+    /// Bytes in one row of one bank.
+    pub fn row_bytes(&self) -> u64 {
+        u64::from(self.organisation.columns_per_row) * u64::from(self.organisation.bytes_per_column)
+    }
+
+    /// Capacity of the whole device in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        u64::from(self.pseudo_channels())
+            * u64::from(self.banks_per_pseudo_channel())
+            * u64::from(self.organisation.rows)
+            * self.row_bytes()
+    }
+
+    /// Checks every self-consistency rule; the first broken one is returned.
+    pub fn check(&self) -> Result<(), PresetError> {
+        let o = &self.organisation;
+        let t = &self.timing;
+        let c = &self.controller;
+        if self.name.trim().is_empty() {
+            return Err(rule("name", "must not be empty".into()));
+        }
+        let pow2: [(&'static str, u32); 8] = [
+            ("organisation.stacks", o.stacks),
+            ("organisation.channels_per_stack", o.channels_per_stack),
+            ("organisation.pseudo_channels_per_channel", o.pseudo_channels_per_channel),
+            ("organisation.bank_groups", o.bank_groups),
+            ("organisation.banks_per_group", o.banks_per_group),
+            ("organisation.rows", o.rows),
+            ("organisation.columns_per_row", o.columns_per_row),
+            ("organisation.bytes_per_column", o.bytes_per_column),
+        ];
+        for (field, v) in pow2 {
+            if !v.is_power_of_two() {
+                return Err(rule(
+                    field,
+                    format!("is {v}; must be a power of two because the address mapping gives it whole bits"),
+                ));
+            }
+        }
+        if self.banks_per_pseudo_channel() > MAX_BANKS_PER_PSEUDO_CHANNEL {
+            return Err(rule(
+                "organisation.banks_per_group",
+                format!(
+                    "bank_groups x banks_per_group = {} exceeds {MAX_BANKS_PER_PSEUDO_CHANNEL}",
+                    self.banks_per_pseudo_channel()
+                ),
+            ));
+        }
+        if o.bus_width_bits == 0 || o.bus_width_bits % 8 != 0 {
+            return Err(rule(
+                "organisation.bus_width_bits",
+                format!("is {}; must be a positive multiple of 8", o.bus_width_bits),
+            ));
+        }
+        if !(o.tck_ns.is_finite() && o.tck_ns > 0.0) {
+            return Err(rule("organisation.tck_ns", format!("is {}; must be > 0", o.tck_ns)));
+        }
+        // Double data rate: two bits per pin per clock.
+        let ddr = o.data_rate_gbps * o.tck_ns;
+        if !(o.data_rate_gbps.is_finite() && (ddr - 2.0).abs() < 1e-9) {
+            return Err(rule(
+                "organisation.data_rate_gbps",
+                format!(
+                    "{} Gb/s x tCK {} ns = {ddr} bits per clock; a DDR bus moves 2",
+                    o.data_rate_gbps, o.tck_ns
+                ),
+            ));
+        }
+        let burst_bytes = u64::from(o.bus_width_bits / 8) * 2 * u64::from(t.bl);
+        if burst_bytes != u64::from(o.bytes_per_column) {
+            return Err(rule(
+                "organisation.bytes_per_column",
+                format!(
+                    "is {}, but a burst of bl = {} tCK on {} pins moves {burst_bytes} bytes",
+                    o.bytes_per_column, t.bl, o.bus_width_bits
+                ),
+            ));
+        }
+        let channel_bits = u64::from(o.pseudo_channels_per_channel)
+            * u64::from(self.banks_per_pseudo_channel())
+            * u64::from(o.rows)
+            * self.row_bytes()
+            * 8;
+        if channel_bits != u64::from(o.channel_density_gbit) << 30 {
+            return Err(rule(
+                "organisation.rows",
+                format!(
+                    "pseudo-channels x banks x rows x columns x bytes = {} Gbit per channel, \
+                     but channel_density_gbit is {}",
+                    channel_bits as f64 / f64::from(1u32 << 30),
+                    o.channel_density_gbit
+                ),
+            ));
+        }
+        let nonzero: [(&'static str, u32); 14] = [
+            ("timing.cl", t.cl),
+            ("timing.cwl", t.cwl),
+            ("timing.trcdrd", t.trcdrd),
+            ("timing.trcdwr", t.trcdwr),
+            ("timing.trp", t.trp),
+            ("timing.tras", t.tras),
+            ("timing.trc", t.trc),
+            ("timing.tccd_s", t.tccd_s),
+            ("timing.trrd_s", t.trrd_s),
+            ("timing.tfaw", t.tfaw),
+            ("timing.trefi", t.trefi),
+            ("timing.trfc", t.trfc),
+            ("timing.trfcpb", t.trfcpb),
+            ("timing.bl", t.bl),
+        ];
+        for (field, v) in nonzero {
+            if v == 0 {
+                return Err(rule(field, "must be at least 1".into()));
+            }
+        }
+        let ge: [(&'static str, &str, u32, &str, u32); 11] = [
+            ("timing.trc", "tRC", t.trc, "tRAS + tRP", t.tras + t.trp),
+            ("timing.tras", "tRAS", t.tras, "tRCDRD", t.trcdrd),
+            ("timing.tccd_l", "tCCD_L", t.tccd_l, "tCCD_S", t.tccd_s),
+            ("timing.tccd_s", "tCCD_S", t.tccd_s, "BL", t.bl),
+            ("timing.twtr_l", "tWTR_L", t.twtr_l, "tWTR_S", t.twtr_s),
+            ("timing.trrd_l", "tRRD_L", t.trrd_l, "tRRD_S", t.trrd_s),
+            ("timing.tfaw", "tFAW", t.tfaw, "tRRD_S", t.trrd_s),
+            ("timing.tccdwl", "tCCDWL", t.tccdwl, "tCCD_L", t.tccd_l),
+            ("timing.trfc", "tRFC", t.trfc, "tRFCpb", t.trfcpb),
+            ("timing.trfcpb", "tRFCpb", t.trfcpb, "tRC", t.trc),
+            ("timing.trefi", "tREFI", t.trefi, "tRFC + tRC", t.trfc + t.trc),
+        ];
+        for (field, a_name, a, b_name, b) in ge {
+            if a < b {
+                return Err(rule(field, format!("{a_name} ({a}) must be >= {b_name} ({b})")));
+            }
+        }
+        if self.refresh.mode == RefreshMode::PerBank {
+            let interval = t.trefi / self.banks_per_pseudo_channel();
+            if interval < t.trfcpb / 2 {
+                return Err(rule(
+                    "timing.trfcpb",
+                    format!(
+                        "per-bank refresh issues one REFpb every tREFI / banks = {interval} tCK; \
+                         tRFCpb ({}) must be at most twice that or refresh cannot keep up",
+                        t.trfcpb
+                    ),
+                ));
+            }
+        }
+        if c.queue_depth == 0 || c.queue_depth > 4096 {
+            return Err(rule(
+                "controller.queue_depth",
+                format!("is {}; must be 1..=4096", c.queue_depth),
+            ));
+        }
+        let (lo, hi) = (c.write_low_watermark, c.write_high_watermark);
+        if !(hi > 0.0 && hi <= 1.0) {
+            return Err(rule(
+                "controller.write_high_watermark",
+                format!("is {hi}; must be in (0, 1]"),
+            ));
+        }
+        if !(lo >= 0.0 && lo < hi) {
+            return Err(rule(
+                "controller.write_low_watermark",
+                format!("is {lo}; must be in [0, write_high_watermark = {hi})"),
+            ));
+        }
+        AddressMapping::parse(&c.mapping, self).map_err(|e| rule("controller.mapping", e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// The TOML text of a built-in preset.
+pub fn builtin_toml(name: &str) -> Option<&'static str> {
+    BUILTIN_PRESETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Timing parameters widened to [`super::Cycle`] and combined into the derived delays the
+/// hot path needs, so that no arithmetic beyond one add happens per gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimingCycles {
+    /// CL (see [`Timing`] for the meaning of each plain parameter).
+    pub cl: u64,
+    /// cwl in tCK.
+    pub cwl: u64,
+    /// trcdrd in tCK.
+    pub trcdrd: u64,
+    /// trcdwr in tCK.
+    pub trcdwr: u64,
+    /// trp in tCK.
+    pub trp: u64,
+    /// tras in tCK.
+    pub tras: u64,
+    /// trc in tCK.
+    pub trc: u64,
+    /// trtp in tCK.
+    pub trtp: u64,
+    /// tccd_s in tCK.
+    pub tccd_s: u64,
+    /// tccd_l in tCK.
+    pub tccd_l: u64,
+    /// trrd_s in tCK.
+    pub trrd_s: u64,
+    /// trrd_l in tCK.
+    pub trrd_l: u64,
+    /// tfaw in tCK.
+    pub tfaw: u64,
+    /// trefi in tCK.
+    pub trefi: u64,
+    /// trfc in tCK.
+    pub trfc: u64,
+    /// trfcpb in tCK.
+    pub trfcpb: u64,
+    /// bl in tCK.
+    pub bl: u64,
+    /// tccdwl in tCK.
+    pub tccdwl: u64,
+    /// WR to PRE, same bank: CWL + BL + tWR.
+    pub wr_to_pre: u64,
+    /// WR to RD, different bank group: CWL + BL + tWTR_S.
+    pub wr_to_rd_s: u64,
+    /// WR to RD, same bank group: CWL + BL + tWTR_L.
+    pub wr_to_rd_l: u64,
+    /// RD to WR, any bank: CL + BL + rtw_turnaround - CWL (at least tCCD_L), so that write
+    /// data starts `rtw_turnaround` cycles after read data ends.
+    pub rd_to_wr: u64,
+}
+
+impl From<&Timing> for TimingCycles {
+    fn from(t: &Timing) -> Self {
+        let w = u64::from;
+        let rd_to_wr =
+            (w(t.cl) + w(t.bl) + w(t.rtw_turnaround)).saturating_sub(w(t.cwl)).max(w(t.tccd_l));
+        TimingCycles {
+            cl: w(t.cl),
+            cwl: w(t.cwl),
+            trcdrd: w(t.trcdrd),
+            trcdwr: w(t.trcdwr),
+            trp: w(t.trp),
+            tras: w(t.tras),
+            trc: w(t.trc),
+            trtp: w(t.trtp),
+            tccd_s: w(t.tccd_s),
+            tccd_l: w(t.tccd_l),
+            trrd_s: w(t.trrd_s),
+            trrd_l: w(t.trrd_l),
+            tfaw: w(t.tfaw),
+            trefi: w(t.trefi),
+            trfc: w(t.trfc),
+            trfcpb: w(t.trfcpb),
+            bl: w(t.bl),
+            tccdwl: w(t.tccdwl),
+            wr_to_pre: w(t.cwl) + w(t.bl) + w(t.twr),
+            wr_to_rd_s: w(t.cwl) + w(t.bl) + w(t.twtr_s),
+            wr_to_rd_l: w(t.cwl) + w(t.bl) + w(t.twtr_l),
+            rd_to_wr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load_and_have_expected_peaks() {
+        let h = HbmPreset::builtin("hbm2-2000").unwrap();
+        assert_eq!(h.peak_gbps(), 256.0);
+        assert_eq!(h.timing.tccdwl, 2 * h.timing.tccd_l);
+        let t3 = HbmPreset::builtin("t3-table-8.1").unwrap();
+        assert_eq!(t3.peak_gbps(), 1024.0);
+        assert_eq!(t3.timing.tccdwl, 4);
+        HbmPreset::builtin("lamb-ch6").unwrap();
+    }
+
+    #[test]
+    fn inconsistent_trc_names_the_field() {
+        let text = builtin_toml("hbm2-2000").unwrap().replace("trc = 48", "trc = 40");
+        let e = HbmPreset::from_toml(&text).unwrap_err();
+        assert!(e.to_string().contains("timing.trc"), "{e}");
+        assert!(e.to_string().contains("tRAS + tRP (48)"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let text = builtin_toml("hbm2-2000").unwrap().replace("cl = 14", "cl = 14\ncas = 3");
+        let e = HbmPreset::from_toml(&text).unwrap_err();
+        assert!(e.to_string().contains("cas"), "{e}");
+    }
+
+    #[test]
+    fn density_mismatch_is_named() {
+        let text = builtin_toml("hbm2-2000").unwrap().replace("rows = 16384", "rows = 8192");
+        let e = HbmPreset::from_toml(&text).unwrap_err();
+        assert!(e.to_string().contains("organisation.rows"), "{e}");
+    }
+}

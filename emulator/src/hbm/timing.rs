@@ -1,0 +1,624 @@
+//! Timing state of one pseudo-channel: which rows are open and the earliest cycle each
+//! command may issue.
+//!
+//! Ramulator-style: every gate is a "next allowed" counter at the level it applies to
+//! (bank, bank group, pseudo-channel, command bus), raised when a command issues. The
+//! earliest cycle of a command is then the maximum of three to five counters, which keeps
+//! the scheduler's hot path to a handful of loads. Each counter remembers which gate last
+//! raised it, so an illegal command is rejected with the constraint's name.
+//!
+//! Everything that issues DRAM commands on a pseudo-channel — the memory controller, the
+//! refresh logic, and the NMC engine — goes through the same [`PseudoChannel`].
+
+use std::fmt;
+
+use super::bank::{BankId, Command, COMMAND_KINDS};
+use super::config::{HbmPreset, TimingCycles};
+use super::Cycle;
+
+/// A timing constraint, named as in the JEDEC tables (and SPEC 2.1 / 3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// Nothing has constrained the command yet.
+    None,
+    /// ACT to ACT, same bank.
+    Trc,
+    /// ACT to ACT, different bank group.
+    TrrdS,
+    /// ACT to ACT, same bank group.
+    TrrdL,
+    /// At most four ACTs in a rolling window.
+    Tfaw,
+    /// ACT to RD, same bank.
+    TrcdRd,
+    /// ACT to WR, same bank.
+    TrcdWr,
+    /// ACT to PRE, same bank.
+    Tras,
+    /// RD to PRE, same bank.
+    Trtp,
+    /// WR to PRE, same bank: CWL + BL + tWR.
+    WriteRecovery,
+    /// PRE to ACT, same bank.
+    Trp,
+    /// Column to column, different bank group.
+    TccdS,
+    /// Column to column, same bank group.
+    TccdL,
+    /// WR to RD, different bank group: CWL + BL + tWTR_S.
+    WtrS,
+    /// WR to RD, same bank group: CWL + BL + tWTR_L.
+    WtrL,
+    /// RD to WR: CL + BL + turnaround - CWL.
+    ReadToWrite,
+    /// REF to anything on the pseudo-channel.
+    Trfc,
+    /// REFpb to ACT, same bank.
+    TrfcPb,
+    /// An all-bank column command occupies every bank for tCCD_L.
+    AllBankColumn,
+    /// Op-and-store to the next column command, same bank group.
+    Tccdwl,
+    /// One row command per cycle.
+    RowBus,
+    /// One column command per cycle.
+    ColumnBus,
+}
+
+impl Gate {
+    /// Name and meaning, for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Gate::None => "no constraint",
+            Gate::Trc => "tRC (ACT -> ACT, same bank)",
+            Gate::TrrdS => "tRRD_S (ACT -> ACT, different bank group)",
+            Gate::TrrdL => "tRRD_L (ACT -> ACT, same bank group)",
+            Gate::Tfaw => "tFAW (at most four ACTs per window; an all-bank ACT counts as four)",
+            Gate::TrcdRd => "tRCDRD (ACT -> RD, same bank)",
+            Gate::TrcdWr => "tRCDWR (ACT -> WR, same bank)",
+            Gate::Tras => "tRAS (ACT -> PRE, same bank)",
+            Gate::Trtp => "tRTP (RD -> PRE, same bank)",
+            Gate::WriteRecovery => "CWL + BL + tWR (WR -> PRE, same bank)",
+            Gate::Trp => "tRP (PRE -> ACT, same bank)",
+            Gate::TccdS => "tCCD_S (column -> column, different bank group)",
+            Gate::TccdL => "tCCD_L (column -> column, same bank group)",
+            Gate::WtrS => "CWL + BL + tWTR_S (WR -> RD, different bank group)",
+            Gate::WtrL => "CWL + BL + tWTR_L (WR -> RD, same bank group)",
+            Gate::ReadToWrite => "CL + BL + turnaround - CWL (RD -> WR)",
+            Gate::Trfc => "tRFC (REF -> ACT or REF)",
+            Gate::TrfcPb => "tRFCpb (REFpb -> ACT, same bank)",
+            Gate::AllBankColumn => "tCCD_L after an all-bank column command",
+            Gate::Tccdwl => "tCCDWL (op-and-store -> column, same bank group)",
+            Gate::RowBus => "row command bus (one row command per cycle)",
+            Gate::ColumnBus => "column command bus (one column command per cycle)",
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// What a bank holds, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowState {
+    /// Precharged.
+    Closed,
+    /// This row is open.
+    Open(u32),
+}
+
+impl fmt::Display for RowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowState::Closed => f.write_str("closed"),
+            RowState::Open(r) => write!(f, "open at row {r}"),
+        }
+    }
+}
+
+/// An illegal command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimingError {
+    /// Issued before a gate allows.
+    TooEarly {
+        /// The command.
+        command: Command,
+        /// When it was issued.
+        at: Cycle,
+        /// The earliest legal cycle.
+        earliest: Cycle,
+        /// The constraint that sets `earliest`.
+        gate: Gate,
+    },
+    /// A bank is not in the state the command needs.
+    WrongState {
+        /// The command.
+        command: Command,
+        /// The bank.
+        bank: BankId,
+        /// What the bank holds.
+        found: RowState,
+        /// What the command needs.
+        needed: &'static str,
+    },
+    /// The command names a bank the pseudo-channel does not have.
+    NoSuchBank {
+        /// The command.
+        command: Command,
+    },
+}
+
+impl fmt::Display for TimingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimingError::TooEarly { command, at, earliest, gate } => write!(
+                f,
+                "`{command}` at cycle {at} is too early: {gate} allows cycle {earliest}"
+            ),
+            TimingError::WrongState { command, bank, found, needed } => {
+                write!(f, "`{command}`: bank {bank} is {found}; it must be {needed}")
+            }
+            TimingError::NoSuchBank { command } => {
+                write!(f, "`{command}`: no such bank in this pseudo-channel")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TimingError {}
+
+/// A "next allowed" cycle and the gate that set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Gated {
+    at: Cycle,
+    gate: Gate,
+}
+
+impl Gated {
+    const ZERO: Gated = Gated { at: 0, gate: Gate::None };
+
+    #[inline(always)]
+    fn raise(&mut self, at: Cycle, gate: Gate) {
+        if at > self.at {
+            self.at = at;
+            self.gate = gate;
+        }
+    }
+
+    #[inline(always)]
+    fn max(self, other: Gated) -> Gated {
+        if other.at > self.at {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+const NO_ROW: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Bank {
+    open_row: u32,
+    act: Gated,
+    pre: Gated,
+    rd: Gated,
+    wr: Gated,
+    opened_at: Cycle,
+    open_cycles: u64,
+}
+
+impl Bank {
+    fn new() -> Self {
+        Bank {
+            open_row: NO_ROW,
+            act: Gated::ZERO,
+            pre: Gated::ZERO,
+            rd: Gated::ZERO,
+            wr: Gated::ZERO,
+            opened_at: 0,
+            open_cycles: 0,
+        }
+    }
+
+    fn state(&self) -> RowState {
+        if self.open_row == NO_ROW {
+            RowState::Closed
+        } else {
+            RowState::Open(self.open_row)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    act: Gated,
+    rd: Gated,
+    wr: Gated,
+}
+
+/// Timing and row state of one pseudo-channel.
+#[derive(Debug, Clone)]
+pub struct PseudoChannel {
+    t: TimingCycles,
+    banks_per_group: usize,
+    banks: Vec<Bank>,
+    groups: Vec<Group>,
+    act: Gated,
+    rd: Gated,
+    wr: Gated,
+    row_bus: Gated,
+    col_bus: Gated,
+    /// Cycles at which the last four ACTs leave the tFAW window, oldest at `faw_next`.
+    faw: [Cycle; 4],
+    faw_next: usize,
+    open_banks: u32,
+    counts: [u64; COMMAND_KINDS],
+}
+
+impl PseudoChannel {
+    /// A pseudo-channel with every bank precharged and no history.
+    pub fn new(preset: &HbmPreset) -> Self {
+        let o = &preset.organisation;
+        let groups = o.bank_groups as usize;
+        let per = o.banks_per_group as usize;
+        PseudoChannel {
+            t: TimingCycles::from(&preset.timing),
+            banks_per_group: per,
+            banks: vec![Bank::new(); groups * per],
+            groups: vec![Group { act: Gated::ZERO, rd: Gated::ZERO, wr: Gated::ZERO }; groups],
+            act: Gated::ZERO,
+            rd: Gated::ZERO,
+            wr: Gated::ZERO,
+            row_bus: Gated::ZERO,
+            col_bus: Gated::ZERO,
+            faw: [0; 4],
+            faw_next: 0,
+            open_banks: 0,
+            counts: [0; COMMAND_KINDS],
+        }
+    }
+
+    /// The timing parameters in cycles.
+    pub fn timing(&self) -> &TimingCycles {
+        &self.t
+    }
+
+    /// Banks in the pseudo-channel.
+    pub fn banks(&self) -> usize {
+        self.banks.len()
+    }
+
+    /// Flat index (group-major) of a bank, if it exists.
+    #[inline]
+    pub fn bank_index(&self, b: BankId) -> Option<usize> {
+        let (g, k) = (usize::from(b.group), usize::from(b.bank));
+        (k < self.banks_per_group && g < self.groups.len()).then_some(g * self.banks_per_group + k)
+    }
+
+    /// The bank at a flat index.
+    #[inline]
+    pub fn bank_id(&self, index: usize) -> BankId {
+        BankId::new((index / self.banks_per_group) as u8, (index % self.banks_per_group) as u8)
+    }
+
+    /// The open row of a bank (flat index), if any.
+    #[inline]
+    pub fn open_row(&self, bank: usize) -> Option<u32> {
+        self.banks.get(bank).map(|b| b.open_row).filter(|r| *r != NO_ROW)
+    }
+
+    /// Bit b set when bank b (flat index) has a row open.
+    pub fn open_mask(&self) -> u64 {
+        self.banks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.open_row != NO_ROW)
+            .fold(0, |m, (i, _)| m | 1u64 << i)
+    }
+
+    /// Whether any bank has a row open.
+    pub fn any_open(&self) -> bool {
+        self.open_banks > 0
+    }
+
+    /// Commands issued so far, indexed by [`CommandKind`] as `usize`.
+    pub fn command_counts(&self) -> &[u64; COMMAND_KINDS] {
+        &self.counts
+    }
+
+    /// Cycles each bank has had a row open up to `now`, for utilisation statistics.
+    pub fn bank_open_cycles(&self, now: Cycle) -> impl Iterator<Item = u64> + '_ {
+        self.banks.iter().map(move |b| {
+            b.open_cycles + if b.open_row == NO_ROW { 0 } else { now.saturating_sub(b.opened_at) }
+        })
+    }
+
+    /// Earliest cycle of an ACT to a closed bank (flat index).
+    #[inline]
+    pub fn earliest_act(&self, bank: usize) -> Cycle {
+        self.act_gate(bank).at
+    }
+
+    /// Earliest cycle of a PRE to an open bank (flat index).
+    #[inline]
+    pub fn earliest_pre(&self, bank: usize) -> Cycle {
+        match self.banks.get(bank) {
+            Some(b) => b.pre.at.max(self.row_bus.at),
+            None => Cycle::MAX,
+        }
+    }
+
+    /// Earliest cycle of a RD (`write` false) or WR (`write` true) to an open bank.
+    #[inline]
+    pub fn earliest_column(&self, bank: usize, write: bool) -> Cycle {
+        self.column_gate(bank, write).at
+    }
+
+    #[inline]
+    fn act_gate(&self, bank: usize) -> Gated {
+        let Some(b) = self.banks.get(bank) else {
+            return Gated { at: Cycle::MAX, gate: Gate::None };
+        };
+        let g = &self.groups[bank / self.banks_per_group];
+        b.act
+            .max(g.act)
+            .max(self.act)
+            .max(Gated { at: self.faw[self.faw_next], gate: Gate::Tfaw })
+            .max(self.row_bus)
+    }
+
+    #[inline]
+    fn column_gate(&self, bank: usize, write: bool) -> Gated {
+        let Some(b) = self.banks.get(bank) else {
+            return Gated { at: Cycle::MAX, gate: Gate::None };
+        };
+        let g = &self.groups[bank / self.banks_per_group];
+        if write {
+            b.wr.max(g.wr).max(self.wr).max(self.col_bus)
+        } else {
+            b.rd.max(g.rd).max(self.rd).max(self.col_bus)
+        }
+    }
+
+    fn all_banks(&self, f: impl Fn(&Bank) -> Gated) -> Gated {
+        self.banks.iter().map(f).fold(Gated::ZERO, Gated::max)
+    }
+
+    fn all_groups(&self, f: impl Fn(&Group) -> Gated) -> Gated {
+        self.groups.iter().map(f).fold(Gated::ZERO, Gated::max)
+    }
+
+    /// The earliest cycle `cmd` may issue as far as timing goes (bank state is checked by
+    /// [`Self::issue`]), and the gate that sets it. `Cycle::MAX` for a bank that does not
+    /// exist.
+    pub fn earliest_with_gate(&self, cmd: &Command) -> (Cycle, Gate) {
+        let bank = |b: BankId| self.bank_index(b).unwrap_or(usize::MAX);
+        let g = match *cmd {
+            Command::Act { bank: b, .. } => self.act_gate(bank(b)),
+            Command::Pre { bank: b } => match self.banks.get(bank(b)) {
+                Some(x) => x.pre.max(self.row_bus),
+                None => Gated { at: Cycle::MAX, gate: Gate::None },
+            },
+            Command::PreAll => self
+                .all_banks(|b| if b.open_row == NO_ROW { Gated::ZERO } else { b.pre })
+                .max(self.row_bus),
+            Command::Rd { bank: b, .. } => self.column_gate(bank(b), false),
+            Command::Wr { bank: b, .. } => self.column_gate(bank(b), true),
+            Command::Update { bank: b, .. } => {
+                let i = bank(b);
+                let rd = self.banks.get(i).map_or(Gated::ZERO, |x| x.rd);
+                self.column_gate(i, true).max(rd)
+            }
+            Command::Ref => self.all_banks(|b| b.act).max(self.row_bus),
+            Command::RefPb { bank: b } => match self.banks.get(bank(b)) {
+                Some(x) => x.act.max(self.row_bus),
+                None => Gated { at: Cycle::MAX, gate: Gate::None },
+            },
+            Command::AbAct { .. } => {
+                let newest = self.faw.iter().copied().max().unwrap_or(0);
+                self.all_banks(|b| b.act)
+                    .max(self.all_groups(|g| g.act))
+                    .max(self.act)
+                    .max(Gated { at: newest, gate: Gate::Tfaw })
+                    .max(self.row_bus)
+            }
+            Command::AbRd { .. } => self
+                .all_banks(|b| b.rd)
+                .max(self.all_groups(|g| g.rd))
+                .max(self.rd)
+                .max(self.col_bus),
+            Command::AbWr { .. } => self
+                .all_banks(|b| b.wr)
+                .max(self.all_groups(|g| g.wr))
+                .max(self.wr)
+                .max(self.col_bus),
+        };
+        (g.at, g.gate)
+    }
+
+    /// The earliest cycle `cmd` may issue as far as timing goes.
+    pub fn earliest(&self, cmd: &Command) -> Cycle {
+        self.earliest_with_gate(cmd).0
+    }
+
+    /// Checks that `cmd` finds its bank(s) in the right state.
+    pub fn check_state(&self, cmd: &Command) -> Result<(), TimingError> {
+        let one = |b: BankId| -> Result<&Bank, TimingError> {
+            self.bank_index(b)
+                .and_then(|i| self.banks.get(i))
+                .ok_or(TimingError::NoSuchBank { command: *cmd })
+        };
+        let wrong = |bank: BankId, found: RowState, needed: &'static str| TimingError::WrongState {
+            command: *cmd,
+            bank,
+            found,
+            needed,
+        };
+        let all = |needed: &'static str, ok: &dyn Fn(&Bank) -> bool| -> Result<(), TimingError> {
+            match self.banks.iter().position(|b| !ok(b)) {
+                Some(i) => Err(wrong(self.bank_id(i), self.banks[i].state(), needed)),
+                None => Ok(()),
+            }
+        };
+        match *cmd {
+            Command::Act { bank, .. } | Command::RefPb { bank } => {
+                let b = one(bank)?;
+                if b.open_row != NO_ROW {
+                    return Err(wrong(bank, b.state(), "precharged"));
+                }
+            }
+            Command::Pre { bank } => {
+                let b = one(bank)?;
+                if b.open_row == NO_ROW {
+                    return Err(wrong(bank, b.state(), "open"));
+                }
+            }
+            Command::Rd { bank, row, .. }
+            | Command::Wr { bank, row, .. }
+            | Command::Update { bank, row, .. } => {
+                let b = one(bank)?;
+                if b.open_row != row {
+                    return Err(wrong(bank, b.state(), "open at the command's row"));
+                }
+            }
+            Command::PreAll => {}
+            Command::Ref | Command::AbAct { .. } => all("precharged", &|b| b.open_row == NO_ROW)?,
+            Command::AbRd { .. } | Command::AbWr { .. } => all("open", &|b| b.open_row != NO_ROW)?,
+        }
+        Ok(())
+    }
+
+    /// Issues `cmd` at cycle `at`, or says which state or gate forbids it.
+    pub fn issue(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
+        self.check_state(cmd)?;
+        let (earliest, gate) = self.earliest_with_gate(cmd);
+        if at < earliest {
+            return Err(TimingError::TooEarly { command: *cmd, at, earliest, gate });
+        }
+        self.apply(cmd, at);
+        Ok(())
+    }
+
+    fn open(&mut self, i: usize, row: u32, at: Cycle) {
+        let t = self.t;
+        let b = &mut self.banks[i];
+        b.open_row = row;
+        b.opened_at = at;
+        b.act.raise(at + t.trc, Gate::Trc);
+        b.pre.raise(at + t.tras, Gate::Tras);
+        b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
+        b.wr.raise(at + t.trcdwr, Gate::TrcdWr);
+        self.open_banks += 1;
+    }
+
+    fn close(&mut self, i: usize, at: Cycle) {
+        let t = self.t;
+        let b = &mut self.banks[i];
+        if b.open_row != NO_ROW {
+            b.open_row = NO_ROW;
+            b.open_cycles += at.saturating_sub(b.opened_at);
+            self.open_banks -= 1;
+        }
+        b.act.raise(at + t.trp, Gate::Trp);
+    }
+
+    /// Applies a command already checked by [`Self::issue`].
+    fn apply(&mut self, cmd: &Command, at: Cycle) {
+        let t = self.t;
+        self.counts[cmd.kind() as usize] += 1;
+        if cmd.kind().is_row_command() {
+            self.row_bus.raise(at + 1, Gate::RowBus);
+        } else {
+            self.col_bus.raise(at + 1, Gate::ColumnBus);
+        }
+        let idx = |s: &Self, b: BankId| s.bank_index(b).unwrap_or(0);
+        match *cmd {
+            Command::Act { bank, row } => {
+                let i = idx(self, bank);
+                self.open(i, row, at);
+                self.groups[i / self.banks_per_group].act.raise(at + t.trrd_l, Gate::TrrdL);
+                self.act.raise(at + t.trrd_s, Gate::TrrdS);
+                self.faw[self.faw_next] = at + t.tfaw;
+                self.faw_next = (self.faw_next + 1) % self.faw.len();
+            }
+            Command::AbAct { row } => {
+                for i in 0..self.banks.len() {
+                    self.open(i, row, at);
+                }
+                for g in &mut self.groups {
+                    g.act.raise(at + t.trrd_l, Gate::TrrdL);
+                }
+                self.act.raise(at + t.trrd_s, Gate::TrrdS);
+                self.faw = [at + t.tfaw; 4];
+            }
+            Command::Pre { bank } => {
+                let i = idx(self, bank);
+                self.close(i, at);
+            }
+            Command::PreAll => {
+                for i in 0..self.banks.len() {
+                    if self.banks[i].open_row != NO_ROW {
+                        self.close(i, at);
+                    }
+                }
+            }
+            Command::Rd { bank, .. } => {
+                let i = idx(self, bank);
+                let g = &mut self.groups[i / self.banks_per_group];
+                g.rd.raise(at + t.tccd_l, Gate::TccdL);
+                self.rd.raise(at + t.tccd_s, Gate::TccdS);
+                self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
+                self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
+            }
+            Command::Wr { bank, .. } | Command::Update { bank, .. } => {
+                let i = idx(self, bank);
+                let g = &mut self.groups[i / self.banks_per_group];
+                g.wr.raise(at + t.tccd_l, Gate::TccdL);
+                g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
+                if matches!(cmd, Command::Update { .. }) {
+                    g.wr.raise(at + t.tccdwl, Gate::Tccdwl);
+                    g.rd.raise(at + t.tccdwl, Gate::Tccdwl);
+                }
+                self.wr.raise(at + t.tccd_s, Gate::TccdS);
+                self.rd.raise(at + t.wr_to_rd_s, Gate::WtrS);
+                self.banks[i].pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
+            }
+            Command::AbRd { .. } => {
+                for g in &mut self.groups {
+                    g.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
+                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
+                }
+                self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
+                self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
+                for b in &mut self.banks {
+                    b.pre.raise(at + t.trtp, Gate::Trtp);
+                }
+            }
+            Command::AbWr { .. } => {
+                for g in &mut self.groups {
+                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
+                    g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
+                }
+                self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
+                self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
+                for b in &mut self.banks {
+                    b.pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                }
+            }
+            Command::Ref => {
+                for b in &mut self.banks {
+                    b.act.raise(at + t.trfc, Gate::Trfc);
+                }
+            }
+            Command::RefPb { bank } => {
+                let i = idx(self, bank);
+                self.banks[i].act.raise(at + t.trfcpb, Gate::TrfcPb);
+            }
+        }
+    }
+}

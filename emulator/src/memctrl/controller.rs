@@ -1,0 +1,390 @@
+//! The memory controller of one pseudo-channel: read and write queues, FR-FCFS, open or
+//! closed page, write draining, refresh, statistics and an optional command log.
+//!
+//! # Time
+//! The controller is stepped by its owner at cycles it asks for: [`Controller::step`]
+//! returns the next cycle at which anything could change (a gate opening, a request
+//! becoming visible, refresh falling due), so idle and gated cycles are skipped.
+//! HBM has separate row and column command buses; one step issues at most one row command
+//! (ACT, PRE, PREA, REF, REFpb) and one column command (RD, WR) in the same cycle.
+//!
+//! # Sharing the pseudo-channel with an NMC engine
+//! An NMC engine next to the controller drives the same DRAM through the same
+//! [`PseudoChannel`] timing object, so every gate (tFAW, tRRD, tCCD, refresh) holds across
+//! both users:
+//! 1. [`Controller::acquire_for_nmc`] stops normal scheduling (requests still queue; the
+//!    front end sees back-pressure when the queues fill). Column commands already issued
+//!    complete normally; open rows stay open and are visible through
+//!    [`Controller::pseudo_channel`].
+//! 2. The engine asks [`Controller::earliest_external`] and issues with
+//!    [`Controller::issue_external`]; both go through the timing checks, the command log
+//!    and the command counters.
+//! 3. Refresh stays the controller's duty: while NMC owns the channel the engine must
+//!    poll [`Controller::pending_refresh`] and issue what it returns (PRE/PREA, then
+//!    REF/REFpb) before its own next ACT; `issue_external` tells the refresh logic.
+//! 4. [`Controller::release_from_nmc`] hands the channel back; the owner must step the
+//!    controller at the returned cycle. Mode-switch cost (`nmc.mode_switch`) is charged
+//!    by the engine around these calls.
+
+use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
+use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
+
+use super::refresh::Refresher;
+use super::scheduler::{pick_column, pick_row, wanted_banks, Entry, HitCounts};
+use super::stats::{ControllerStats, RowClass};
+
+/// Settings of one controller (per run; defaults come from the preset).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerConfig {
+    /// Entries in each of the read and write queues.
+    pub queue_depth: usize,
+    /// Row-buffer policy.
+    pub page_policy: PagePolicy,
+    /// Start draining writes at this many queued writes.
+    pub write_high: usize,
+    /// Stop draining at this many (if reads wait).
+    pub write_low: usize,
+    /// Cycles from enqueue to the first command for a request.
+    pub command_overhead: Cycle,
+    /// Refresh mode.
+    pub refresh: RefreshMode,
+}
+
+impl ControllerConfig {
+    /// The preset's defaults.
+    pub fn from_preset(p: &HbmPreset) -> Self {
+        Self::with_depth(p, p.controller.queue_depth as usize)
+    }
+
+    /// The preset's defaults with another queue depth (watermarks scale with it).
+    pub fn with_depth(p: &HbmPreset, depth: usize) -> Self {
+        let depth = depth.max(1);
+        let c = &p.controller;
+        let high = ((c.write_high_watermark * depth as f64).round() as usize).clamp(1, depth);
+        let low = ((c.write_low_watermark * depth as f64).round() as usize).min(high - 1);
+        ControllerConfig {
+            queue_depth: depth,
+            page_policy: c.page_policy,
+            write_high: high,
+            write_low: low,
+            command_overhead: Cycle::from(c.command_overhead),
+            refresh: p.refresh.mode,
+        }
+    }
+}
+
+/// A request part that finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The tag given at enqueue.
+    pub tag: u32,
+    /// Cycle the last data beat of the part crossed the bus.
+    pub at: Cycle,
+}
+
+/// One logged command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedCommand {
+    /// Issue cycle.
+    pub at: Cycle,
+    /// The command.
+    pub cmd: Command,
+}
+
+/// The memory controller of one pseudo-channel.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    pc: PseudoChannel,
+    cfg: ControllerConfig,
+    reads: Vec<Entry>,
+    writes: Vec<Entry>,
+    draining: bool,
+    refresh: Refresher,
+    nmc_owned: bool,
+    bytes_per_column: u64,
+    stats: ControllerStats,
+    log: Option<Vec<LoggedCommand>>,
+}
+
+impl Controller {
+    /// A controller with empty queues and every bank precharged.
+    pub fn new(preset: &HbmPreset, cfg: ControllerConfig) -> Self {
+        let pc = PseudoChannel::new(preset);
+        let refresh = Refresher::new(cfg.refresh, pc.timing().trefi, pc.banks());
+        Controller {
+            reads: Vec::with_capacity(cfg.queue_depth),
+            writes: Vec::with_capacity(cfg.queue_depth),
+            stats: ControllerStats::new(cfg.queue_depth),
+            bytes_per_column: u64::from(preset.organisation.bytes_per_column),
+            pc,
+            cfg,
+            draining: false,
+            refresh,
+            nmc_owned: false,
+            log: None,
+        }
+    }
+
+    /// Starts (or stops) recording every issued command.
+    pub fn set_logging(&mut self, on: bool) {
+        self.log = on.then(Vec::new);
+    }
+
+    /// The commands issued since logging started.
+    pub fn log(&self) -> &[LoggedCommand] {
+        self.log.as_deref().unwrap_or(&[])
+    }
+
+    /// The DRAM timing state.
+    pub fn pseudo_channel(&self) -> &PseudoChannel {
+        &self.pc
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ControllerStats {
+        &self.stats
+    }
+
+    /// Whether the read (`write` false) or write queue has room for `n` more entries.
+    #[inline]
+    pub fn has_room(&self, write: bool, n: usize) -> bool {
+        let q = if write { &self.writes } else { &self.reads };
+        q.len() + n <= self.cfg.queue_depth
+    }
+
+    /// Whether both queues are empty.
+    pub fn is_idle(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty()
+    }
+
+    /// Queues a request part at `now`; it becomes visible to the scheduler after the
+    /// command overhead. Returns the cycle at which the controller should be stepped, or
+    /// `None` if the queue is full.
+    pub fn enqueue(
+        &mut self,
+        now: Cycle,
+        write: bool,
+        tag: u32,
+        bank: usize,
+        row: u32,
+        col: u32,
+        bursts: u8,
+    ) -> Option<Cycle> {
+        if !self.has_room(write, 1) || bank >= self.pc.banks() {
+            return None;
+        }
+        let ready = now + self.cfg.command_overhead;
+        let e = Entry {
+            tag,
+            row,
+            ready,
+            col,
+            bank: bank as u8,
+            bursts_left: bursts.max(1),
+            bursts: bursts.max(1),
+            class: RowClass::Hit,
+        };
+        if write {
+            self.stats.write_queue.record(now, self.writes.len());
+            self.writes.push(e);
+        } else {
+            self.stats.read_queue.record(now, self.reads.len());
+            self.reads.push(e);
+        }
+        Some(ready)
+    }
+
+    fn update_drain_mode(&mut self) {
+        let w = self.writes.len();
+        if self.draining {
+            if w == 0 || (w <= self.cfg.write_low && !self.reads.is_empty()) {
+                self.draining = false;
+            }
+        } else if w > 0 && (w >= self.cfg.write_high || self.reads.is_empty()) {
+            self.draining = true;
+        }
+    }
+
+    fn record(&mut self, cmd: &Command, at: Cycle) {
+        if let Some(log) = &mut self.log {
+            log.push(LoggedCommand { at, cmd: *cmd });
+        }
+    }
+
+    fn issue_internal(&mut self, cmd: &Command, at: Cycle) {
+        if let Err(e) = self.pc.issue(cmd, at) {
+            // The scheduler only picks commands whose gates it has checked; reaching this
+            // is a bug in the scheduler, not a property of the input.
+            panic!("memory controller scheduled an illegal command: {e}");
+        }
+        self.record(cmd, at);
+    }
+
+    /// Issues what can issue at `now` and returns the next cycle worth stepping at (always
+    /// later than `now`). Finished request parts are appended to `done`.
+    pub fn step(&mut self, now: Cycle, done: &mut Vec<Completion>) -> Cycle {
+        if self.nmc_owned {
+            return Cycle::MAX;
+        }
+        self.update_drain_mode();
+        let write = self.draining;
+        let mut wake = Cycle::MAX;
+        let mut issued = false;
+        let per_bank_due =
+            self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
+        let (wanted, open) = if per_bank_due {
+            (wanted_banks([&self.reads, &self.writes]), self.pc.open_mask())
+        } else {
+            (0, 0)
+        };
+        let block = self.refresh.block(now, wanted, open);
+
+        let mut hits: HitCounts = [0; 64];
+        let queue = if write { &self.writes } else { &self.reads };
+        if let Some(i) = pick_column(queue, &self.pc, now, write, block, &mut hits, &mut wake) {
+            self.serve_column(i, write, now, done, &mut hits);
+            issued = true;
+        }
+
+        // Row command bus: refresh first, then FR-FCFS.
+        let mut row_done = false;
+        if let Some(cmd) = self.refresh.command(now, &self.pc) {
+            let t = self.pc.earliest(&cmd);
+            if t <= now {
+                self.issue_internal(&cmd, now);
+                if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
+                    self.refresh.refreshed(&cmd, &self.pc);
+                }
+                row_done = true;
+                issued = true;
+            } else {
+                wake = wake.min(t);
+            }
+        } else {
+            wake = wake.min(self.refresh.next_due());
+        }
+        if !row_done {
+            let queue = if write { &self.writes } else { &self.reads };
+            let policy = self.cfg.page_policy;
+            if let Some((cmd, entry)) = pick_row(queue, &self.pc, now, block, &hits, policy, &mut wake)
+            {
+                self.issue_internal(&cmd, now);
+                if let Some(i) = entry {
+                    let q = if write { &mut self.writes } else { &mut self.reads };
+                    if let Some(e) = q.get_mut(i) {
+                        match cmd {
+                            Command::Pre { .. } => e.class = RowClass::Conflict,
+                            Command::Act { .. } if e.class == RowClass::Hit => {
+                                e.class = RowClass::Miss
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                issued = true;
+            }
+        }
+        // The other queue may need the scheduler when the drain mode flips.
+        let other_waiting = if write { !self.reads.is_empty() } else { !self.writes.is_empty() };
+        if issued || (other_waiting && wake == Cycle::MAX) {
+            now + 1
+        } else {
+            wake.max(now + 1)
+        }
+    }
+
+    fn serve_column(
+        &mut self,
+        i: usize,
+        write: bool,
+        now: Cycle,
+        done: &mut Vec<Completion>,
+        hits: &mut HitCounts,
+    ) {
+        let q = if write { &mut self.writes } else { &mut self.reads };
+        let Some(e) = q.get_mut(i) else { return };
+        let col = e.col + u32::from(e.bursts - e.bursts_left);
+        let bank = self.pc.bank_id(usize::from(e.bank));
+        let cmd = if write {
+            Command::Wr { bank, row: e.row, col }
+        } else {
+            Command::Rd { bank, row: e.row, col }
+        };
+        e.bursts_left -= 1;
+        let finished = e.bursts_left == 0;
+        let entry = *e;
+        self.issue_internal(&cmd, now);
+        let t = self.pc.timing();
+        let data_end = now + if write { t.cwl + t.bl } else { t.cl + t.bl };
+        if write {
+            self.stats.bytes_written += self.bytes_per_column;
+        } else {
+            self.stats.bytes_read += self.bytes_per_column;
+        }
+        if finished {
+            let q = if write { &mut self.writes } else { &mut self.reads };
+            let len = q.len();
+            q.remove(i);
+            if write {
+                self.stats.write_queue.record(now, len);
+                self.stats.writes += 1;
+            } else {
+                self.stats.read_queue.record(now, len);
+                self.stats.reads += 1;
+            }
+            self.stats.classify(entry.class);
+            if let Some(h) = hits.get_mut(usize::from(entry.bank)) {
+                *h = h.saturating_sub(1);
+            }
+            done.push(Completion { tag: entry.tag, at: data_end });
+        }
+    }
+
+    /// Closes the occupancy histograms at `now` (call once at the end of a run).
+    pub fn finish(&mut self, now: Cycle) {
+        self.stats.read_queue.record(now, self.reads.len());
+        self.stats.write_queue.record(now, self.writes.len());
+    }
+
+    /// Stops normal scheduling so an NMC engine can own the pseudo-channel (see the module
+    /// documentation).
+    pub fn acquire_for_nmc(&mut self) {
+        self.nmc_owned = true;
+    }
+
+    /// Hands the pseudo-channel back to normal scheduling; returns the cycle to step at.
+    pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
+        self.nmc_owned = false;
+        now
+    }
+
+    /// Whether an NMC engine owns the pseudo-channel.
+    pub fn is_nmc_owned(&self) -> bool {
+        self.nmc_owned
+    }
+
+    /// The refresh command due at `now`, if any (for an NMC engine that owns the channel).
+    pub fn pending_refresh(&self, now: Cycle) -> Option<Command> {
+        self.refresh.command(now, &self.pc)
+    }
+
+    /// Earliest cycle of a command an NMC engine wants to issue.
+    pub fn earliest_external(&self, cmd: &Command) -> Cycle {
+        self.pc.earliest(cmd)
+    }
+
+    /// Issues a command on behalf of an NMC engine, under full timing checks.
+    pub fn issue_external(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
+        self.pc.issue(cmd, at)?;
+        self.record(cmd, at);
+        if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
+            self.refresh.refreshed(cmd, &self.pc);
+        }
+        Ok(())
+    }
+}

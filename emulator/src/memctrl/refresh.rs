@@ -1,0 +1,141 @@
+//! When refresh is due and which command performs it.
+//!
+//! All-bank mode issues REF every tREFI; per-bank mode issues one REFpb every
+//! tREFI / banks, so every bank is refreshed once per tREFI. Due times are computed from
+//! the count of refreshes done (k x tREFI / banks), not accumulated, so integer division
+//! never drifts. Per-bank targets are picked, within each round of all banks, preferring a
+//! bank no queued request wants (the controller tells which), so refresh hides behind
+//! traffic to the other banks; the round guarantees that no bank is skipped.
+
+use crate::hbm::config::RefreshMode;
+use crate::hbm::{Command, Cycle, PseudoChannel};
+
+/// Refresh bookkeeping of one pseudo-channel.
+#[derive(Debug, Clone)]
+pub struct Refresher {
+    mode: RefreshMode,
+    trefi: Cycle,
+    banks: usize,
+    done: u64,
+    next_due: Cycle,
+    target: Option<usize>,
+    round_done: u64,
+}
+
+/// What an outstanding refresh blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RefreshBlock {
+    /// An all-bank refresh is due: no new ACT or column command.
+    pub all: bool,
+    /// A per-bank refresh is due for this bank: no new ACT or column command to it.
+    pub bank: Option<usize>,
+}
+
+impl RefreshBlock {
+    /// Whether commands for the request's bank must wait.
+    #[inline]
+    pub fn blocks(&self, bank: usize) -> bool {
+        self.all || self.bank == Some(bank)
+    }
+}
+
+impl Refresher {
+    /// Refresh for a pseudo-channel of `banks` banks.
+    pub fn new(mode: RefreshMode, trefi: Cycle, banks: usize) -> Self {
+        let mut r =
+            Refresher { mode, trefi, banks, done: 0, next_due: 0, target: None, round_done: 0 };
+        r.next_due = r.due_time(1);
+        r
+    }
+
+    fn due_time(&self, k: u64) -> Cycle {
+        match self.mode {
+            RefreshMode::AllBank => k * self.trefi,
+            RefreshMode::PerBank => k * self.trefi / self.banks as u64,
+            RefreshMode::Off => Cycle::MAX,
+        }
+    }
+
+    /// The refresh mode.
+    pub fn mode(&self) -> RefreshMode {
+        self.mode
+    }
+
+    /// When the next refresh falls due (or is already due).
+    pub fn next_due(&self) -> Cycle {
+        self.next_due
+    }
+
+    /// What a due refresh blocks at `now`; picks the per-bank target if needed.
+    /// `wanted` has bit b set when a queued request targets bank b, `open` when bank b
+    /// has a row open. The target is, in order of preference, a bank nobody wants that is
+    /// already precharged, one nobody wants, or the lowest left in the round.
+    pub fn block(&mut self, now: Cycle, wanted: u64, open: u64) -> RefreshBlock {
+        if now < self.next_due {
+            return RefreshBlock::default();
+        }
+        match self.mode {
+            RefreshMode::Off => RefreshBlock::default(),
+            RefreshMode::AllBank => RefreshBlock { all: true, bank: None },
+            RefreshMode::PerBank => {
+                let target = match self.target {
+                    Some(t) => t,
+                    None => {
+                        let all = if self.banks >= 64 { u64::MAX } else { (1u64 << self.banks) - 1 };
+                        let left = all & !self.round_done;
+                        let idle = left & !wanted;
+                        let closed_idle = idle & !open;
+                        let pick = [closed_idle, idle, left]
+                            .into_iter()
+                            .find(|m| *m != 0)
+                            .unwrap_or(left);
+                        let t = pick.trailing_zeros() as usize;
+                        self.target = Some(t);
+                        t
+                    }
+                };
+                RefreshBlock { all: false, bank: Some(target) }
+            }
+        }
+    }
+
+    /// The next command the due refresh needs, if one is due: a precharge of what is open,
+    /// then the refresh itself.
+    pub fn command(&self, now: Cycle, pc: &PseudoChannel) -> Option<Command> {
+        if now < self.next_due {
+            return None;
+        }
+        match self.mode {
+            RefreshMode::Off => None,
+            RefreshMode::AllBank => Some(if pc.any_open() { Command::PreAll } else { Command::Ref }),
+            RefreshMode::PerBank => {
+                let t = self.target?;
+                let bank = pc.bank_id(t);
+                Some(if pc.open_row(t).is_some() {
+                    Command::Pre { bank }
+                } else {
+                    Command::RefPb { bank }
+                })
+            }
+        }
+    }
+
+    /// Records that a REF or REFpb issued.
+    pub fn refreshed(&mut self, cmd: &Command, pc: &PseudoChannel) {
+        match (*cmd, self.mode) {
+            (Command::Ref, RefreshMode::AllBank) => {}
+            (Command::RefPb { bank }, RefreshMode::PerBank) => {
+                if let Some(i) = pc.bank_index(bank) {
+                    self.round_done |= 1 << i;
+                }
+                if self.round_done.count_ones() as usize >= self.banks {
+                    self.round_done = 0;
+                }
+                self.target = None;
+            }
+            _ => return,
+        }
+        self.done += 1;
+        self.next_due = self.due_time(self.done + 1);
+    }
+}
