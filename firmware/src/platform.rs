@@ -155,15 +155,9 @@ pub trait KernelDispatcher {
     ) -> Result<(), DispatchError>;
 }
 
-/// Which channels a broadcast NMC operation reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ChannelSet {
-    /// First pseudo-channel (global index).
-    pub first: u16,
-    /// Number of consecutive pseudo-channels.
-    pub count: u16,
-}
+/// Which pseudo-channels a broadcast NMC operation reaches (the same range type a
+/// macro-command carries).
+pub type ChannelSet = nmcp_isa::nmc::ChannelRange;
 
 /// Identifies one accepted NMC request; echoed in its completion event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

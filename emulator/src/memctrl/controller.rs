@@ -238,7 +238,10 @@ impl Controller {
         let per_bank_due =
             self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
         let (wanted, open) = if per_bank_due {
-            (wanted_banks([&self.reads, &self.writes]), self.pc.open_mask())
+            (
+                wanted_banks([&self.reads, &self.writes]),
+                self.pc.open_mask(),
+            )
         } else {
             (0, 0)
         };
@@ -271,11 +274,16 @@ impl Controller {
         if !row_done {
             let queue = if write { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            if let Some((cmd, entry)) = pick_row(queue, &self.pc, now, block, &hits, policy, &mut wake)
+            if let Some((cmd, entry)) =
+                pick_row(queue, &self.pc, now, block, &hits, policy, &mut wake)
             {
                 self.issue_internal(&cmd, now);
                 if let Some(i) = entry {
-                    let q = if write { &mut self.writes } else { &mut self.reads };
+                    let q = if write {
+                        &mut self.writes
+                    } else {
+                        &mut self.reads
+                    };
                     if let Some(e) = q.get_mut(i) {
                         match cmd {
                             Command::Pre { .. } => e.class = RowClass::Conflict,
@@ -290,7 +298,11 @@ impl Controller {
             }
         }
         // The other queue may need the scheduler when the drain mode flips.
-        let other_waiting = if write { !self.reads.is_empty() } else { !self.writes.is_empty() };
+        let other_waiting = if write {
+            !self.reads.is_empty()
+        } else {
+            !self.writes.is_empty()
+        };
         if issued || (other_waiting && wake == Cycle::MAX) {
             now + 1
         } else {
@@ -306,14 +318,26 @@ impl Controller {
         done: &mut Vec<Completion>,
         hits: &mut HitCounts,
     ) {
-        let q = if write { &mut self.writes } else { &mut self.reads };
+        let q = if write {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
         let Some(e) = q.get_mut(i) else { return };
         let col = e.col + u32::from(e.bursts - e.bursts_left);
         let bank = self.pc.bank_id(usize::from(e.bank));
         let cmd = if write {
-            Command::Wr { bank, row: e.row, col }
+            Command::Wr {
+                bank,
+                row: e.row,
+                col,
+            }
         } else {
-            Command::Rd { bank, row: e.row, col }
+            Command::Rd {
+                bank,
+                row: e.row,
+                col,
+            }
         };
         e.bursts_left -= 1;
         let finished = e.bursts_left == 0;
@@ -327,7 +351,11 @@ impl Controller {
             self.stats.bytes_read += self.bytes_per_column;
         }
         if finished {
-            let q = if write { &mut self.writes } else { &mut self.reads };
+            let q = if write {
+                &mut self.writes
+            } else {
+                &mut self.reads
+            };
             let len = q.len();
             q.remove(i);
             if write {
@@ -341,7 +369,10 @@ impl Controller {
             if let Some(h) = hits.get_mut(usize::from(entry.bank)) {
                 *h = h.saturating_sub(1);
             }
-            done.push(Completion { tag: entry.tag, at: data_end });
+            done.push(Completion {
+                tag: entry.tag,
+                at: data_end,
+            });
         }
     }
 

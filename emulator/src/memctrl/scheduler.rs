@@ -40,7 +40,10 @@ pub type HitCounts = [u16; MAX_BANKS_PER_PSEUDO_CHANNEL as usize];
 
 /// Bit mask of banks any queued entry targets.
 pub fn wanted_banks(queues: [&[Entry]; 2]) -> u64 {
-    queues.iter().flat_map(|q| q.iter()).fold(0u64, |m, e| m | 1u64 << e.bank)
+    queues
+        .iter()
+        .flat_map(|q| q.iter())
+        .fold(0u64, |m, e| m | 1u64 << e.bank)
 }
 
 /// First pass: counts row hits per bank and picks the oldest hit whose column command may
@@ -101,13 +104,24 @@ pub fn pick_row(
                 if hits.get(b).copied().unwrap_or(0) > 0 {
                     continue;
                 }
-                (Command::Pre { bank: pc.bank_id(b) }, pc.earliest_pre(b))
+                (
+                    Command::Pre {
+                        bank: pc.bank_id(b),
+                    },
+                    pc.earliest_pre(b),
+                )
             }
             None => {
                 if block.blocks(b) {
                     continue;
                 }
-                (Command::Act { bank: pc.bank_id(b), row: e.row }, pc.earliest_act(b))
+                (
+                    Command::Act {
+                        bank: pc.bank_id(b),
+                        row: e.row,
+                    },
+                    pc.earliest_act(b),
+                )
             }
         };
         let t = t.max(e.ready);
@@ -121,7 +135,12 @@ pub fn pick_row(
             if pc.open_row(b).is_some() && hits.get(b).copied().unwrap_or(0) == 0 {
                 let t = pc.earliest_pre(b);
                 if t <= now {
-                    return Some((Command::Pre { bank: pc.bank_id(b) }, None));
+                    return Some((
+                        Command::Pre {
+                            bank: pc.bank_id(b),
+                        },
+                        None,
+                    ));
                 }
                 *wake = (*wake).min(t);
             }

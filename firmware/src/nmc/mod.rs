@@ -1,42 +1,41 @@
-//! NMC sequencing: LAMB and reductions. (Filled in by issue 3.)
+//! NMC sequencing: turns a job (a LAMB step over a model's tensors) into macro-commands,
+//! scalar-register writes and cross-bank reductions, lazily, as the engines take them.
 
-use core::fmt;
+pub mod lamb;
+
+pub use lamb::{LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, TensorDesc};
 
 use crate::{Event, FirmwareError, Platform};
 
-/// Errors of the NMC sequencer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum SequencerError {
-    /// A bounded table overflowed.
-    Capacity,
-}
-
-impl fmt::Display for SequencerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Capacity => f.write_str("sequencer capacity exceeded"),
-        }
-    }
-}
-
-impl core::error::Error for SequencerError {}
-
 /// The NMC sequencer's state.
 #[derive(Debug, Default)]
-pub struct NmcSequencer {}
+pub struct NmcSequencer {
+    /// LAMB optimizer steps.
+    pub lamb: LambSequencer,
+}
 
 impl NmcSequencer {
+    /// Starts a LAMB step.
+    ///
+    /// # Errors
+    /// [`SequencerError::Busy`] while a step runs; descriptor and platform errors.
+    pub fn start_lamb<P: Platform>(
+        &mut self,
+        job: LambJob,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        self.lamb.start(job, p)
+    }
+
     /// Reacts to an NMC completion.
     ///
     /// # Errors
-    /// Any [`FirmwareError`] from the platform.
-    pub fn on_event<P: Platform>(
-        &mut self,
-        _event: &Event,
-        _p: &mut P,
-    ) -> Result<(), FirmwareError> {
-        Ok(())
+    /// Any [`FirmwareError`] from the platform or the sequencer.
+    pub fn on_event<P: Platform>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
+        match *event {
+            Event::NmcDone { ticket } => self.lamb.on_done(ticket, p),
+            Event::PartialsReady { ticket, sum } => self.lamb.on_partials(ticket, sum, p),
+            _ => Ok(()),
+        }
     }
 }

@@ -1,0 +1,825 @@
+//! LAMB on near-memory compute: a lazy generator of NMC macro-commands.
+//!
+//! The host places every tensor's five arrays (g, w, m, v, u) at the start of a row
+//! stripe (row bytes x every bank of the device), so element `i` of every array of a
+//! tensor sits in the same bank at the same column, in different rows (dissertation
+//! 6.2.2). It writes one [`TensorDesc`] per tensor into device memory and starts a
+//! [`LambJob`]. The sequencer then walks the step as a state machine, emitting a few
+//! macro-commands per tensor as engine queue space allows, so its RAM use does not grow
+//! with the model:
+//!
+//! 1. `sqacc g` over every tensor, then one cross-bank reduction: the global gradient
+//!    norm. From it the firmware computes the clip divisor and writes the stage-1 scalars.
+//! 2. Per tensor: stage 1 (m, v, u), `sqacc w`, reduction, `sqacc u`, reduction. The next
+//!    tensor's stage 1 is queued while the reductions travel to the host and back.
+//! 3. When both norms of a tensor are back: write `-lr * ratio` and run stage 2.
+//!
+//! Scalar registers (written once per step, except `s7` per tensor):
+//! `s0` wd, `s1` b1, `s2` (1-b1)/clip, `s3` b2, `s4` (1-b2)/clip^2,
+//! `s5` bc1/sqrt(bc2), `s6` eps/sqrt(bc2), `s7` -lr*ratio. Folding the clip divisor into
+//! `s2`/`s4` and the bias corrections into `s5`/`s6` is exact algebra
+//! (`m*bc1 / (sqrt(v*bc2) + eps) = m*(bc1/sqrt(bc2)) / (sqrt(v) + eps/sqrt(bc2))`) and
+//! saves the ALU a multiply per element for each.
+
+use core::fmt;
+
+use heapless::{Deque, Vec};
+use nmcp_isa::nmc::{
+    BankMode, BinaryOp, ChannelRange, DType, Instr, Loc, MacroCommand, Phase, ReduceOp, ScalarReg,
+    SpecialOp, Src, SrcImm, TsSlot, MAX_CHUNK,
+};
+
+use crate::platform::DeviceMemory;
+use crate::platform::{DevAddr, NmcController, NmcTicket};
+use crate::FirmwareError;
+
+/// Bytes of one [`TensorDesc`] in device memory.
+pub const TENSOR_DESC_BYTES: usize = 32;
+/// Reductions that may be in flight at once.
+pub const MAX_PENDING_REDUCTIONS: usize = 8;
+/// Tensors whose stage 1 may run ahead of their stage 2.
+pub const LOOKAHEAD: u32 = 2;
+
+/// Where one tensor's arrays live: bank-local first rows (every array starts at column 0
+/// of a row stripe) and its element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TensorDesc {
+    /// FP32 elements.
+    pub elements: u64,
+    /// First row of the gradients.
+    pub g_row: u32,
+    /// First row of the weights.
+    pub w_row: u32,
+    /// First row of the first moment.
+    pub m_row: u32,
+    /// First row of the second moment.
+    pub v_row: u32,
+    /// First row of the update.
+    pub u_row: u32,
+}
+
+impl TensorDesc {
+    /// Little-endian layout: elements u64 @0, g/w/m/v/u rows u32 @8/12/16/20/24, zero u32
+    /// @28.
+    pub fn encode(&self) -> [u8; TENSOR_DESC_BYTES] {
+        let mut b = [0u8; TENSOR_DESC_BYTES];
+        let rows = [self.g_row, self.w_row, self.m_row, self.v_row, self.u_row];
+        let (head, tail) = b.split_at_mut(8);
+        head.copy_from_slice(&self.elements.to_le_bytes());
+        for (chunk, r) in tail.chunks_exact_mut(4).zip(rows) {
+            chunk.copy_from_slice(&r.to_le_bytes());
+        }
+        b
+    }
+
+    /// Decodes and checks the reserved word.
+    ///
+    /// # Errors
+    /// [`SequencerError::BadDescriptor`] if the reserved word is not zero or the tensor is
+    /// empty.
+    pub fn decode(b: &[u8; TENSOR_DESC_BYTES], index: u32) -> Result<Self, SequencerError> {
+        let mut words = [0u32; 6];
+        let (head, tail) = b.split_at(8);
+        let mut e = [0u8; 8];
+        e.copy_from_slice(head);
+        for (w, c) in words.iter_mut().zip(tail.chunks_exact(4)) {
+            let mut x = [0u8; 4];
+            x.copy_from_slice(c);
+            *w = u32::from_le_bytes(x);
+        }
+        let [g_row, w_row, m_row, v_row, u_row, reserved] = words;
+        let elements = u64::from_le_bytes(e);
+        if reserved != 0 || elements == 0 {
+            return Err(SequencerError::BadDescriptor { index });
+        }
+        Ok(Self {
+            elements,
+            g_row,
+            w_row,
+            m_row,
+            v_row,
+            u_row,
+        })
+    }
+}
+
+/// The device as the sequencer needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NmcGeometry {
+    /// Pseudo-channels (all of them run every command).
+    pub pseudo_channels: u16,
+    /// Banks per pseudo-channel.
+    pub banks_per_pc: u16,
+    /// Columns per row.
+    pub cols_per_row: u32,
+    /// Bytes per column access.
+    pub column_bytes: u32,
+    /// TS entries per bank ALU.
+    pub ts_entries: u16,
+}
+
+impl NmcGeometry {
+    /// Columns each bank processes for a tensor of `elements` FP32 values.
+    pub fn columns_per_bank(&self, elements: u64) -> u64 {
+        let stripe = u64::from(self.column_bytes)
+            * u64::from(self.pseudo_channels)
+            * u64::from(self.banks_per_pc);
+        (elements * 4).div_ceil(stripe.max(1))
+    }
+
+    fn channels(&self) -> ChannelRange {
+        ChannelRange {
+            first: 0,
+            count: self.pseudo_channels,
+        }
+    }
+}
+
+/// LAMB hyperparameters as the firmware applies them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LambParams {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Added to sqrt(v_hat).
+    pub eps: f32,
+    /// Weight decay (0 drops the weight read from stage 1).
+    pub weight_decay: f32,
+    /// Clipping threshold of the global gradient norm, or a non-positive value for none.
+    pub max_grad_norm: f32,
+    /// Bias correction on.
+    pub bias_correction: bool,
+    /// Step number for the bias correction (>= 1).
+    pub step: u32,
+    /// Upper clamp of the trust ratio, or a non-positive value for none.
+    pub trust_clamp: f32,
+}
+
+/// One LAMB step to run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LambJob {
+    /// Device address of the first [`TensorDesc`].
+    pub table: DevAddr,
+    /// Number of tensors.
+    pub tensors: u32,
+    /// Device geometry.
+    pub geometry: NmcGeometry,
+    /// Hyperparameters.
+    pub params: LambParams,
+}
+
+/// Errors of the NMC sequencer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SequencerError {
+    /// A bounded table overflowed.
+    Capacity,
+    /// A job is already running.
+    Busy,
+    /// Tensor descriptor `index` is malformed.
+    BadDescriptor {
+        /// Position in the table.
+        index: u32,
+    },
+    /// The geometry cannot run the programs (e.g. fewer TS entries than slots used).
+    Geometry,
+    /// A tensor is larger than a macro-command can address.
+    TooLarge {
+        /// Position in the table.
+        index: u32,
+    },
+    /// A reduction result arrived for a ticket the sequencer did not ask for.
+    UnexpectedResult,
+    /// The job names no tensors.
+    NoTensors,
+}
+
+impl fmt::Display for SequencerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Capacity => f.write_str("sequencer capacity exceeded"),
+            Self::Busy => f.write_str("a LAMB step is already running"),
+            Self::BadDescriptor { index } => write!(f, "tensor descriptor {index} is malformed"),
+            Self::Geometry => f.write_str("geometry cannot hold the LAMB programs' TS slots"),
+            Self::TooLarge { index } => write!(f, "tensor {index} exceeds a macro-command's range"),
+            Self::UnexpectedResult => f.write_str("reduction result for an unknown ticket"),
+            Self::NoTensors => f.write_str("the LAMB job names no tensors"),
+        }
+    }
+}
+
+impl core::error::Error for SequencerError {}
+
+/// Which norm a pending reduction carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Norm {
+    Global,
+    Weight(u32),
+    Update(u32),
+}
+
+/// What the step is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Idle,
+    /// Emitting `sqacc g` for tensor `next`.
+    GradNorm {
+        next: u32,
+    },
+    /// Waiting for the global norm.
+    AwaitGlobal,
+    /// Per-tensor pipeline.
+    Tensors,
+    /// Every command is queued; waiting for the last `NmcDone`.
+    Draining,
+    Done,
+}
+
+/// Per-tensor pipeline cursor: which sub-step of the front tensor comes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Front {
+    tensor: u32,
+    sub: u8,
+}
+
+/// Norms of a tensor in the lookahead window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct NormPair {
+    weight_sq: Option<f32>,
+    update_sq: Option<f32>,
+}
+
+/// Work counters for charging the firmware's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SequencerWork {
+    /// Macro-commands submitted.
+    pub macro_commands: u32,
+    /// Scalar-register writes.
+    pub scalar_writes: u32,
+    /// Reductions requested.
+    pub reductions: u32,
+    /// Descriptor bytes read from device memory.
+    pub bytes_read: u32,
+}
+
+/// The LAMB state machine.
+#[derive(Debug)]
+pub struct LambSequencer {
+    job: Option<LambJob>,
+    stage: Stage,
+    front: Front,
+    /// Next tensor whose stage 2 is due.
+    s2_next: u32,
+    norms: [NormPair; LOOKAHEAD as usize + 1],
+    pending: Deque<(NmcTicket, Norm), MAX_PENDING_REDUCTIONS>,
+    last_ticket: Option<NmcTicket>,
+    global_norm: f32,
+    /// The descriptor of the tensor the pipeline front is on (read once, used by five
+    /// emissions).
+    front_desc: Option<(u32, TensorDesc)>,
+    work: SequencerWork,
+}
+
+impl Default for LambSequencer {
+    fn default() -> Self {
+        Self {
+            job: None,
+            stage: Stage::Idle,
+            front: Front::default(),
+            s2_next: 0,
+            norms: [NormPair::default(); LOOKAHEAD as usize + 1],
+            pending: Deque::new(),
+            last_ticket: None,
+            global_norm: 0.0,
+            front_desc: None,
+            work: SequencerWork::default(),
+        }
+    }
+}
+
+fn ts(s: u8) -> Result<Loc, SequencerError> {
+    TsSlot::new(s).map(Loc::Ts).ok_or(SequencerError::Capacity)
+}
+
+fn sreg(r: u8) -> Result<Src, SequencerError> {
+    ScalarReg::new(r)
+        .map(Src::Sreg)
+        .ok_or(SequencerError::Capacity)
+}
+
+fn src(l: Loc) -> Src {
+    Src::from(l)
+}
+
+fn bin(op: BinaryOp, dst: Loc, a: Src, b: Src) -> Instr {
+    Instr::Binary {
+        op,
+        dtype: DType::F32,
+        dst,
+        src0: a,
+        src1: SrcImm::from(b),
+    }
+}
+
+fn fma(dst: Loc, a: Src, b: Src, c: Src) -> Instr {
+    Instr::Fma {
+        dtype: DType::F32,
+        dst,
+        src0: a,
+        src1: b,
+        src2: c,
+    }
+}
+
+fn mov(dst: Loc, s: Loc) -> Instr {
+    Instr::Mov {
+        dtype: DType::F32,
+        dst,
+        src: s,
+    }
+}
+
+/// The macro-commands of one step, as pure functions of the tensor and geometry.
+pub mod programs {
+    use super::*;
+
+    /// TS slots stage 1 uses.
+    pub const STAGE1_SLOTS: u16 = 4;
+
+    struct Builder {
+        phases: Vec<Phase, { nmcp_isa::nmc::MAX_PHASES }>,
+        program: Vec<Instr, { nmcp_isa::nmc::MAX_PROGRAM }>,
+    }
+
+    impl Builder {
+        fn new() -> Self {
+            Self {
+                phases: Vec::new(),
+                program: Vec::new(),
+            }
+        }
+
+        fn phase(&mut self, row: u32, instrs: &[Instr]) -> Result<(), SequencerError> {
+            let first = u8::try_from(self.program.len()).map_err(|_| SequencerError::Capacity)?;
+            let len = u8::try_from(instrs.len()).map_err(|_| SequencerError::Capacity)?;
+            for i in instrs {
+                self.program
+                    .push(*i)
+                    .map_err(|_| SequencerError::Capacity)?;
+            }
+            self.phases
+                .push(Phase {
+                    base_row: row,
+                    first,
+                    len,
+                })
+                .map_err(|_| SequencerError::Capacity)
+        }
+
+        fn finish(self, g: &NmcGeometry, cols: u32, chunk: u16) -> MacroCommand {
+            let chunk = u8::try_from(chunk.clamp(1, u16::from(MAX_CHUNK))).unwrap_or(MAX_CHUNK);
+            MacroCommand {
+                channels: g.channels(),
+                mode: BankMode::AllBank,
+                col_start: 0,
+                col_count: cols,
+                chunk,
+                phases: self.phases,
+                program: self.program,
+            }
+        }
+    }
+
+    fn cols(g: &NmcGeometry, t: &TensorDesc, index: u32) -> Result<u32, SequencerError> {
+        u32::try_from(g.columns_per_bank(t.elements))
+            .map_err(|_| SequencerError::TooLarge { index })
+    }
+
+    /// `sqacc mem` over one array starting at `row`.
+    pub fn sum_of_squares(
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        row: u32,
+        index: u32,
+    ) -> Result<MacroCommand, SequencerError> {
+        let mut b = Builder::new();
+        b.phase(
+            row,
+            &[Instr::Reduce {
+                op: ReduceOp::SqAcc,
+                dtype: DType::F32,
+                src: Loc::Mem,
+            }],
+        )?;
+        Ok(b.finish(g, cols(g, t, index)?, u16::from(MAX_CHUNK)))
+    }
+
+    /// Stage 1: m, v and u (with weight decay when `with_decay`).
+    pub fn stage1(
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        index: u32,
+        with_decay: bool,
+    ) -> Result<MacroCommand, SequencerError> {
+        let (g0, m1, v2, x3) = (ts(0)?, ts(1)?, ts(2)?, ts(3)?);
+        let mem = Loc::Mem;
+        let mut b = Builder::new();
+        b.phase(t.g_row, &[mov(g0, mem)])?;
+        b.phase(
+            t.m_row,
+            &[
+                bin(BinaryOp::Mul, m1, src(mem), sreg(1)?),
+                fma(m1, src(g0), sreg(2)?, src(m1)),
+                mov(mem, m1),
+            ],
+        )?;
+        b.phase(
+            t.v_row,
+            &[
+                bin(BinaryOp::Mul, v2, src(g0), src(g0)),
+                bin(BinaryOp::Mul, x3, src(mem), sreg(3)?),
+                fma(v2, src(v2), sreg(4)?, src(x3)),
+                mov(mem, v2),
+                Instr::Special {
+                    op: SpecialOp::Sqrt,
+                    dst: v2,
+                    src: v2,
+                },
+                bin(BinaryOp::Add, v2, src(v2), sreg(6)?),
+                Instr::Special {
+                    op: SpecialOp::Rcp,
+                    dst: v2,
+                    src: v2,
+                },
+                bin(BinaryOp::Mul, m1, src(m1), sreg(5)?),
+                bin(BinaryOp::Mul, m1, src(m1), src(v2)),
+            ],
+        )?;
+        if with_decay {
+            b.phase(t.w_row, &[fma(m1, src(mem), sreg(0)?, src(m1))])?;
+        }
+        b.phase(t.u_row, &[mov(mem, m1)])?;
+        let chunk = g.ts_entries / STAGE1_SLOTS;
+        if chunk == 0 {
+            return Err(SequencerError::Geometry);
+        }
+        Ok(b.finish(g, cols(g, t, index)?, chunk))
+    }
+
+    /// Stage 2: w += s7 * u.
+    pub fn stage2(
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        index: u32,
+    ) -> Result<MacroCommand, SequencerError> {
+        let x0 = ts(0)?;
+        let mem = Loc::Mem;
+        let mut b = Builder::new();
+        b.phase(t.u_row, &[bin(BinaryOp::Mul, x0, src(mem), sreg(7)?)])?;
+        b.phase(
+            t.w_row,
+            &[bin(BinaryOp::Add, x0, src(mem), src(x0)), mov(mem, x0)],
+        )?;
+        if g.ts_entries == 0 {
+            return Err(SequencerError::Geometry);
+        }
+        Ok(b.finish(g, cols(g, t, index)?, g.ts_entries))
+    }
+}
+
+/// Scalar values of step `p` given the global gradient norm.
+pub fn stage1_scalars(p: &LambParams, global_norm: f32) -> [f32; 7] {
+    let clip = if p.max_grad_norm > 0.0 && global_norm > p.max_grad_norm {
+        global_norm / p.max_grad_norm
+    } else {
+        1.0
+    };
+    let (bc1, bc2) = if p.bias_correction {
+        let t = p.step.max(1) as i32;
+        (
+            1.0 / (1.0 - libm::powf(p.beta1, t as f32)),
+            1.0 / (1.0 - libm::powf(p.beta2, t as f32)),
+        )
+    } else {
+        (1.0, 1.0)
+    };
+    let sq_bc2 = libm::sqrtf(bc2);
+    [
+        p.weight_decay,
+        p.beta1,
+        (1.0 - p.beta1) / clip,
+        p.beta2,
+        (1.0 - p.beta2) / (clip * clip),
+        bc1 / sq_bc2,
+        p.eps / sq_bc2,
+    ]
+}
+
+/// The trust ratio from the squared norms.
+pub fn trust_ratio(p: &LambParams, weight_sq: f32, update_sq: f32) -> f32 {
+    let (w, u) = (libm::sqrtf(weight_sq), libm::sqrtf(update_sq));
+    let r = if w > 0.0 && u > 0.0 { w / u } else { 1.0 };
+    if p.trust_clamp > 0.0 {
+        r.min(p.trust_clamp)
+    } else {
+        r
+    }
+}
+
+impl LambSequencer {
+    /// Whether the last started step has finished.
+    pub fn is_done(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
+    /// Whether a step is running.
+    pub fn is_running(&self) -> bool {
+        !matches!(self.stage, Stage::Idle | Stage::Done)
+    }
+
+    /// The global gradient norm of the last step (valid once the step passed stage 1).
+    pub fn global_norm(&self) -> f32 {
+        self.global_norm
+    }
+
+    /// Work done so far.
+    pub fn work(&self) -> SequencerWork {
+        self.work
+    }
+
+    /// Starts a step and emits as many commands as the engines take.
+    ///
+    /// # Errors
+    /// [`SequencerError::Busy`] if a step is running; platform errors other than `Busy`.
+    pub fn start<P: NmcController + DeviceMemory>(
+        &mut self,
+        job: LambJob,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        if self.is_running() {
+            return Err(SequencerError::Busy.into());
+        }
+        if job.tensors == 0 {
+            return Err(SequencerError::NoTensors.into());
+        }
+        if job.geometry.ts_entries < programs::STAGE1_SLOTS {
+            return Err(SequencerError::Geometry.into());
+        }
+        *self = Self {
+            job: Some(job),
+            stage: Stage::GradNorm { next: 0 },
+            ..Self::default()
+        };
+        self.pump(p)
+    }
+
+    fn read_desc<P: DeviceMemory>(
+        &mut self,
+        job: &LambJob,
+        index: u32,
+        p: &mut P,
+    ) -> Result<TensorDesc, FirmwareError> {
+        let mut b = [0u8; TENSOR_DESC_BYTES];
+        let addr = job
+            .table
+            .checked_add(u64::from(index) * TENSOR_DESC_BYTES as u64)
+            .ok_or(SequencerError::BadDescriptor { index })?;
+        p.read(addr, &mut b)?;
+        self.work.bytes_read = self
+            .work
+            .bytes_read
+            .saturating_add(TENSOR_DESC_BYTES as u32);
+        Ok(TensorDesc::decode(&b, index)?)
+    }
+
+    /// Submits `cmd`; `Ok(false)` when the engine is full (retry on the next event).
+    fn submit<P: NmcController>(
+        &mut self,
+        cmd: &MacroCommand,
+        p: &mut P,
+    ) -> Result<bool, FirmwareError> {
+        match p.submit(cmd) {
+            Ok(t) => {
+                self.last_ticket = Some(t);
+                self.work.macro_commands = self.work.macro_commands.saturating_add(1);
+                Ok(true)
+            }
+            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn reduce<P: NmcController>(
+        &mut self,
+        job: &LambJob,
+        norm: Norm,
+        p: &mut P,
+    ) -> Result<bool, FirmwareError> {
+        if self.pending.is_full() {
+            return Ok(false);
+        }
+        match p.reduce_partials(job.geometry.channels()) {
+            Ok(t) => {
+                self.pending
+                    .push_back((t, norm))
+                    .map_err(|_| SequencerError::Capacity)?;
+                self.last_ticket = Some(t);
+                self.work.reductions = self.work.reductions.saturating_add(1);
+                Ok(true)
+            }
+            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn write_scalar<P: NmcController>(
+        &mut self,
+        job: &LambJob,
+        reg: u8,
+        v: f32,
+        p: &mut P,
+    ) -> Result<bool, FirmwareError> {
+        match p.write_scalar(job.geometry.channels(), reg, v.to_bits()) {
+            Ok(()) => {
+                self.work.scalar_writes = self.work.scalar_writes.saturating_add(1);
+                Ok(true)
+            }
+            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn slot(&mut self, tensor: u32) -> Option<&mut NormPair> {
+        self.norms.get_mut((tensor % (LOOKAHEAD + 1)) as usize)
+    }
+
+    /// Handles `NmcDone` and `PartialsReady` for this sequencer.
+    ///
+    /// # Errors
+    /// [`SequencerError::UnexpectedResult`] for a result nobody asked for; platform errors.
+    pub fn on_done<P: NmcController + DeviceMemory>(
+        &mut self,
+        ticket: NmcTicket,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        if self.stage == Stage::Draining && self.last_ticket == Some(ticket) {
+            self.stage = Stage::Done;
+            return Ok(());
+        }
+        self.pump(p)
+    }
+
+    /// Handles a reduction result.
+    ///
+    /// # Errors
+    /// [`SequencerError::UnexpectedResult`] for a ticket that is not the oldest pending
+    /// reduction; platform errors.
+    pub fn on_partials<P: NmcController + DeviceMemory>(
+        &mut self,
+        ticket: NmcTicket,
+        sum: f32,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        let Some(&(t, norm)) = self.pending.front() else {
+            return Err(SequencerError::UnexpectedResult.into());
+        };
+        if t != ticket {
+            return Err(SequencerError::UnexpectedResult.into());
+        }
+        self.pending.pop_front();
+        match norm {
+            Norm::Global => {
+                self.global_norm = libm::sqrtf(sum.max(0.0));
+                let job = self.job.ok_or(SequencerError::UnexpectedResult)?;
+                for (reg, v) in (0u8..).zip(stage1_scalars(&job.params, self.global_norm)) {
+                    // Scalar writes queue behind nothing but reductions here; the engines
+                    // always accept them (they are ordered markers, not commands).
+                    if !self.write_scalar(&job, reg, v, p)? {
+                        return Err(SequencerError::Capacity.into());
+                    }
+                }
+                self.stage = Stage::Tensors;
+            }
+            Norm::Weight(i) => {
+                if let Some(s) = self.slot(i) {
+                    s.weight_sq = Some(sum);
+                }
+            }
+            Norm::Update(i) => {
+                if let Some(s) = self.slot(i) {
+                    s.update_sq = Some(sum);
+                }
+            }
+        }
+        self.pump(p)
+    }
+
+    /// Emits whatever can be emitted now.
+    fn pump<P: NmcController + DeviceMemory>(&mut self, p: &mut P) -> Result<(), FirmwareError> {
+        let Some(job) = self.job else { return Ok(()) };
+        // Every iteration either emits one thing or returns, and the number of things a
+        // step emits is bounded by 8 per tensor plus 8, so this loop is bounded.
+        loop {
+            match self.stage {
+                Stage::Idle | Stage::Done | Stage::AwaitGlobal | Stage::Draining => return Ok(()),
+                Stage::GradNorm { next } => {
+                    if next == job.tensors {
+                        if !self.reduce(&job, Norm::Global, p)? {
+                            return Ok(());
+                        }
+                        self.stage = Stage::AwaitGlobal;
+                        continue;
+                    }
+                    let t = self.read_desc(&job, next, p)?;
+                    let cmd = programs::sum_of_squares(&job.geometry, &t, t.g_row, next)?;
+                    if !self.submit(&cmd, p)? {
+                        return Ok(());
+                    }
+                    self.stage = Stage::GradNorm { next: next + 1 };
+                }
+                Stage::Tensors => {
+                    if !self.step_tensors(&job, p)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// One emission of the per-tensor pipeline; `Ok(false)` when nothing can be emitted.
+    fn step_tensors<P: NmcController + DeviceMemory>(
+        &mut self,
+        job: &LambJob,
+        p: &mut P,
+    ) -> Result<bool, FirmwareError> {
+        // Stage 2 of the oldest tensor as soon as its norms are back.
+        if self.s2_next < self.front.tensor {
+            let i = self.s2_next;
+            let pair = self.slot(i).map(|s| *s).unwrap_or_default();
+            if let (Some(w), Some(u)) = (pair.weight_sq, pair.update_sq) {
+                let ratio = trust_ratio(&job.params, w, u);
+                if !self.write_scalar(job, 7, -job.params.lr * ratio, p)? {
+                    return Ok(false);
+                }
+                let t = self.read_desc(job, i, p)?;
+                let cmd = programs::stage2(&job.geometry, &t, i)?;
+                if !self.submit(&cmd, p)? {
+                    // The scalar write is idempotent; it is simply repeated next time.
+                    return Ok(false);
+                }
+                if let Some(s) = self.slot(i) {
+                    *s = NormPair::default();
+                }
+                self.s2_next += 1;
+                if self.s2_next == job.tensors {
+                    self.stage = Stage::Draining;
+                }
+                return Ok(true);
+            }
+        }
+        // Otherwise run ahead with the next tensor's stage 1 and norms.
+        let i = self.front.tensor;
+        if i >= job.tensors || i - self.s2_next >= LOOKAHEAD {
+            return Ok(false);
+        }
+        let t = match self.front_desc {
+            Some((j, d)) if j == i => d,
+            _ => {
+                let d = self.read_desc(job, i, p)?;
+                self.front_desc = Some((i, d));
+                d
+            }
+        };
+        let ok = match self.front.sub {
+            0 => self.submit(
+                &programs::stage1(&job.geometry, &t, i, job.params.weight_decay != 0.0)?,
+                p,
+            )?,
+            1 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.w_row, i)?, p)?,
+            2 => self.reduce(job, Norm::Weight(i), p)?,
+            3 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.u_row, i)?, p)?,
+            _ => self.reduce(job, Norm::Update(i), p)?,
+        };
+        if !ok {
+            return Ok(false);
+        }
+        if self.front.sub >= 4 {
+            self.front = Front {
+                tensor: i + 1,
+                sub: 0,
+            };
+        } else {
+            self.front.sub += 1;
+        }
+        Ok(true)
+    }
+}
