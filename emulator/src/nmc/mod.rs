@@ -1,4 +1,7 @@
-//! Near-memory compute: the per-bank ALUs ([`alu`]) and, later, the per-channel engine
-//! that expands macro-commands into DRAM commands.
+//! Near-memory compute: the per-bank ALUs ([`alu`]), the per-pseudo-channel engine that
+//! expands macro-commands into DRAM commands ([`engine`]), and a memory system in NMC
+//! mode that runs the firmware ([`system`]).
 
 pub mod alu;
+pub mod engine;
+pub mod system;
