@@ -4,6 +4,7 @@
 pub mod ideal_gpu;
 pub mod model;
 pub mod reference;
+pub mod run;
 
 pub use ideal_gpu::{IdealGpu, ARRAY_PASSES};
 pub use model::{ModelPreset, TensorSpec};

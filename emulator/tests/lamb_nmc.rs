@@ -1,0 +1,112 @@
+//! LAMB on NMC against the plain FP32 reference (SPEC 4.3): relative error <= 1e-5 per
+//! element after 1 and 10 steps, awkward sizes, switches on and off, edge magnitudes.
+
+use nmcp_emulator::hbm::HbmPreset;
+use nmcp_emulator::lamb::reference::{self, LambHyper, TensorState};
+use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::nmc::system::NmcSystemConfig;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Element counts that are not multiples of the lane count (8), a column stripe
+/// (16 PCs x 16 banks x 8 lanes = 2048) or a row stripe (65536).
+const SIZES: [usize; 5] = [1, 7, 1029, 4099, 65_537];
+
+fn random_tensors(rng: &mut Xoshiro256PlusPlus, scale_g: f32) -> Vec<TensorState> {
+    SIZES
+        .iter()
+        .map(|&n| {
+            let w = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let g = (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale_g).collect();
+            TensorState::new(w, g)
+        })
+        .collect()
+}
+
+fn new_gradients(rng: &mut Xoshiro256PlusPlus, scale_g: f32) -> Vec<Vec<f32>> {
+    SIZES.iter().map(|&n| (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale_g).collect()).collect()
+}
+
+fn run(hyper: LambHyper, steps: usize, scale_g: f32, seed: u64, tweak: impl Fn(&mut [TensorState])) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut expect = random_tensors(&mut rng, scale_g);
+    tweak(&mut expect);
+    let preset = HbmPreset::builtin("hbm2-2000").unwrap();
+    let elements: Vec<u64> = SIZES.iter().map(|&n| n as u64).collect();
+    let config = LambRunConfig {
+        system: NmcSystemConfig { functional: true, parallel: false, ..NmcSystemConfig::default() },
+        hyper,
+    };
+    let mut nmc = LambRun::new(preset, &elements, config).unwrap();
+    nmc.write_state(&expect).unwrap();
+    for s in 0..steps {
+        if s > 0 {
+            let g = new_gradients(&mut rng, scale_g);
+            nmc.write_gradients(&g).unwrap();
+            for (t, g) in expect.iter_mut().zip(g) {
+                t.g = g;
+            }
+        }
+        let h = LambHyper { step: hyper.step + s as u32, ..hyper };
+        let g_norm = reference::step(&mut expect, &h);
+        let out = nmc.step().unwrap();
+        let rel = (out.global_norm - g_norm).abs() / g_norm.max(f32::MIN_POSITIVE);
+        assert!(rel < 1e-5, "global norm {} vs {g_norm}", out.global_norm);
+    }
+    let mut got = expect.clone();
+    nmc.read_state(&mut got).unwrap();
+    let mut worst = 0f64;
+    for (ti, (a, b)) in got.iter().zip(&expect).enumerate() {
+        for (name, x, y) in [("w", &a.w, &b.w), ("m", &a.m, &b.m), ("v", &a.v, &b.v)] {
+            for (i, (&x, &y)) in x.iter().zip(y).enumerate() {
+                assert_eq!(x.is_nan(), y.is_nan(), "tensor {ti} {name}[{i}]: {x} vs {y}");
+                if y.is_nan() {
+                    continue;
+                }
+                let err = f64::from((x - y).abs());
+                let bound = 1e-5 * f64::from(y.abs()) + 1e-37;
+                worst = worst.max(err / f64::from(y.abs()).max(1e-37));
+                assert!(err <= bound, "tensor {ti} {name}[{i}] after {steps} steps: {x} vs {y} (rel {})", err / f64::from(y.abs()));
+            }
+        }
+    }
+    eprintln!("worst relative error after {steps} steps: {worst:.3e}");
+}
+
+#[test]
+fn one_step_defaults() {
+    run(LambHyper::default(), 1, 0.01, 1, |_| {});
+}
+
+#[test]
+fn ten_steps_defaults() {
+    run(LambHyper::default(), 10, 0.01, 2, |_| {});
+}
+
+#[test]
+fn clipping_active_and_no_bias_correction() {
+    // Gradients large enough that the global norm exceeds max_grad_norm.
+    let h = LambHyper { bias_correction: false, ..LambHyper::default() };
+    run(h, 1, 5.0, 3, |_| {});
+    run(h, 10, 5.0, 4, |_| {});
+}
+
+#[test]
+fn no_clipping_no_decay_with_trust_clamp() {
+    let h = LambHyper { max_grad_norm: None, weight_decay: 0.0, trust_clamp: Some(0.5), ..LambHyper::default() };
+    run(h, 10, 3.0, 5, |_| {});
+}
+
+#[test]
+fn zero_gradients_and_zero_weights() {
+    run(LambHyper::default(), 1, 0.0, 6, |_| {});
+    run(LambHyper::default(), 1, 0.01, 7, |t| t[2].w.iter_mut().for_each(|w| *w = 0.0));
+}
+
+#[test]
+fn huge_and_tiny_magnitudes() {
+    run(LambHyper::default(), 2, 1e-20, 8, |t| t[1].w.iter_mut().for_each(|w| *w *= 1e30));
+    run(LambHyper { max_grad_norm: None, ..LambHyper::default() }, 2, 1e15, 9, |t| {
+        t[3].w.iter_mut().for_each(|w| *w *= 1e-30)
+    });
+}
