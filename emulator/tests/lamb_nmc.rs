@@ -17,24 +17,43 @@ fn random_tensors(rng: &mut Xoshiro256PlusPlus, scale_g: f32) -> Vec<TensorState
         .iter()
         .map(|&n| {
             let w = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-            let g = (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale_g).collect();
+            let g = (0..n)
+                .map(|_| rng.random_range(-1.0f32..1.0) * scale_g)
+                .collect();
             TensorState::new(w, g)
         })
         .collect()
 }
 
 fn new_gradients(rng: &mut Xoshiro256PlusPlus, scale_g: f32) -> Vec<Vec<f32>> {
-    SIZES.iter().map(|&n| (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale_g).collect()).collect()
+    SIZES
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| rng.random_range(-1.0f32..1.0) * scale_g)
+                .collect()
+        })
+        .collect()
 }
 
-fn run(hyper: LambHyper, steps: usize, scale_g: f32, seed: u64, tweak: impl Fn(&mut [TensorState])) {
+fn run(
+    hyper: LambHyper,
+    steps: usize,
+    scale_g: f32,
+    seed: u64,
+    tweak: impl Fn(&mut [TensorState]),
+) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut expect = random_tensors(&mut rng, scale_g);
     tweak(&mut expect);
     let preset = HbmPreset::builtin("hbm2-2000").unwrap();
     let elements: Vec<u64> = SIZES.iter().map(|&n| n as u64).collect();
     let config = LambRunConfig {
-        system: NmcSystemConfig { functional: true, parallel: false, ..NmcSystemConfig::default() },
+        system: NmcSystemConfig {
+            functional: true,
+            parallel: false,
+            ..NmcSystemConfig::default()
+        },
         hyper,
     };
     let mut nmc = LambRun::new(preset, &elements, config).unwrap();
@@ -47,7 +66,10 @@ fn run(hyper: LambHyper, steps: usize, scale_g: f32, seed: u64, tweak: impl Fn(&
                 t.g = g;
             }
         }
-        let h = LambHyper { step: hyper.step + s as u32, ..hyper };
+        let h = LambHyper {
+            step: hyper.step + s as u32,
+            ..hyper
+        };
         let g_norm = reference::step(&mut expect, &h);
         let out = nmc.step().unwrap();
         let rel = (out.global_norm - g_norm).abs() / g_norm.max(f32::MIN_POSITIVE);
@@ -59,14 +81,22 @@ fn run(hyper: LambHyper, steps: usize, scale_g: f32, seed: u64, tweak: impl Fn(&
     for (ti, (a, b)) in got.iter().zip(&expect).enumerate() {
         for (name, x, y) in [("w", &a.w, &b.w), ("m", &a.m, &b.m), ("v", &a.v, &b.v)] {
             for (i, (&x, &y)) in x.iter().zip(y).enumerate() {
-                assert_eq!(x.is_nan(), y.is_nan(), "tensor {ti} {name}[{i}]: {x} vs {y}");
+                assert_eq!(
+                    x.is_nan(),
+                    y.is_nan(),
+                    "tensor {ti} {name}[{i}]: {x} vs {y}"
+                );
                 if y.is_nan() {
                     continue;
                 }
                 let err = f64::from((x - y).abs());
                 let bound = 1e-5 * f64::from(y.abs()) + 1e-37;
                 worst = worst.max(err / f64::from(y.abs()).max(1e-37));
-                assert!(err <= bound, "tensor {ti} {name}[{i}] after {steps} steps: {x} vs {y} (rel {})", err / f64::from(y.abs()));
+                assert!(
+                    err <= bound,
+                    "tensor {ti} {name}[{i}] after {steps} steps: {x} vs {y} (rel {})",
+                    err / f64::from(y.abs())
+                );
             }
         }
     }
@@ -86,27 +116,46 @@ fn ten_steps_defaults() {
 #[test]
 fn clipping_active_and_no_bias_correction() {
     // Gradients large enough that the global norm exceeds max_grad_norm.
-    let h = LambHyper { bias_correction: false, ..LambHyper::default() };
+    let h = LambHyper {
+        bias_correction: false,
+        ..LambHyper::default()
+    };
     run(h, 1, 5.0, 3, |_| {});
     run(h, 10, 5.0, 4, |_| {});
 }
 
 #[test]
 fn no_clipping_no_decay_with_trust_clamp() {
-    let h = LambHyper { max_grad_norm: None, weight_decay: 0.0, trust_clamp: Some(0.5), ..LambHyper::default() };
+    let h = LambHyper {
+        max_grad_norm: None,
+        weight_decay: 0.0,
+        trust_clamp: Some(0.5),
+        ..LambHyper::default()
+    };
     run(h, 10, 3.0, 5, |_| {});
 }
 
 #[test]
 fn zero_gradients_and_zero_weights() {
     run(LambHyper::default(), 1, 0.0, 6, |_| {});
-    run(LambHyper::default(), 1, 0.01, 7, |t| t[2].w.iter_mut().for_each(|w| *w = 0.0));
+    run(LambHyper::default(), 1, 0.01, 7, |t| {
+        t[2].w.iter_mut().for_each(|w| *w = 0.0)
+    });
 }
 
 #[test]
 fn huge_and_tiny_magnitudes() {
-    run(LambHyper::default(), 2, 1e-20, 8, |t| t[1].w.iter_mut().for_each(|w| *w *= 1e30));
-    run(LambHyper { max_grad_norm: None, ..LambHyper::default() }, 2, 1e15, 9, |t| {
-        t[3].w.iter_mut().for_each(|w| *w *= 1e-30)
+    run(LambHyper::default(), 2, 1e-20, 8, |t| {
+        t[1].w.iter_mut().for_each(|w| *w *= 1e30)
     });
+    run(
+        LambHyper {
+            max_grad_norm: None,
+            ..LambHyper::default()
+        },
+        2,
+        1e15,
+        9,
+        |t| t[3].w.iter_mut().for_each(|w| *w *= 1e-30),
+    );
 }

@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run a memory trace or a synthetic pattern through the HBM model.
     Mem(cmd::mem::MemArgs),
+    /// LAMB optimizer steps on near-memory compute, next to an ideal GPU.
+    Lamb(cmd::lamb::LambArgs),
     /// List the built-in HBM presets, or check a preset file.
     Presets(cmd::presets::PresetsArgs),
     /// Assemble NMC instructions and macro-commands from text.
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Mem(a) => cmd::mem::run(a),
         Command::Presets(a) => cmd::presets::run(a),
+        Command::Lamb(a) => cmd::lamb::run(a),
         Command::Asm(a) => cmd::asm::run_asm(a),
         Command::Disasm(a) => cmd::asm::run_disasm(a),
     };

@@ -112,14 +112,29 @@ pub fn layout(preset: &HbmPreset, elements: &[u64]) -> Result<Layout, LambError>
         }
         let [g_row, w_row, m_row, v_row, u_row] = r;
         tensors.push(TensorPlace {
-            desc: TensorDesc { elements: n, g_row, w_row, m_row, v_row, u_row },
+            desc: TensorDesc {
+                elements: n,
+                g_row,
+                w_row,
+                m_row,
+                v_row,
+                u_row,
+            },
             addr,
         });
     }
     if row > u64::from(preset.organisation.rows) {
-        return Err(LambError::Capacity { rows_needed: row, rows: preset.organisation.rows });
+        return Err(LambError::Capacity {
+            rows_needed: row,
+            rows: preset.organisation.rows,
+        });
     }
-    Ok(Layout { stripe_bytes: stripe, table: 0, tensors, rows_used: row })
+    Ok(Layout {
+        stripe_bytes: stripe,
+        table: 0,
+        tensors,
+        rows_used: row,
+    })
 }
 
 /// What one step cost.
@@ -142,7 +157,9 @@ pub struct LambRun {
 
 impl fmt::Debug for LambRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LambRun").field("steps_done", &self.steps_done).finish_non_exhaustive()
+        f.debug_struct("LambRun")
+            .field("steps_done", &self.steps_done)
+            .finish_non_exhaustive()
     }
 }
 
@@ -165,15 +182,26 @@ impl LambRun {
     ///
     /// # Errors
     /// Mapping or capacity errors.
-    pub fn new(preset: HbmPreset, elements: &[u64], config: LambRunConfig) -> Result<Self, LambError> {
-        let mapping = AddressMapping::parse(NMC_LINEAR_MAPPING, &preset).map_err(LambError::Mapping)?;
+    pub fn new(
+        preset: HbmPreset,
+        elements: &[u64],
+        config: LambRunConfig,
+    ) -> Result<Self, LambError> {
+        let mapping =
+            AddressMapping::parse(NMC_LINEAR_MAPPING, &preset).map_err(LambError::Mapping)?;
         let layout = layout(&preset, elements)?;
         let mut system = NmcSystem::new(preset, mapping, config.system.clone());
         for (i, t) in layout.tensors.iter().enumerate() {
             let a = layout.table + (i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES) as u64;
             system.memory_mut().write(a, &t.desc.encode());
         }
-        Ok(Self { system, firmware: Firmware::default(), layout, config, steps_done: 0 })
+        Ok(Self {
+            system,
+            firmware: Firmware::default(),
+            layout,
+            config,
+            steps_done: 0,
+        })
     }
 
     /// The layout.
@@ -206,8 +234,13 @@ impl LambRun {
         }
         for (i, (t, p)) in tensors.iter().zip(&self.layout.tensors).enumerate() {
             let n = p.desc.elements as usize;
-            if [t.w.len(), t.g.len(), t.m.len(), t.v.len()].iter().any(|&l| l != n) {
-                return Err(LambError::Data(format!("tensor {i}: arrays must all hold {n} values")));
+            if [t.w.len(), t.g.len(), t.m.len(), t.v.len()]
+                .iter()
+                .any(|&l| l != n)
+            {
+                return Err(LambError::Data(format!(
+                    "tensor {i}: arrays must all hold {n} values"
+                )));
             }
         }
         Ok(())
@@ -236,7 +269,11 @@ impl LambRun {
     pub fn write_gradients(&mut self, grads: &[Vec<f32>]) -> Result<(), LambError> {
         for (i, (g, p)) in grads.iter().zip(&self.layout.tensors).enumerate() {
             if g.len() as u64 != p.desc.elements {
-                return Err(LambError::Data(format!("tensor {i}: {} gradients for {} weights", g.len(), p.desc.elements)));
+                return Err(LambError::Data(format!(
+                    "tensor {i}: {} gradients for {} weights",
+                    g.len(),
+                    p.desc.elements
+                )));
             }
             self.system.memory_mut().write_f32(p.addr[0], g);
         }
@@ -283,16 +320,22 @@ impl LambRun {
         };
         let start = self.system.now().max(self.system.engines_done());
         let sys = &mut self.system;
-        self.firmware
-            .nmc
-            .start_lamb(job, sys)
-            .map_err(|e| LambError::Run(RunError { firmware: e, engine: sys.take_error() }))?;
-        sys.run_firmware(&mut self.firmware).map_err(LambError::Run)?;
+        self.firmware.nmc.start_lamb(job, sys).map_err(|e| {
+            LambError::Run(RunError {
+                firmware: e,
+                engine: sys.take_error(),
+            })
+        })?;
+        sys.run_firmware(&mut self.firmware)
+            .map_err(LambError::Run)?;
         if !self.firmware.nmc.lamb.is_done() {
             return Err(LambError::Stalled);
         }
         self.steps_done += 1;
         let end = self.system.now().max(self.system.engines_done());
-        Ok(StepOutcome { cycles: end - start, global_norm: self.firmware.nmc.lamb.global_norm() })
+        Ok(StepOutcome {
+            cycles: end - start,
+            global_norm: self.firmware.nmc.lamb.global_norm(),
+        })
     }
 }
