@@ -270,7 +270,13 @@ proptest! {
     fn macro_text_round_trip(m in macro_cmd()) {
         let mut text = String::new();
         write_macro(&mut text, &m).unwrap();
-        prop_assert_eq!(parse_macro(&text), Ok(m.clone()), "text:\n{}", text);
+        let parsed = parse_macro(&text);
+        prop_assert_eq!(parsed.as_ref(), Ok(&m), "text:\n{}", text);
+        // Same command, so the same bytes.
+        let (mut a, mut b) = ([0u8; MAX_MACRO_BYTES], [0u8; MAX_MACRO_BYTES]);
+        let n = m.encode(&mut a).unwrap();
+        prop_assert_eq!(parsed.unwrap().encode(&mut b), Ok(n));
+        prop_assert_eq!(&a[..n], &b[..n]);
     }
 
     #[test]

@@ -871,8 +871,8 @@ fn imm_aux(i: Imm) -> u32 {
 /// Sign-extends the 9-bit aux field.
 fn aux_imm(aux: u16) -> Imm {
     let v = ((aux << 7) as i16) >> 7;
-    // A sign-extended 9-bit value is always in range; fall back to 0 would be a bug, so
-    // clamp instead of unwrapping to keep decoding panic-free.
+    // A sign-extended 9-bit value is always in range; `unwrap_or` keeps decoding free of
+    // panicking paths without a second representation of the range.
     Imm::new(v).unwrap_or(Imm(0))
 }
 
