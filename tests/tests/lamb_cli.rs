@@ -1,0 +1,124 @@
+//! `nmcp lamb` end to end: JSON figures, bounds, TS sweep, `.npy` in and out.
+
+use std::path::Path;
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = nmcp_tests::nmcp(args);
+    assert!(
+        out.status.success(),
+        "nmcp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+const SMALL: [&str; 8] = [
+    "lamb",
+    "--layers",
+    "1",
+    "--d-model",
+    "64",
+    "--preset",
+    "hbm2-2000",
+    "--json",
+];
+
+#[test]
+fn small_model_functional_run_matches_reference_and_respects_bounds() {
+    let mut args = SMALL.to_vec();
+    args.extend(["--functional", "--steps", "2", "--ts-sweep"]);
+    let v = json(&args);
+    let err = v["max_rel_error"].as_f64().unwrap();
+    assert!(err <= 1e-5, "max relative error {err}");
+    let bound = v["physical_bound"].as_f64().unwrap();
+    let s = v["speedup"][0].as_f64().unwrap();
+    assert!(s > 0.0 && s <= bound, "speedup {s} vs bound {bound}");
+    assert!(
+        v["speedup"][2].as_f64().unwrap() > s,
+        "80 % GPU must be slower than 100 %"
+    );
+    let sweep = v["ts_sweep"].as_array().unwrap();
+    assert!(sweep.len() >= 5);
+    let mut last = 0.0;
+    for t in sweep {
+        let x = t["speedup_vs_ideal_100"].as_f64().unwrap();
+        assert!(x <= bound, "{t}");
+        assert!(
+            x >= last * 0.999,
+            "speedup fell from {last} to {x} at TS {}",
+            t["ts_entries"]
+        );
+        last = x;
+    }
+    assert!(v["activations"].as_u64().unwrap() > 0);
+    assert!(v["gpu_bytes"].as_u64().unwrap() == 13 * 4 * v["parameters"].as_u64().unwrap() * 2);
+}
+
+fn write_npy(path: &Path, shape: &[u64], data: &[f32]) {
+    use npyz::WriterBuilder;
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(f)
+        .begin_nd()
+        .unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+fn read_npy(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap()
+}
+
+#[test]
+fn npy_in_and_out() {
+    let dir = std::env::temp_dir().join(format!("nmcp-lamb-npy-{}", std::process::id()));
+    let (inp, out) = (dir.join("in"), dir.join("out"));
+    std::fs::create_dir_all(&inp).unwrap();
+    let w: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37).sin()).collect();
+    let g: Vec<f32> = (0..300).map(|i| (i as f32 * 0.11).cos() * 1e-2).collect();
+    write_npy(&inp.join("dense.w.npy"), &[20, 15], &w);
+    write_npy(&inp.join("dense.g.npy"), &[20, 15], &g);
+    write_npy(&inp.join("bias.w.npy"), &[7], &w[..7]);
+    write_npy(&inp.join("bias.g.npy"), &[7], &g[..7]);
+    let v = json(&[
+        "lamb",
+        "--preset",
+        "hbm2-2000",
+        "--input",
+        inp.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v["tensors"], 2);
+    assert!(v["max_rel_error"].as_f64().unwrap() <= 1e-5);
+    let w2 = read_npy(&out.join("dense.w.npy"));
+    assert_eq!(w2.len(), 300);
+    assert!(
+        w2.iter().zip(&w).any(|(a, b)| a != b),
+        "weights did not change"
+    );
+    assert_eq!(read_npy(&out.join("bias.m.npy")).len(), 7);
+
+    // A shape mismatch is an error naming the file, and nothing is written.
+    let out2 = dir.join("out2");
+    write_npy(&inp.join("bias.g.npy"), &[8], &g[..8]);
+    let r = nmcp_tests::nmcp(&[
+        "lamb",
+        "--preset",
+        "hbm2-2000",
+        "--input",
+        inp.to_str().unwrap(),
+        "--output",
+        out2.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(e.contains("bias.g.npy") && e.contains("shape"), "{e}");
+    assert!(!out2.exists(), "output written despite the error");
+    let _ = std::fs::remove_dir_all(&dir);
+}
