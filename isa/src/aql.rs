@@ -660,7 +660,8 @@ pub fn encode(packet: &AqlPacket) -> [u8; AQL_PACKET_BYTES] {
 
 impl KernelDispatchPacket {
     /// Workgroups the grid launches: the product over the active dimensions of
-    /// `ceil(grid / workgroup)` (0 if a workgroup size is 0).
+    /// `ceil(grid / workgroup)` (0 if a workgroup size is 0; saturates, three 32-bit
+    /// grids can exceed `u64`).
     pub fn workgroups(&self) -> u64 {
         let dims = usize::from(self.dimensions.min(3));
         self.workgroup_size
@@ -672,7 +673,7 @@ impl KernelDispatchPacket {
                     .checked_div(u64::from(w))
                     .map_or(0, |q| q + u64::from(u64::from(g) % u64::from(w) != 0))
             })
-            .product()
+            .fold(1u64, u64::saturating_mul)
     }
 
     /// Threads per workgroup over the active dimensions.
@@ -682,7 +683,7 @@ impl KernelDispatchPacket {
             .iter()
             .take(dims)
             .map(|&w| u32::from(w))
-            .product()
+            .fold(1u32, u32::saturating_mul)
     }
 
     /// The checks the CP makes before it dispatches: dimensions 1..=3, non-zero workgroup

@@ -167,6 +167,8 @@ pub struct RunSummary {
     pub cp_busy_ns: Nanos,
     /// Firmware handler errors (the firmware stays consistent; counted, not fatal).
     pub handler_errors: u64,
+    /// The run stopped at its step limit with work left.
+    pub truncated: bool,
 }
 
 /// GPU + CP + queues, generic over the kernel timing model.
@@ -394,11 +396,17 @@ impl<E: KernelEngine> CpSystem<E> {
         });
     }
 
-    /// Runs until nothing is left to happen or `max_events` firmware events were
-    /// handled.
-    pub fn run(&mut self, max_events: u64) -> RunSummary {
+    /// Runs until nothing is left to happen, or until `max_steps` steps (firmware events
+    /// handled plus GPU-model advances) were taken; then `truncated` is set.
+    pub fn run(&mut self, max_steps: u64) -> RunSummary {
         let mut out = Vec::new();
+        let mut steps = 0u64;
         loop {
+            if steps >= max_steps {
+                self.summary.truncated = true;
+                break;
+            }
+            steps += 1;
             let t_fw = self.events.peek().map(|e| e.at.max(self.cp_free_at));
             let t_gpu = self.engine.next_event();
             match (t_fw, t_gpu) {
@@ -408,12 +416,7 @@ impl<E: KernelEngine> CpSystem<E> {
                     self.engine.advance(g, &mut out);
                     self.gpu_events(&out);
                 }
-                _ => {
-                    if self.summary.events >= max_events {
-                        break;
-                    }
-                    self.handle_next();
-                }
+                _ => self.handle_next(),
             }
         }
         self.summary
@@ -727,11 +730,13 @@ struct RunningKernel {
     workgroup_ns: Nanos,
 }
 
+/// Workgroups of one kernel placed together, finishing together.
 #[derive(Debug, Clone, Copy)]
 struct WgDone {
     at: Nanos,
     seq: u64,
     tag: u64,
+    count: u64,
 }
 
 impl PartialEq for WgDone {
@@ -803,26 +808,49 @@ impl FixedTimeEngine {
         self.kernels.len()
     }
 
+    /// Fills free slots round-robin across the kernels with workgroups left, one
+    /// workgroup per kernel per turn; the turns of one call are batched into one
+    /// completion entry per kernel (they start, and so end, together).
     fn place(&mut self, now: Nanos) {
-        while self.free > 0 {
-            let n = self.kernels.len();
-            let Some(k) = (0..n)
+        let n = self.kernels.len();
+        if n == 0 || self.free == 0 {
+            return;
+        }
+        let mut grant = vec![0u64; n];
+        loop {
+            let wanting: Vec<usize> = (0..n)
                 .map(|i| (self.rr + i) % n)
-                .find(|&i| self.kernels[i].to_place > 0)
-            else {
+                .filter(|&i| self.kernels[i].to_place > grant[i])
+                .collect();
+            if wanting.is_empty() || self.free == 0 {
                 break;
-            };
-            self.rr = (k + 1) % n.max(1);
-            let kern = &mut self.kernels[k];
-            kern.to_place -= 1;
-            kern.in_flight += 1;
-            self.free -= 1;
-            self.placed += 1;
+            }
+            let share = (self.free / wanting.len() as u64).max(1);
+            for i in wanting {
+                let g = share
+                    .min(self.kernels[i].to_place - grant[i])
+                    .min(self.free);
+                grant[i] += g;
+                self.free -= g;
+                if self.free == 0 {
+                    break;
+                }
+            }
+        }
+        self.rr = (self.rr + 1) % n;
+        for (kern, g) in self.kernels.iter_mut().zip(grant) {
+            if g == 0 {
+                continue;
+            }
+            kern.to_place -= g;
+            kern.in_flight += g;
+            self.placed += g;
             self.seq += 1;
             self.done.push(WgDone {
                 at: now + kern.workgroup_ns,
                 seq: self.seq,
                 tag: kern.tag,
+                count: g,
             });
             if kern.to_place == 0 {
                 self.pending.push(GpuEvent::AllDispatched {
@@ -875,10 +903,10 @@ impl KernelEngine for FixedTimeEngine {
             }
             self.done.pop();
             self.now = w.at;
-            self.free += 1;
+            self.free += w.count;
             if let Some(i) = self.kernels.iter().position(|k| k.tag == w.tag) {
                 let k = &mut self.kernels[i];
-                k.in_flight -= 1;
+                k.in_flight -= w.count;
                 if k.in_flight == 0 && k.to_place == 0 {
                     self.pending.push(GpuEvent::Completed {
                         tag: w.tag,

@@ -263,6 +263,16 @@ fn read_u64<P: DeviceMemory>(
     Ok(u64::from_le_bytes(b))
 }
 
+/// `features::workgroups` without overflow: `None` when M, N, split-K and batch of a
+/// (malformed or absurd) record multiply past `u64`.
+fn checked_workgroups(g: &GemmExt, k: &nmcp_isa::gemm_ext::KernelMeta) -> Option<u64> {
+    u64::from(g.m)
+        .div_ceil(u64::from(k.macro_tile_0.max(1)))
+        .checked_mul(u64::from(g.n).div_ceil(u64::from(k.macro_tile_1.max(1))))?
+        .checked_mul(u64::from(k.split_k.max(1)))?
+        .checked_mul(u64::from(g.batch.max(1)))
+}
+
 impl CpState {
     fn log(&mut self, queue: u8, dispatch_id: u64, action: CpAction) {
         let rec = CpRecord {
@@ -419,6 +429,15 @@ impl CpState {
                         return Ok(Class::Reject(RejectReason::KernelObject {
                             index: index as u8,
                             address: km.kernel_object,
+                        }));
+                    }
+                    if let Some(index) = ext
+                        .kernels
+                        .iter()
+                        .position(|km| checked_workgroups(&ext, km).is_none())
+                    {
+                        return Ok(Class::Reject(RejectReason::GridTooLarge {
+                            index: index as u8,
                         }));
                     }
                     match GemmCandidate::new(&ext, &cfg.resources) {

@@ -55,11 +55,13 @@ pub enum RejectCode {
     ExtUnreadable = 17,
     /// A barrier's dependency signal carries an error.
     DependencyFailed = 18,
+    /// A kernel of the extension would launch more workgroups than a u64 counts.
+    GridTooLarge = 19,
     /// Anything else.
     Other = 255,
 }
 
-const ALL_CODES: [RejectCode; 19] = [
+const ALL_CODES: [RejectCode; 20] = [
     RejectCode::UnknownPacketType,
     RejectCode::UnsupportedPacketType,
     RejectCode::ReservedBits,
@@ -78,6 +80,7 @@ const ALL_CODES: [RejectCode; 19] = [
     RejectCode::KernelNotResident,
     RejectCode::ExtUnreadable,
     RejectCode::DependencyFailed,
+    RejectCode::GridTooLarge,
     RejectCode::Other,
 ];
 
@@ -113,6 +116,7 @@ impl RejectCode {
             Self::KernelNotResident => "kernel_not_resident",
             Self::ExtUnreadable => "ext_unreadable",
             Self::DependencyFailed => "dependency_failed",
+            Self::GridTooLarge => "grid_too_large",
             Self::Other => "other",
         }
     }
@@ -144,6 +148,11 @@ pub enum RejectReason {
     },
     /// Reading the extension failed.
     Memory(MemoryError),
+    /// Kernel `index` of the extension would launch more than `u64::MAX` workgroups.
+    GridTooLarge {
+        /// Index into the kernel map.
+        index: u8,
+    },
     /// Dependency signal `index` of a barrier holds a negative (error) value.
     DependencyFailed {
         /// Index into `dep_signal`.
@@ -182,6 +191,7 @@ impl RejectReason {
             },
             Self::KernelObject { .. } => RejectCode::KernelObjectOutOfRange,
             Self::Memory(_) => RejectCode::ExtUnreadable,
+            Self::GridTooLarge { .. } => RejectCode::GridTooLarge,
             Self::DependencyFailed { .. } => RejectCode::DependencyFailed,
         }
     }
@@ -203,6 +213,10 @@ impl fmt::Display for RejectReason {
                 "GEMM extension kernels[{index}].kernel_object = {address:#x} is outside device memory"
             ),
             Self::Memory(e) => write!(f, "reading the GEMM extension: {e}"),
+            Self::GridTooLarge { index } => write!(
+                f,
+                "GEMM extension kernels[{index}] launches more workgroups than a u64 counts"
+            ),
             Self::DependencyFailed { index, value } => {
                 write!(f, "barrier dep_signal[{index}] holds error value {value}")
             }
