@@ -15,17 +15,21 @@ const SIG_BASE: u64 = 0x1200_0000;
 /// A predictor that always answers `cd`.
 fn constant(cd: u8) -> CdPredictor {
     let class = CONCURRENCY_DEGREES.iter().position(|&d| d == cd).unwrap();
-    let mut p = CdPredictor::default();
-    p.bias_q16 = [0; CLASS_COUNT];
+    let mut p = CdPredictor {
+        bias_q16: [0; CLASS_COUNT],
+        ..CdPredictor::default()
+    };
     p.bias_q16[class] = 1 << FRAC_BITS;
     p
 }
 
 /// CD 16 from M >= 4096, CD 4 from M >= 1024, else 1 (feature 0 is M).
 fn by_m() -> CdPredictor {
-    let mut p = CdPredictor::default();
+    let mut p = CdPredictor {
+        bias_q16: [1 << FRAC_BITS, 0, 0, -(1 << FRAC_BITS), -(3 << FRAC_BITS)],
+        ..CdPredictor::default()
+    };
     p.inv_range_q32[0] = (1i64 << 32) / 8192;
-    p.bias_q16 = [1 << FRAC_BITS, 0, 0, -(1 << FRAC_BITS), -(3 << FRAC_BITS)];
     p.weight_q16[2][0] = 8 << FRAC_BITS;
     p.weight_q16[4][0] = 16 << FRAC_BITS;
     p

@@ -11,8 +11,10 @@ use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
 use proptest::prelude::*;
 
 fn cd4() -> CdPredictor {
-    let mut p = CdPredictor::default();
-    p.bias_q16 = [0; CLASS_COUNT];
+    let mut p = CdPredictor {
+        bias_q16: [0; CLASS_COUNT],
+        ..CdPredictor::default()
+    };
     p.bias_q16[2] = 1 << FRAC_BITS;
     p
 }
@@ -218,8 +220,10 @@ proptest! {
         cd_class in 0usize..CLASS_COUNT,
     ) {
         let dump = build(&stream);
-        let mut predictor = CdPredictor::default();
-        predictor.bias_q16 = [0; CLASS_COUNT];
+        let mut predictor = CdPredictor {
+            bias_q16: [0; CLASS_COUNT],
+            ..CdPredictor::default()
+        };
         predictor.bias_q16[cd_class] = 1 << FRAC_BITS;
         // A corrupted record can ask for billions of workgroups; a GPU with a million
         // slots places them in few batches, so the run stays short.

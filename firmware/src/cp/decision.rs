@@ -162,7 +162,7 @@ pub fn decide(
     let pred = groups.first().map_or(1, |&(_, p)| p).max(1);
     let members = group_of.iter().take(n).filter(|&&g| g == 0).count() as u8;
     d.predicted = pred;
-    d.cd = pred.min(members).min(MAX_CD).max(1);
+    d.cd = pred.min(members).clamp(1, MAX_CD);
     for (i, _) in group_of
         .iter()
         .take(n)

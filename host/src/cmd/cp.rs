@@ -111,8 +111,10 @@ fn constant_predictor(cd: u8) -> Result<CdPredictor, String> {
         .iter()
         .position(|&d| d == cd)
         .ok_or_else(|| format!("--cd {cd}: must be one of {CONCURRENCY_DEGREES:?}"))?;
-    let mut p = CdPredictor::default();
-    p.bias_q16 = [0; CLASS_COUNT];
+    let mut p = CdPredictor {
+        bias_q16: [0; CLASS_COUNT],
+        ..CdPredictor::default()
+    };
     p.bias_q16[class] = 1 << FRAC_BITS;
     Ok(p)
 }
