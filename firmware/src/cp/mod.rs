@@ -38,7 +38,7 @@ use queue::QueueState;
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
-pub const MAX_PACKETS_PER_EVENT: usize = 64;
+pub const MAX_PACKETS_PER_EVENT: usize = 32;
 /// Records kept for the platform to drain ([`CommandProcessor::pop_record`]): enough for
 /// one handler's packets plus one dispatch per queue.
 pub const LOG_CAPACITY: usize = MAX_PACKETS_PER_EVENT + MAX_QUEUES;
@@ -126,12 +126,13 @@ struct Head {
     queue: u8,
     dispatch_id: u64,
     kernel_object: u64,
-    gemm: Option<GemmCandidate>,
+    /// Index into `CpState::gemms` for a GEMM.
+    gemm: Option<u8>,
 }
 
 /// What a head packet needs.
 enum Class {
-    Run(Head),
+    Run(Head, Option<GemmCandidate>),
     Reject(RejectReason),
     BarrierDone,
     Wait,
@@ -158,6 +159,9 @@ struct CpState {
 }
 
 impl CommandProcessor {
+    /// Bytes of CP state (for RAM budgets).
+    pub const STATE_BYTES: usize = core::mem::size_of::<Self>();
+
     /// A CP configured for `config`.
     ///
     /// # Errors
@@ -290,6 +294,7 @@ impl CpState {
     fn scan<P: Platform>(&mut self, cfg: &CpConfig, p: &mut P) -> Result<(), FirmwareError> {
         self.pending = false;
         self.heads.clear();
+        self.gemms.clear();
         let n = cfg.queues.len();
         let mut budget = MAX_PACKETS_PER_EVENT;
         let start = usize::from(self.rr_start);
@@ -333,7 +338,14 @@ impl CpState {
             let class = self.classify(cfg, qc, qs, queue, id, p)?;
             match class {
                 Class::Wait => return Ok(None),
-                Class::Run(h) => return Ok(Some(h)),
+                Class::Run(mut h, cand) => {
+                    if let Some(c) = cand {
+                        h.gemm = Some(self.gemms.len() as u8);
+                        // One candidate per queue, capacity MAX_QUEUES: cannot overflow.
+                        let _ = self.gemms.push(c);
+                    }
+                    return Ok(Some(h));
+                }
                 Class::Reject(reason) => {
                     p.complete_without_dispatch(queue, id, reason.signal_value())?;
                     self.work.completions = self.work.completions.saturating_add(1);
@@ -445,12 +457,15 @@ impl CpState {
                         Err(e) => return Ok(Class::Reject(RejectReason::Features(e))),
                     }
                 };
-                Ok(Class::Run(Head {
-                    queue,
-                    dispatch_id: id,
-                    kernel_object: k.kernel_object,
+                Ok(Class::Run(
+                    Head {
+                        queue,
+                        dispatch_id: id,
+                        kernel_object: k.kernel_object,
+                        gemm: None,
+                    },
                     gemm,
-                }))
+                ))
             }
         }
     }
@@ -471,13 +486,10 @@ impl CpState {
         if self.gemm_group_in_flight > 0 {
             return Ok(());
         }
-        self.gemms.clear();
+        // Same order as `gemms`: both were filled head by head.
         let mut gemm_heads: Vec<Head, MAX_QUEUES> = Vec::new();
-        for h in heads.iter() {
-            if let Some(c) = h.gemm {
-                let _ = self.gemms.push(c);
-                let _ = gemm_heads.push(*h);
-            }
+        for h in heads.iter().filter(|h| h.gemm.is_some()) {
+            let _ = gemm_heads.push(*h);
         }
         if gemm_heads.is_empty() {
             return Ok(());
@@ -491,7 +503,9 @@ impl CpState {
             let Some(h) = gemm_heads.get(usize::from(i)).copied() else {
                 continue;
             };
-            let Some(c) = h.gemm else { continue };
+            let Some(c) = self.gemms.get(usize::from(i)) else {
+                continue;
+            };
             let ko = if d.baseline {
                 h.kernel_object
             } else {
