@@ -95,6 +95,45 @@ fn truncated_dump_names_the_offset() {
     assert!(e.to_string().contains(&format!("offset {len}")), "{e}");
 }
 
+#[test]
+fn a_long_run_of_bad_packets_is_worked_off_in_bounded_handlers() {
+    let mut dump = QueueDump {
+        device: Some(demo::DEVICE),
+        ..QueueDump::default()
+    };
+    for i in 0..100u64 {
+        let p = aql::encode(&aql::AqlPacket::KernelDispatch(sample::dispatch(
+            demo::NON_GEMM_KO,
+            0,
+            256,
+            0,
+            demo::SIGNAL_BASE + 8 * i,
+        )));
+        dump.packets.push(nmcp_emulator::gpu::queue::DumpPacket {
+            offset: 0,
+            queue: 0,
+            bytes: p,
+        });
+    }
+    let cfg = CpSystemConfig {
+        queues: 1,
+        ring_packets: 128,
+        ..CpSystemConfig::default()
+    };
+    let mut sys = CpSystem::new(cfg, FixedTimeEngine::new(8, 4, 500.0)).unwrap();
+    sys.load_dump(&dump).unwrap();
+    let s = sys.run(10_000);
+    assert!(sys.outcomes().values().all(|o| o.completions == 1
+        && o.completion_value == Some(RejectCode::ZeroGridSize.signal_value())));
+    // 100 packets at 32 per handler: the doorbell plus three timer continuations.
+    assert_eq!(s.events, 4);
+    assert_eq!(
+        sys.cp_work().packets_inspected,
+        100,
+        "no packet is inspected twice"
+    );
+}
+
 /// One packet of a random stream.
 #[derive(Debug, Clone)]
 enum Kind {

@@ -169,6 +169,8 @@ pub struct RunSummary {
     pub handler_errors: u64,
     /// The run stopped at its step limit with work left.
     pub truncated: bool,
+    /// The most CP cycles one handler took.
+    pub max_handler_cycles: u64,
 }
 
 /// GPU + CP + queues, generic over the kernel timing model.
@@ -442,6 +444,7 @@ impl<E: KernelEngine> CpSystem<E> {
         self.cp_free_at = end;
         self.summary.events += 1;
         self.summary.cp_cycles += cycles;
+        self.summary.max_handler_cycles = self.summary.max_handler_cycles.max(cycles);
         self.summary.cp_busy_ns += busy;
         self.summary.end = self.summary.end.max(end);
         while let Some(rec) = self.firmware.cp.pop_record() {

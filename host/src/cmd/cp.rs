@@ -253,6 +253,7 @@ fn replay(a: &ReplayArgs) -> CmdResult {
                 "makespan_ns": summary.end, "cp_cycles": summary.cp_cycles,
                 "cp_busy_ns": summary.cp_busy_ns, "events": summary.events,
                 "truncated": summary.truncated,
+                "max_handler_cycles": summary.max_handler_cycles,
                 "cp_mem_accesses": work.mem_accesses,
                 "cp_packets_inspected": work.packets_inspected,
                 "cp_predictions": work.predictions, "cp_decisions": work.decisions,
@@ -265,10 +266,11 @@ fn replay(a: &ReplayArgs) -> CmdResult {
             summary.end / 1e3
         );
         outln!(out,
-            "CP: {} cycles ({:.3} us busy at 1.5 GHz) over {} events; {} memory accesses, {} packets inspected, {} decisions, {} predictions",
+            "CP: {} cycles ({:.3} us busy at 1.5 GHz) over {} events (longest handler {} cycles); {} memory accesses, {} packets inspected, {} decisions, {} predictions",
             summary.cp_cycles,
             summary.cp_busy_ns / 1e3,
             summary.events,
+            summary.max_handler_cycles,
             work.mem_accesses,
             work.packets_inspected,
             work.decisions,
