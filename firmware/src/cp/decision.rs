@@ -81,6 +81,12 @@ impl GemmCandidate {
     }
 }
 
+impl AsRef<GemmCandidate> for GemmCandidate {
+    fn as_ref(&self) -> &GemmCandidate {
+        self
+    }
+}
+
 /// The outcome of a decision.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -108,8 +114,8 @@ pub struct Decision {
 /// only if every size's prediction is at least that; otherwise decide the first
 /// candidate's size as a homogeneous group, `CD = min(predicted, |group|, MAX_CD)`, and
 /// leave the other sizes for the next head change.
-pub fn decide(
-    candidates: &[GemmCandidate],
+pub fn decide<C: AsRef<GemmCandidate>>(
+    candidates: &[C],
     predictor: &CdPredictor,
     work: &mut CpWork,
 ) -> Decision {
@@ -128,10 +134,12 @@ pub fn decide(
     // (representative index, predicted CD) per distinct size, in first-seen order.
     let mut groups: Vec<(usize, u8), MAX_CANDIDATES> = Vec::new();
     let mut group_of = [0u8; MAX_CANDIDATES];
-    for (i, c) in candidates.iter().take(n).enumerate() {
-        let found = groups
-            .iter()
-            .position(|&(r, _)| candidates.get(r).is_some_and(|rc| rc.problem == c.problem));
+    for (i, c) in candidates.iter().map(AsRef::as_ref).take(n).enumerate() {
+        let found = groups.iter().position(|&(r, _)| {
+            candidates
+                .get(r)
+                .is_some_and(|rc| rc.as_ref().problem == c.problem)
+        });
         let g = match found {
             Some(g) => g,
             None => {

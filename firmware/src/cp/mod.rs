@@ -34,7 +34,7 @@ use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
 use crate::platform::{DevAddr, DeviceMemory, DispatchError, DispatchRequest, MemoryError};
 use crate::{Event, FirmwareError, Platform};
-use queue::QueueState;
+use queue::{CachedHead, QueueState};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
@@ -126,8 +126,8 @@ struct Head {
     queue: u8,
     dispatch_id: u64,
     kernel_object: u64,
-    /// Index into `CpState::gemms` for a GEMM.
-    gemm: Option<u8>,
+    /// It is a GEMM (its candidate is in the queue's cache).
+    gemm: bool,
 }
 
 /// What a head packet needs.
@@ -149,7 +149,7 @@ pub struct CommandProcessor {
 struct CpState {
     queues: [QueueState; MAX_QUEUES],
     heads: Vec<Head, MAX_QUEUES>,
-    gemms: Vec<GemmCandidate, MAX_QUEUES>,
+    completions_this_scan: u32,
     gemm_group_in_flight: u8,
     rr_start: u8,
     work: CpWork,
@@ -224,8 +224,17 @@ impl CommandProcessor {
         };
         let s = &mut self.state;
         match *event {
+            Event::Doorbell { .. } => {
+                // Doorbells of other queues may have been rung while this one was
+                // waiting to be handled (a hardware CP reads a doorbell bitmap): look at
+                // every queue's write index.
+                for q in s.queues.iter_mut() {
+                    q.dirty = true;
+                }
+            }
             Event::KernelDispatched { queue, dispatch_id } => {
                 if let Some(q) = s.queues.get_mut(usize::from(queue)) {
+                    q.dirty = true;
                     if q.dispatching == Some(dispatch_id) {
                         q.dispatching = None;
                         if q.dispatching_gemm {
@@ -238,9 +247,16 @@ impl CommandProcessor {
             Event::KernelCompleted { queue, .. } => {
                 if let Some(q) = s.queues.get_mut(usize::from(queue)) {
                     q.outstanding = q.outstanding.saturating_sub(1);
+                    q.dirty = true;
+                }
+                // A completion signal changed: waiting barriers may resolve.
+                s.mark_waiting_dirty();
+            }
+            _ => {
+                for q in s.queues.iter_mut() {
+                    q.dirty = true;
                 }
             }
-            _ => {}
         }
         s.scan(cfg, p)
     }
@@ -291,10 +307,16 @@ impl CpState {
         let _ = self.log.push_back(rec);
     }
 
+    fn mark_waiting_dirty(&mut self) {
+        for q in self.queues.iter_mut().filter(|q| q.waiting) {
+            q.dirty = true;
+        }
+    }
+
     fn scan<P: Platform>(&mut self, cfg: &CpConfig, p: &mut P) -> Result<(), FirmwareError> {
         self.pending = false;
         self.heads.clear();
-        self.gemms.clear();
+        self.completions_this_scan = 0;
         let n = cfg.queues.len();
         let mut budget = MAX_PACKETS_PER_EVENT;
         let start = usize::from(self.rr_start);
@@ -304,6 +326,12 @@ impl CpState {
                 // heads has one slot per queue: cannot overflow.
                 let _ = self.heads.push(head);
             }
+        }
+        if self.completions_this_scan > 0 && self.queues.iter().any(|q| q.waiting) {
+            // This scan completed packets whose signals a barrier (possibly in a queue
+            // already visited) may wait on: look again in a follow-up event.
+            self.mark_waiting_dirty();
+            self.pending = true;
         }
         self.dispatch_heads(cfg, p)
     }
@@ -323,38 +351,54 @@ impl CpState {
         if qs.dispatching.is_some() {
             return Ok(None);
         }
+        let queue = qi as u8;
+        let cached_head = |c: CachedHead| Head {
+            queue,
+            dispatch_id: c.dispatch_id,
+            kernel_object: c.kernel_object,
+            gemm: c.gemm.is_some(),
+        };
+        if !qs.dirty {
+            return Ok(qs.cached.map(cached_head));
+        }
         self.work.queue_visits = self.work.queue_visits.saturating_add(1);
         let read_id = read_u64(p, &mut self.work, qc.read_index_addr)?;
         let write_id = read_u64(p, &mut self.work, qc.write_index_addr)?;
         let mut id = read_id.max(qs.next_id);
-        let queue = qi as u8;
         // Bounded: at most the per-event budget of packets.
         while id < write_id {
-            if *budget == 0 {
-                self.pending = true;
-                return Ok(None);
-            }
-            *budget -= 1;
-            let class = self.classify(cfg, qc, qs, queue, id, p)?;
-            match class {
-                Class::Wait => return Ok(None),
-                Class::Run(mut h, cand) => {
-                    if let Some(c) = cand {
-                        h.gemm = Some(self.gemms.len() as u8);
-                        // One candidate per queue, capacity MAX_QUEUES: cannot overflow.
-                        let _ = self.gemms.push(c);
+            let class = match qs.cached {
+                Some(c) if c.dispatch_id == id => Class::Run(cached_head(c), c.gemm),
+                _ => {
+                    if *budget == 0 {
+                        self.pending = true;
+                        return Ok(None);
                     }
-                    return Ok(Some(h));
+                    *budget -= 1;
+                    self.classify(cfg, qc, qs, queue, id, p)?
+                }
+            };
+            match class {
+                Class::Wait => {
+                    self.set_queue(qi, true, None);
+                    return Ok(None);
+                }
+                Class::Run(h, gemm) => {
+                    let cache = CachedHead {
+                        dispatch_id: h.dispatch_id,
+                        kernel_object: h.kernel_object,
+                        gemm,
+                    };
+                    self.set_queue(qi, false, Some(cache));
+                    return Ok(Some(cached_head(cache)));
                 }
                 Class::Reject(reason) => {
                     p.complete_without_dispatch(queue, id, reason.signal_value())?;
-                    self.work.completions = self.work.completions.saturating_add(1);
-                    self.log(queue, id, CpAction::Rejected(reason));
+                    self.completed(queue, id, CpAction::Rejected(reason));
                 }
                 Class::BarrierDone => {
                     p.complete_without_dispatch(queue, id, 0)?;
-                    self.work.completions = self.work.completions.saturating_add(1);
-                    self.log(queue, id, CpAction::BarrierResolved);
+                    self.completed(queue, id, CpAction::BarrierResolved);
                 }
             }
             id = id.saturating_add(1);
@@ -362,7 +406,23 @@ impl CpState {
                 q.next_id = id;
             }
         }
+        self.set_queue(qi, false, None);
         Ok(None)
+    }
+
+    /// Records a scan's verdict on a queue: clean until the next event that touches it.
+    fn set_queue(&mut self, qi: usize, waiting: bool, cached: Option<CachedHead>) {
+        if let Some(q) = self.queues.get_mut(qi) {
+            q.dirty = false;
+            q.waiting = waiting;
+            q.cached = cached;
+        }
+    }
+
+    fn completed(&mut self, queue: u8, id: u64, action: CpAction) {
+        self.work.completions = self.work.completions.saturating_add(1);
+        self.completions_this_scan = self.completions_this_scan.saturating_add(1);
+        self.log(queue, id, action);
     }
 
     fn classify<P: Platform>(
@@ -462,7 +522,7 @@ impl CpState {
                         queue,
                         dispatch_id: id,
                         kernel_object: k.kernel_object,
-                        gemm: None,
+                        gemm: gemm.is_some(),
                     },
                     gemm,
                 ))
@@ -478,7 +538,7 @@ impl CpState {
         p: &mut P,
     ) -> Result<(), FirmwareError> {
         let heads = core::mem::take(&mut self.heads);
-        for h in heads.iter().filter(|h| h.gemm.is_none()) {
+        for h in heads.iter().filter(|h| !h.gemm) {
             if !self.dispatch_one(cfg, p, h, h.kernel_object, false, 1, 1)? {
                 return Ok(());
             }
@@ -486,31 +546,42 @@ impl CpState {
         if self.gemm_group_in_flight > 0 {
             return Ok(());
         }
-        // Same order as `gemms`: both were filled head by head.
+        // The candidates stay in the queue caches; the decision borrows them.
+        let mut cands: Vec<&GemmCandidate, MAX_QUEUES> = Vec::new();
         let mut gemm_heads: Vec<Head, MAX_QUEUES> = Vec::new();
-        for h in heads.iter().filter(|h| h.gemm.is_some()) {
-            let _ = gemm_heads.push(*h);
+        for h in heads.iter().filter(|h| h.gemm) {
+            let cand = self
+                .queues
+                .get(usize::from(h.queue))
+                .and_then(|q| q.cached.as_ref())
+                .and_then(|c| c.gemm.as_ref());
+            if let Some(c) = cand {
+                let _ = cands.push(c);
+                let _ = gemm_heads.push(*h);
+            }
         }
-        if gemm_heads.is_empty() {
+        if cands.is_empty() {
             return Ok(());
         }
-        let d = decide(&self.gemms, &cfg.predictor, &mut self.work);
+        let d = decide(&cands, &cfg.predictor, &mut self.work);
+        let mut plan: Vec<(Head, u64), MAX_QUEUES> = Vec::new();
+        for &i in d.chosen.iter() {
+            let i = usize::from(i);
+            if let (Some(h), Some(c)) = (gemm_heads.get(i), cands.get(i)) {
+                let ko = if d.baseline {
+                    h.kernel_object
+                } else {
+                    c.kernel_object_for(d.cd)
+                };
+                let _ = plan.push((*h, ko));
+            }
+        }
+        drop(cands);
         if !d.baseline {
             let n = cfg.queues.len().max(1);
             self.rr_start = ((usize::from(self.rr_start) + 1) % n) as u8;
         }
-        for &i in d.chosen.iter() {
-            let Some(h) = gemm_heads.get(usize::from(i)).copied() else {
-                continue;
-            };
-            let Some(c) = self.gemms.get(usize::from(i)) else {
-                continue;
-            };
-            let ko = if d.baseline {
-                h.kernel_object
-            } else {
-                c.kernel_object_for(d.cd)
-            };
+        for (h, ko) in plan {
             if !self.dispatch_one(cfg, p, &h, ko, true, d.cd, d.predicted)? {
                 break;
             }
@@ -560,6 +631,8 @@ impl CpState {
             q.dispatching_gemm = gemm;
             q.outstanding = q.outstanding.saturating_add(1);
             q.next_id = h.dispatch_id.saturating_add(1);
+            q.cached = None;
+            q.dirty = true;
         }
         if gemm {
             self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(1);

@@ -4,6 +4,8 @@ use nmcp_isa::aql::{DeviceRange, AQL_PACKET_BYTES};
 
 use crate::platform::DevAddr;
 
+use super::decision::GemmCandidate;
+
 /// Queues (software streams) the CP serves.
 pub const MAX_QUEUES: usize = 32;
 
@@ -57,4 +59,22 @@ pub(crate) struct QueueState {
     pub dispatching_gemm: bool,
     /// Dispatched kernels not yet completed (for the header's barrier bit).
     pub outstanding: u32,
+    /// Something may have changed (doorbell, head moved, completion, timer): re-read the
+    /// indices on the next scan. A clean queue costs the scan no memory access.
+    pub dirty: bool,
+    /// The head waits for a signal, the barrier bit or publication.
+    pub waiting: bool,
+    /// The classified head packet, so a deferred GEMM is not re-read every scan.
+    pub cached: Option<CachedHead>,
+}
+
+/// A head packet that passed classification and can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CachedHead {
+    /// Dispatch id.
+    pub dispatch_id: u64,
+    /// The packet's own kernel object.
+    pub kernel_object: u64,
+    /// The GEMM features and kernel map, for a GEMM.
+    pub gemm: Option<GemmCandidate>,
 }
