@@ -259,4 +259,32 @@ mod tests {
         assert_eq!(d.cd, 8);
         assert!(d.chosen.iter().all(|&i| i % 2 == 0));
     }
+
+    proptest::proptest! {
+        /// Any mix of sizes and predictions: CD never exceeds 16 or the GEMMs available,
+        /// exactly CD distinct candidates are chosen, and a homogeneous choice holds one
+        /// size only.
+        #[test]
+        fn decision_invariants(ms in proptest::collection::vec(0u32..4, 0..40)) {
+            let p = step_predictor();
+            let c: std::vec::Vec<_> = ms.iter().map(|&i| cand([512, 2048, 4096, 8192][i as usize])).collect();
+            let mut w = CpWork::default();
+            let d = decide(&c, &p, &mut w);
+            let n = c.len().min(MAX_CANDIDATES);
+            proptest::prop_assert!(usize::from(d.cd) <= n.min(usize::from(MAX_CD)));
+            proptest::prop_assert_eq!(d.chosen.len(), usize::from(d.cd));
+            let mut seen = [false; MAX_CANDIDATES];
+            for &i in &d.chosen {
+                proptest::prop_assert!(!seen[usize::from(i)]);
+                seen[usize::from(i)] = true;
+            }
+            if !d.mixed {
+                if let Some(&first) = d.chosen.first() {
+                    let size = c[usize::from(first)].problem;
+                    proptest::prop_assert!(d.chosen.iter().all(|&i| c[usize::from(i)].problem == size));
+                }
+            }
+            proptest::prop_assert!(w.predictions <= 4);
+        }
+    }
 }
