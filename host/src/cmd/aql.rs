@@ -47,13 +47,36 @@ enum AqlCommand {
         /// One JSON object per packet (hsa.h field names) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Device memory the addresses are checked against, `BASE:LEN` (hex or decimal);
+        /// default: the dump's DEVICE directive, else 256 MiB at 0x10000000.
+        #[arg(long, value_parser = parse_range)]
+        device: Option<DeviceRange>,
     },
+}
+
+/// Parses `BASE:LEN`, each hex (`0x...`) or decimal.
+pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
+    let num = |t: &str| {
+        let t = t.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(&h.replace('_', ""), 16),
+            None => t.replace('_', "").parse(),
+        }
+        .map_err(|e| format!("{t:?}: {e}"))
+    };
+    let (b, l) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?}: expected BASE:LEN"))?;
+    Ok(DeviceRange {
+        base: num(b)?,
+        len: num(l)?,
+    })
 }
 
 /// Runs `nmcp aql`.
 pub fn run(args: AqlArgs) -> CmdResult {
     match args.command {
-        AqlCommand::Decode { file, json } => decode(&file, json),
+        AqlCommand::Decode { file, json, device } => decode(&file, json, device),
     }
 }
 
@@ -263,9 +286,9 @@ fn packet_row(dump: &QueueDump, device: &DeviceRange, p: &DumpPacket, id: u64) -
     row
 }
 
-fn decode(file: &PathBuf, json: bool) -> CmdResult {
+fn decode(file: &PathBuf, json: bool, device: Option<DeviceRange>) -> CmdResult {
     let dump = read_dump(file)?;
-    let device = dump.device.unwrap_or(DEFAULT_DEVICE);
+    let device = device.or(dump.device).unwrap_or(DEFAULT_DEVICE);
     let ids = dispatch_ids(&dump);
     let mut out = String::new();
     if !json {

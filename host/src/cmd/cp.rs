@@ -71,6 +71,10 @@ struct ReplayArgs {
     /// Time of one GEMM workgroup, ns.
     #[arg(long, default_value_t = 1000.0)]
     wg_ns: f64,
+    /// Device memory, `BASE:LEN`; default: the dump's DEVICE directive, else 256 MiB at
+    /// 0x10000000. The top 16 MiB hold the replay's queue rings.
+    #[arg(long, value_parser = super::aql::parse_range)]
+    device: Option<nmcp_isa::aql::DeviceRange>,
     /// Stop after this many simulation steps.
     #[arg(long, default_value_t = 10_000_000)]
     max_steps: u64,
@@ -176,7 +180,7 @@ fn replay(a: &ReplayArgs) -> CmdResult {
     let ring_packets = u32::try_from(per_queue_max.next_power_of_two().max(16))
         .map_err(|_| "too many packets on one queue")?;
     let cfg = CpSystemConfig {
-        device: dump.device.unwrap_or(DEFAULT_DEVICE),
+        device: a.device.or(dump.device).unwrap_or(DEFAULT_DEVICE),
         queues,
         ring_packets,
         predictor,
