@@ -3,7 +3,7 @@
 //!
 //! On every event that can move a queue head (doorbell, kernel dispatched, kernel
 //! completed, timer) the CP scans the active queues from a rotating start, reads each
-//! head packet through [`DeviceMemory`](crate::platform::DeviceMemory) and classifies it:
+//! head packet through `DeviceMemory` and classifies it:
 //! malformed packets are completed with an error value ([`RejectReason`]) and the queue
 //! moves on; barrier packets complete once their dependencies allow; non-GEMM kernels
 //! dispatch at once with their own kernel object; GEMMs (kernels with a valid extension
