@@ -27,6 +27,10 @@ enum Command {
     Asm(cmd::asm::AsmArgs),
     /// Disassemble NMC instruction words or macro-commands.
     Disasm(cmd::asm::DisasmArgs),
+    /// Decode AQL packets (queue dumps).
+    Aql(cmd::aql::AqlArgs),
+    /// Run queue dumps through the firmware command processor.
+    Cp(cmd::cp::CpArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +41,8 @@ fn main() -> ExitCode {
         Command::Lamb(a) => cmd::lamb::run(a),
         Command::Asm(a) => cmd::asm::run_asm(a),
         Command::Disasm(a) => cmd::asm::run_disasm(a),
+        Command::Aql(a) => cmd::aql::run(a),
+        Command::Cp(a) => cmd::cp::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,9 @@
 //! concurrency degree. Non-GEMM kernels carry no record.
 //!
 //! The types here are shared by the firmware CP and the host tools; the byte layout,
-//! encoder, decoder and validation are filled in by the AQL/GEMM-extension work of issue 2.
+//! encoder, decoder and validation follow the types; the layout is in [`offset`] and
+//! `docs/decisions/cp.md`. A kernel-dispatch packet references its record through the
+//! packet's `reserved2` field (u64 @48), see [`crate::aql`].
 
 use heapless::Vec;
 
@@ -90,4 +92,460 @@ pub struct GemmExt {
     /// For each entry of [`CONCURRENCY_DEGREES`], the index into `kernels` of the
     /// globally-optimized kernel for that CD.
     pub cd_choice: [u8; CONCURRENCY_DEGREES.len()],
+}
+
+/// Bytes of the encoded record: a 32-byte problem header and [`MAX_KERNEL_OBJECTS`]
+/// kernel slots of [`KERNEL_SLOT_BYTES`] each (unused slots are zero).
+pub const GEMM_EXT_BYTES: usize = KERNELS_OFFSET + MAX_KERNEL_OBJECTS * KERNEL_SLOT_BYTES;
+/// Bytes of one kernel slot.
+pub const KERNEL_SLOT_BYTES: usize = 24;
+/// Offset of the first kernel slot.
+pub const KERNELS_OFFSET: usize = 32;
+
+/// Byte offsets of the record's fields (little-endian).
+pub mod offset {
+    /// `magic` u32.
+    pub const MAGIC: usize = 0;
+    /// `version` u16.
+    pub const VERSION: usize = 4;
+    /// `kernel_count` u8.
+    pub const KERNEL_COUNT: usize = 6;
+    /// `flags` u8: bit 0 trans_a, bit 1 trans_b, bits 7:2 reserved.
+    pub const FLAGS: usize = 7;
+    /// `m` u32.
+    pub const M: usize = 8;
+    /// `n` u32.
+    pub const N: usize = 12;
+    /// `k` u32.
+    pub const K: usize = 16;
+    /// `batch` u32.
+    pub const BATCH: usize = 20;
+    /// `dtype` u8.
+    pub const DTYPE: usize = 24;
+    /// `cd_choice` [u8; 5].
+    pub const CD_CHOICE: usize = 25;
+    /// `reserved` u16.
+    pub const RESERVED: usize = 30;
+    /// Within a kernel slot: `kernel_object` u64.
+    pub const SLOT_KERNEL_OBJECT: usize = 0;
+    /// Within a kernel slot: `macro_tile_0` u16.
+    pub const SLOT_MACRO_TILE_0: usize = 8;
+    /// Within a kernel slot: `macro_tile_1` u16.
+    pub const SLOT_MACRO_TILE_1: usize = 10;
+    /// Within a kernel slot: `depth_u` u16.
+    pub const SLOT_DEPTH_U: usize = 12;
+    /// Within a kernel slot: `workgroup_size` u16.
+    pub const SLOT_WORKGROUP_SIZE: usize = 14;
+    /// Within a kernel slot: `lds_bytes` u32.
+    pub const SLOT_LDS_BYTES: usize = 16;
+    /// Within a kernel slot: `vgprs_per_thread` u16.
+    pub const SLOT_VGPRS: usize = 20;
+    /// Within a kernel slot: `split_k` u8.
+    pub const SLOT_SPLIT_K: usize = 22;
+    /// Within a kernel slot: reserved u8.
+    pub const SLOT_RESERVED: usize = 23;
+}
+
+const FLAG_TRANS_A: u8 = 1;
+const FLAG_TRANS_B: u8 = 2;
+
+impl GemmDataType {
+    /// The type for its encoded byte.
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Self::F16),
+            1 => Some(Self::Bf16),
+            2 => Some(Self::F32),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::F32 => "f32",
+        }
+    }
+}
+
+/// Why a GEMM extension record does not decode or validate. Every variant names the field
+/// and its byte offset in the encoded record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum GemmExtError {
+    /// Fewer than [`GEMM_EXT_BYTES`] bytes.
+    Truncated {
+        /// Bytes given.
+        len: usize,
+    },
+    /// `magic` is not [`GEMM_EXT_MAGIC`].
+    BadMagic {
+        /// The value found.
+        found: u32,
+    },
+    /// `version` is not [`GEMM_EXT_VERSION`].
+    UnsupportedVersion {
+        /// The value found.
+        found: u16,
+    },
+    /// `kernel_count` is 0 or above [`MAX_KERNEL_OBJECTS`].
+    KernelCount {
+        /// The value found.
+        found: u8,
+    },
+    /// `dtype` is not a [`GemmDataType`].
+    BadDataType {
+        /// The value found.
+        found: u8,
+    },
+    /// `cd_choice[cd_index]` names a kernel slot beyond `kernel_count`.
+    CdChoiceOutOfRange {
+        /// Position in `cd_choice` (CD = `CONCURRENCY_DEGREES[cd_index]`).
+        cd_index: u8,
+        /// The kernel index found.
+        value: u8,
+        /// Kernels the record carries.
+        kernel_count: u8,
+    },
+    /// A field that must be non-zero is zero.
+    Zero {
+        /// Field name.
+        field: &'static str,
+        /// Byte offset in the record.
+        offset: u16,
+    },
+    /// Reserved bits or an unused kernel slot are not zero.
+    ReservedNonZero {
+        /// Field name.
+        field: &'static str,
+        /// Byte offset in the record.
+        offset: u16,
+    },
+}
+
+impl GemmExtError {
+    /// Byte offset in the record of the field the error is about.
+    pub const fn offset(&self) -> usize {
+        match *self {
+            Self::Truncated { len } => len,
+            Self::BadMagic { .. } => offset::MAGIC,
+            Self::UnsupportedVersion { .. } => offset::VERSION,
+            Self::KernelCount { .. } => offset::KERNEL_COUNT,
+            Self::BadDataType { .. } => offset::DTYPE,
+            Self::CdChoiceOutOfRange { cd_index, .. } => offset::CD_CHOICE + cd_index as usize,
+            Self::Zero { offset, .. } | Self::ReservedNonZero { offset, .. } => offset as usize,
+        }
+    }
+}
+
+impl core::fmt::Display for GemmExtError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let at = self.offset();
+        match *self {
+            Self::Truncated { len } => write!(
+                f,
+                "GEMM extension record truncated: {len} bytes, need {GEMM_EXT_BYTES}"
+            ),
+            Self::BadMagic { found } => write!(
+                f,
+                "GEMM extension magic at byte {at} = {found:#010x}, expected {GEMM_EXT_MAGIC:#010x} (\"GEXT\")"
+            ),
+            Self::UnsupportedVersion { found } => write!(
+                f,
+                "GEMM extension version at byte {at} = {found}, supported: {GEMM_EXT_VERSION}"
+            ),
+            Self::KernelCount { found } => write!(
+                f,
+                "GEMM extension kernel_count at byte {at} = {found}, must be 1..={MAX_KERNEL_OBJECTS}"
+            ),
+            Self::BadDataType { found } => {
+                write!(f, "GEMM extension dtype at byte {at} = {found} is unknown")
+            }
+            Self::CdChoiceOutOfRange {
+                cd_index,
+                value,
+                kernel_count,
+            } => write!(
+                f,
+                "GEMM extension cd_choice[{cd_index}] at byte {at} = {value}, record has {kernel_count} kernel(s)"
+            ),
+            Self::Zero { field, .. } => {
+                write!(f, "GEMM extension {field} at byte {at} is 0")
+            }
+            Self::ReservedNonZero { field, .. } => {
+                write!(f, "GEMM extension {field} at byte {at} must be zero")
+            }
+        }
+    }
+}
+
+impl core::error::Error for GemmExtError {}
+
+/// Field names of the kernel slots, so errors can name `kernels[i].<field>`.
+const SLOT_FIELD_NAMES: [[&str; 6]; MAX_KERNEL_OBJECTS] = [
+    [
+        "kernels[0].kernel_object",
+        "kernels[0].macro_tile_0",
+        "kernels[0].macro_tile_1",
+        "kernels[0].depth_u",
+        "kernels[0].workgroup_size",
+        "kernels[0].split_k",
+    ],
+    [
+        "kernels[1].kernel_object",
+        "kernels[1].macro_tile_0",
+        "kernels[1].macro_tile_1",
+        "kernels[1].depth_u",
+        "kernels[1].workgroup_size",
+        "kernels[1].split_k",
+    ],
+    [
+        "kernels[2].kernel_object",
+        "kernels[2].macro_tile_0",
+        "kernels[2].macro_tile_1",
+        "kernels[2].depth_u",
+        "kernels[2].workgroup_size",
+        "kernels[2].split_k",
+    ],
+];
+
+fn slot_offset(i: usize, field: usize) -> u16 {
+    (KERNELS_OFFSET + i * KERNEL_SLOT_BYTES + field) as u16
+}
+
+fn rd<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut w = [0u8; N];
+    if let Some(s) = b.get(at..at + N) {
+        w.copy_from_slice(s);
+    }
+    w
+}
+
+fn wr(b: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(s) = b.get_mut(at..at + v.len()) {
+        s.copy_from_slice(v);
+    }
+}
+
+impl KernelMeta {
+    /// The semantic checks of one kernel slot `i`.
+    fn validate(&self, i: usize) -> Result<(), GemmExtError> {
+        let names = SLOT_FIELD_NAMES.get(i).copied().unwrap_or([""; 6]);
+        let checks = [
+            (self.kernel_object == 0, offset::SLOT_KERNEL_OBJECT),
+            (self.macro_tile_0 == 0, offset::SLOT_MACRO_TILE_0),
+            (self.macro_tile_1 == 0, offset::SLOT_MACRO_TILE_1),
+            (self.depth_u == 0, offset::SLOT_DEPTH_U),
+            (self.workgroup_size == 0, offset::SLOT_WORKGROUP_SIZE),
+            (self.split_k == 0, offset::SLOT_SPLIT_K),
+        ];
+        for ((zero, at), field) in checks.into_iter().zip(names) {
+            if zero {
+                return Err(GemmExtError::Zero {
+                    field,
+                    offset: slot_offset(i, at),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GemmExt {
+    /// The semantic checks the CP relies on: non-zero M, N, K and batch, 1..=3 kernels,
+    /// every `cd_choice` naming a kernel the record carries, and non-zero kernel object,
+    /// macro tiles, depth U, workgroup size and split-K in every kernel.
+    ///
+    /// # Errors
+    /// [`GemmExtError::KernelCount`], [`GemmExtError::CdChoiceOutOfRange`],
+    /// [`GemmExtError::Zero`].
+    pub fn validate(&self) -> Result<(), GemmExtError> {
+        for (v, field, at) in [
+            (self.m, "m", offset::M),
+            (self.n, "n", offset::N),
+            (self.k, "k", offset::K),
+            (self.batch, "batch", offset::BATCH),
+        ] {
+            if v == 0 {
+                return Err(GemmExtError::Zero {
+                    field,
+                    offset: at as u16,
+                });
+            }
+        }
+        let count = self.kernels.len();
+        if count == 0 || count > MAX_KERNEL_OBJECTS {
+            return Err(GemmExtError::KernelCount { found: count as u8 });
+        }
+        for (cd_index, &value) in self.cd_choice.iter().enumerate() {
+            if usize::from(value) >= count {
+                return Err(GemmExtError::CdChoiceOutOfRange {
+                    cd_index: cd_index as u8,
+                    value,
+                    kernel_count: count as u8,
+                });
+            }
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            k.validate(i)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes the record in its fixed little-endian layout (see [`offset`]). Encoding
+    /// does not validate: a test can encode a bad record on purpose.
+    pub fn encode(&self) -> [u8; GEMM_EXT_BYTES] {
+        let mut b = [0u8; GEMM_EXT_BYTES];
+        wr(&mut b, offset::MAGIC, &GEMM_EXT_MAGIC.to_le_bytes());
+        wr(&mut b, offset::VERSION, &GEMM_EXT_VERSION.to_le_bytes());
+        wr(&mut b, offset::KERNEL_COUNT, &[self.kernels.len() as u8]);
+        let flags = (if self.trans_a { FLAG_TRANS_A } else { 0 })
+            | (if self.trans_b { FLAG_TRANS_B } else { 0 });
+        wr(&mut b, offset::FLAGS, &[flags]);
+        wr(&mut b, offset::M, &self.m.to_le_bytes());
+        wr(&mut b, offset::N, &self.n.to_le_bytes());
+        wr(&mut b, offset::K, &self.k.to_le_bytes());
+        wr(&mut b, offset::BATCH, &self.batch.to_le_bytes());
+        wr(&mut b, offset::DTYPE, &[self.dtype as u8]);
+        wr(&mut b, offset::CD_CHOICE, &self.cd_choice);
+        for (i, k) in self.kernels.iter().enumerate() {
+            let s = KERNELS_OFFSET + i * KERNEL_SLOT_BYTES;
+            wr(
+                &mut b,
+                s + offset::SLOT_KERNEL_OBJECT,
+                &k.kernel_object.to_le_bytes(),
+            );
+            wr(
+                &mut b,
+                s + offset::SLOT_MACRO_TILE_0,
+                &k.macro_tile_0.to_le_bytes(),
+            );
+            wr(
+                &mut b,
+                s + offset::SLOT_MACRO_TILE_1,
+                &k.macro_tile_1.to_le_bytes(),
+            );
+            wr(&mut b, s + offset::SLOT_DEPTH_U, &k.depth_u.to_le_bytes());
+            wr(
+                &mut b,
+                s + offset::SLOT_WORKGROUP_SIZE,
+                &k.workgroup_size.to_le_bytes(),
+            );
+            wr(
+                &mut b,
+                s + offset::SLOT_LDS_BYTES,
+                &k.lds_bytes.to_le_bytes(),
+            );
+            wr(
+                &mut b,
+                s + offset::SLOT_VGPRS,
+                &k.vgprs_per_thread.to_le_bytes(),
+            );
+            wr(&mut b, s + offset::SLOT_SPLIT_K, &[k.split_k]);
+        }
+        b
+    }
+
+    /// Decodes and validates a record from the first [`GEMM_EXT_BYTES`] bytes of `bytes`.
+    /// Checks come in record order (magic, version, count, flags, ...), so the first
+    /// problem found is the one reported.
+    ///
+    /// # Errors
+    /// Any [`GemmExtError`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, GemmExtError> {
+        let b = bytes
+            .get(..GEMM_EXT_BYTES)
+            .ok_or(GemmExtError::Truncated { len: bytes.len() })?;
+        let magic = u32::from_le_bytes(rd(b, offset::MAGIC));
+        if magic != GEMM_EXT_MAGIC {
+            return Err(GemmExtError::BadMagic { found: magic });
+        }
+        let version = u16::from_le_bytes(rd(b, offset::VERSION));
+        if version != GEMM_EXT_VERSION {
+            return Err(GemmExtError::UnsupportedVersion { found: version });
+        }
+        let [count] = rd::<1>(b, offset::KERNEL_COUNT);
+        if count == 0 || usize::from(count) > MAX_KERNEL_OBJECTS {
+            return Err(GemmExtError::KernelCount { found: count });
+        }
+        let [flags] = rd::<1>(b, offset::FLAGS);
+        if flags & !(FLAG_TRANS_A | FLAG_TRANS_B) != 0 {
+            return Err(GemmExtError::ReservedNonZero {
+                field: "flags[7:2]",
+                offset: offset::FLAGS as u16,
+            });
+        }
+        let [dt] = rd::<1>(b, offset::DTYPE);
+        let dtype = GemmDataType::from_u8(dt).ok_or(GemmExtError::BadDataType { found: dt })?;
+        if u16::from_le_bytes(rd(b, offset::RESERVED)) != 0 {
+            return Err(GemmExtError::ReservedNonZero {
+                field: "reserved",
+                offset: offset::RESERVED as u16,
+            });
+        }
+        let mut kernels = Vec::new();
+        for i in 0..MAX_KERNEL_OBJECTS {
+            let s = KERNELS_OFFSET + i * KERNEL_SLOT_BYTES;
+            let slot: [u8; KERNEL_SLOT_BYTES] = rd(b, s);
+            if i >= usize::from(count) {
+                if slot.iter().any(|&x| x != 0) {
+                    return Err(GemmExtError::ReservedNonZero {
+                        field: "unused kernel slot",
+                        offset: s as u16,
+                    });
+                }
+                continue;
+            }
+            let [reserved] = rd::<1>(&slot, offset::SLOT_RESERVED);
+            if reserved != 0 {
+                return Err(GemmExtError::ReservedNonZero {
+                    field: "kernel slot reserved byte",
+                    offset: slot_offset(i, offset::SLOT_RESERVED),
+                });
+            }
+            let meta = KernelMeta {
+                kernel_object: u64::from_le_bytes(rd(&slot, offset::SLOT_KERNEL_OBJECT)),
+                macro_tile_0: u16::from_le_bytes(rd(&slot, offset::SLOT_MACRO_TILE_0)),
+                macro_tile_1: u16::from_le_bytes(rd(&slot, offset::SLOT_MACRO_TILE_1)),
+                depth_u: u16::from_le_bytes(rd(&slot, offset::SLOT_DEPTH_U)),
+                workgroup_size: u16::from_le_bytes(rd(&slot, offset::SLOT_WORKGROUP_SIZE)),
+                lds_bytes: u32::from_le_bytes(rd(&slot, offset::SLOT_LDS_BYTES)),
+                vgprs_per_thread: u16::from_le_bytes(rd(&slot, offset::SLOT_VGPRS)),
+                split_k: u8::from_le_bytes(rd(&slot, offset::SLOT_SPLIT_K)),
+            };
+            // Capacity is MAX_KERNEL_OBJECTS and i < MAX_KERNEL_OBJECTS: push cannot fail.
+            let _ = kernels.push(meta);
+        }
+        let ext = Self {
+            m: u32::from_le_bytes(rd(b, offset::M)),
+            n: u32::from_le_bytes(rd(b, offset::N)),
+            k: u32::from_le_bytes(rd(b, offset::K)),
+            batch: u32::from_le_bytes(rd(b, offset::BATCH)),
+            trans_a: flags & FLAG_TRANS_A != 0,
+            trans_b: flags & FLAG_TRANS_B != 0,
+            dtype,
+            kernels,
+            cd_choice: rd(b, offset::CD_CHOICE),
+        };
+        ext.validate()?;
+        Ok(ext)
+    }
+
+    /// Index into [`CONCURRENCY_DEGREES`] of the tuned choice that serves a CD: the
+    /// largest tabulated degree not above `cd` (a CD of 3 runs the CD-2 kernels).
+    pub fn cd_index(cd: u8) -> usize {
+        CONCURRENCY_DEGREES
+            .iter()
+            .rposition(|&d| d <= cd)
+            .unwrap_or(0)
+    }
+
+    /// The kernel the record tuned for concurrency degree `cd` (see [`Self::cd_index`]).
+    pub fn kernel_for_cd(&self, cd: u8) -> Option<&KernelMeta> {
+        let idx = self.cd_choice.get(Self::cd_index(cd)).copied()?;
+        self.kernels.get(usize::from(idx))
+    }
 }

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod aql;
 pub mod asm;
+pub mod cp;
 pub mod lamb;
 pub mod mem;
 pub mod presets;

@@ -1,0 +1,239 @@
+//! The firmware CP on the emulated system: CD = min(predicted, available), deferral of
+//! the rest, the heterogeneous rule, baseline behaviour, barriers, and the CP's charge.
+
+use nmcp_emulator::gpu::queue::sample;
+use nmcp_emulator::gpu::system::{CpSystem, CpSystemConfig, FixedTimeEngine, PacketOutcome};
+use nmcp_firmware::cp::features::FRAC_BITS;
+use nmcp_firmware::cp::{CdPredictor, CpAction, CpCostModel, CLASS_COUNT};
+use nmcp_isa::aql::{offset, AQL_PACKET_BYTES};
+use nmcp_isa::gemm_ext::CONCURRENCY_DEGREES;
+
+const KO_BASE: u64 = 0x1000_0000;
+const EXT_BASE: u64 = 0x1100_0000;
+const SIG_BASE: u64 = 0x1200_0000;
+
+/// A predictor that always answers `cd`.
+fn constant(cd: u8) -> CdPredictor {
+    let class = CONCURRENCY_DEGREES.iter().position(|&d| d == cd).unwrap();
+    let mut p = CdPredictor {
+        bias_q16: [0; CLASS_COUNT],
+        ..CdPredictor::default()
+    };
+    p.bias_q16[class] = 1 << FRAC_BITS;
+    p
+}
+
+/// CD 16 from M >= 4096, CD 4 from M >= 1024, else 1 (feature 0 is M).
+fn by_m() -> CdPredictor {
+    let mut p = CdPredictor {
+        bias_q16: [1 << FRAC_BITS, 0, 0, -(1 << FRAC_BITS), -(3 << FRAC_BITS)],
+        ..CdPredictor::default()
+    };
+    p.inv_range_q32[0] = (1i64 << 32) / 8192;
+    p.weight_q16[2][0] = 8 << FRAC_BITS;
+    p.weight_q16[4][0] = 16 << FRAC_BITS;
+    p
+}
+
+fn system(queues: usize, predictor: CdPredictor) -> CpSystem<FixedTimeEngine> {
+    let cfg = CpSystemConfig {
+        queues,
+        ring_packets: 16,
+        predictor,
+        ..CpSystemConfig::default()
+    };
+    CpSystem::new(cfg, FixedTimeEngine::new(8, 2, 1_000.0)).unwrap()
+}
+
+/// Enqueues one GEMM of size `m` x 512 x 512 on `queue`; returns its signal.
+fn put_gemm(sys: &mut CpSystem<FixedTimeEngine>, queue: u8, m: u32, slot: u64) -> u64 {
+    let ext = sample::gemm_ext(m, 512, 512, KO_BASE + u64::from(m));
+    let addr = EXT_BASE + slot * 0x100;
+    sys.memory_mut().write(addr, &ext.encode()).unwrap();
+    let sig = SIG_BASE + slot * 8;
+    sys.enqueue(queue, &sample::gemm_dispatch(&ext, addr, sig), 0.0)
+        .unwrap();
+    sig
+}
+
+fn dispatched(o: &PacketOutcome) -> (u64, u8, bool) {
+    match o.action {
+        Some(CpAction::Dispatched {
+            kernel_object,
+            cd,
+            swapped,
+            ..
+        }) => (kernel_object, cd, swapped),
+        other => panic!(
+            "packet {}/{} not dispatched: {other:?}",
+            o.queue, o.dispatch_id
+        ),
+    }
+}
+
+fn assert_all_ran_once(sys: &CpSystem<FixedTimeEngine>) {
+    for o in sys.outcomes().values() {
+        assert_eq!(o.dispatches, 1, "{o:?}");
+        assert_eq!(o.completions, 1, "{o:?}");
+    }
+}
+
+#[test]
+fn dispatches_min_of_predicted_and_available_and_defers_the_rest() {
+    let mut sys = system(6, constant(4));
+    for q in 0..6u8 {
+        put_gemm(&mut sys, q, 1024, u64::from(q));
+        sys.ring_doorbell(q, 0.0).unwrap();
+    }
+    sys.run(10_000);
+    assert_all_ran_once(&sys);
+    let mut first: Vec<_> = sys.outcomes().values().collect();
+    first.sort_by(|a, b| a.launched_at.partial_cmp(&b.launched_at).unwrap());
+    let t0 = first[0].launched_at.unwrap();
+    let group: Vec<_> = first.iter().filter(|o| o.launched_at == Some(t0)).collect();
+    assert_eq!(group.len(), 4, "CD = min(predicted 4, available 6)");
+    // CD 4 selects the GPU/2 kernel (second slot), swapped into the packet.
+    let ko4 = KO_BASE + 1024 + sample::KO_STRIDE;
+    for o in &group {
+        assert_eq!(dispatched(o), (ko4, 4, true));
+        let slot = sys.queues()[usize::from(o.queue)].packet_addr(o.dispatch_id);
+        let mut b = [0u8; AQL_PACKET_BYTES];
+        sys.memory().read(slot, &mut b).unwrap();
+        let ko = u64::from_le_bytes(b[offset::KERNEL_OBJECT..][..8].try_into().unwrap());
+        assert_eq!(ko, ko4, "KO written into the packet");
+    }
+    // The other two wait for a head change, then run as a group of min(4, 2) = 2.
+    let first_head_change = group
+        .iter()
+        .map(|o| o.all_dispatched_at.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let rest: Vec<_> = first.iter().filter(|o| o.launched_at != Some(t0)).collect();
+    assert_eq!(rest.len(), 2);
+    for o in rest {
+        assert!(o.launched_at.unwrap() >= first_head_change);
+        let (ko, cd, _) = dispatched(o);
+        assert_eq!(
+            (ko, cd),
+            (KO_BASE + 1024, 2),
+            "CD 2 keeps the isolated kernel"
+        );
+    }
+}
+
+#[test]
+fn heterogeneous_sizes_run_together_only_if_all_prefer_sixteen() {
+    // 8 + 8 GEMMs that both prefer 16: all 16 at once.
+    let mut sys = system(16, by_m());
+    for q in 0..16u8 {
+        put_gemm(&mut sys, q, if q < 8 { 8192 } else { 4096 }, u64::from(q));
+        sys.ring_doorbell(q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    assert_all_ran_once(&sys);
+    let t0 = sys
+        .outcomes()
+        .values()
+        .map(|o| o.launched_at.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let group: Vec<_> = sys
+        .outcomes()
+        .values()
+        .filter(|o| o.launched_at == Some(t0))
+        .collect();
+    assert_eq!(group.len(), 16);
+    assert!(group.iter().all(|o| dispatched(o).1 == 16));
+
+    // 8 prefer 16, 8 prefer 4: decided as homogeneous groups, never mixed.
+    let mut sys = system(16, by_m());
+    for q in 0..16u8 {
+        put_gemm(&mut sys, q, if q < 8 { 8192 } else { 2048 }, u64::from(q));
+        sys.ring_doorbell(q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    assert_all_ran_once(&sys);
+    let mut launches: Vec<(f64, u8, u8)> = sys
+        .outcomes()
+        .values()
+        .map(|o| (o.launched_at.unwrap(), o.queue, dispatched(o).1))
+        .collect();
+    launches.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let t0 = launches[0].0;
+    let group: Vec<_> = launches.iter().filter(|l| l.0 == t0).collect();
+    let first_is_big = group[0].1 < 8;
+    let expected_cd = if first_is_big { 8 } else { 4 };
+    assert_eq!(group.len(), usize::from(expected_cd));
+    for &&(_, q, cd) in &group {
+        assert_eq!(q < 8, first_is_big, "one size per group");
+        assert_eq!(cd, expected_cd);
+    }
+}
+
+#[test]
+fn single_gemm_and_non_gemm_keep_their_kernel_objects() {
+    let mut sys = system(2, constant(16));
+    put_gemm(&mut sys, 0, 1024, 0);
+    let p = nmcp_isa::aql::encode(&nmcp_isa::aql::AqlPacket::KernelDispatch(sample::dispatch(
+        KO_BASE + 0x9000,
+        4096,
+        256,
+        0,
+        SIG_BASE + 64,
+    )));
+    sys.enqueue(1, &p, 0.0).unwrap();
+    sys.ring_doorbell(0, 0.0).unwrap();
+    sys.ring_doorbell(1, 0.0).unwrap();
+    sys.run(1_000);
+    assert_all_ran_once(&sys);
+    let g = &sys.outcomes()[&(0, 0)];
+    assert_eq!(dispatched(g), (KO_BASE + 1024, 1, false));
+    let n = &sys.outcomes()[&(1, 0)];
+    assert_eq!(dispatched(n), (KO_BASE + 0x9000, 1, false));
+    assert_eq!(sys.memory().read_signal(SIG_BASE + 64).unwrap(), 0);
+}
+
+#[test]
+fn barrier_and_waits_for_its_dependency() {
+    let mut sys = system(2, constant(1));
+    let dep = put_gemm(&mut sys, 0, 4096, 0);
+    let barrier_sig = SIG_BASE + 0x100;
+    sys.enqueue(1, &sample::barrier(true, &[dep], barrier_sig), 0.0)
+        .unwrap();
+    put_gemm(&mut sys, 1, 1024, 1);
+    sys.ring_doorbell(1, 0.0).unwrap();
+    sys.ring_doorbell(0, 0.0).unwrap();
+    sys.run(1_000);
+    let a = &sys.outcomes()[&(0, 0)];
+    let barrier = &sys.outcomes()[&(1, 0)];
+    let after = &sys.outcomes()[&(1, 1)];
+    assert_eq!(barrier.action, Some(CpAction::BarrierResolved));
+    assert_eq!(barrier.completion_value, Some(0));
+    assert!(barrier.completed_at.unwrap() >= a.completed_at.unwrap());
+    assert!(after.launched_at.unwrap() >= a.completed_at.unwrap());
+    assert_eq!(sys.memory().read_signal(barrier_sig).unwrap(), 0);
+}
+
+#[test]
+fn cp_time_follows_its_work() {
+    let mut sys = system(4, constant(4));
+    for q in 0..4u8 {
+        put_gemm(&mut sys, q, 1024, u64::from(q));
+        sys.ring_doorbell(q, 0.0).unwrap();
+    }
+    let s = sys.run(10_000);
+    let model = CpCostModel::default();
+    let work = sys.cp_work();
+    assert_eq!(s.cp_cycles, work.cycles(&model));
+    assert_eq!(
+        work.cycles(&model),
+        31 * work.mem_accesses + work.predictor_macs + 24 * work.packets_inspected
+    );
+    assert!(work.predictions >= 1 && work.decisions >= 1);
+    // The first kernels launch when the handlers that saw them have been charged.
+    let first_launch = sys
+        .outcomes()
+        .values()
+        .map(|o| o.launched_at.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(first_launch > 0.0);
+    assert!((s.cp_busy_ns - s.cp_cycles as f64 / 1.5).abs() < 1e-6 * s.cp_busy_ns.max(1.0));
+}

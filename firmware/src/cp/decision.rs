@@ -1,0 +1,290 @@
+//! The GOLDYLOC concurrency decision as a pure function (dissertation Fig. 7.7 and
+//! 7.5.7), shared by the firmware's event handler and the host's evaluation.
+
+use heapless::Vec;
+use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
+
+use super::features::{self, CuResources, FeatureError, FEATURE_COUNT};
+use super::predictor::{CdPredictor, CLASS_COUNT};
+use super::work::CpWork;
+
+/// Most GEMMs the CP considers at once: one per queue.
+pub const MAX_CANDIDATES: usize = 32;
+/// Highest concurrency degree the CP runs (the largest tuned class).
+pub const MAX_CD: u8 = 16;
+
+/// What makes two GEMMs "the same size" for the heterogeneous rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ProblemKey {
+    /// Rows of C.
+    pub m: u32,
+    /// Columns of C.
+    pub n: u32,
+    /// Depth.
+    pub k: u32,
+    /// Batch.
+    pub batch: u32,
+    /// A transposed.
+    pub trans_a: bool,
+    /// B transposed.
+    pub trans_b: bool,
+    /// Element type.
+    pub dtype: GemmDataType,
+}
+
+/// A GEMM at a queue head, reduced to what the decision needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct GemmCandidate {
+    /// Problem identity.
+    pub problem: ProblemKey,
+    /// Predictor features (raw Q16.16).
+    pub features: [i64; FEATURE_COUNT],
+    /// Kernel object the record tuned for each entry of [`CONCURRENCY_DEGREES`].
+    pub ko_per_cd: [u64; CONCURRENCY_DEGREES.len()],
+}
+
+impl GemmCandidate {
+    /// Builds a candidate from a (validated) extension record.
+    ///
+    /// # Errors
+    /// [`FeatureError`] if a tuned choice names a missing kernel or cannot be resident.
+    pub fn new(ext: &GemmExt, resources: &CuResources) -> Result<Self, FeatureError> {
+        let features = features::features(ext, resources)?;
+        let mut ko_per_cd = [0u64; CONCURRENCY_DEGREES.len()];
+        for (i, ko) in ko_per_cd.iter_mut().enumerate() {
+            *ko = features::kernel_for(ext, i)?.kernel_object;
+        }
+        Ok(Self {
+            problem: ProblemKey {
+                m: ext.m,
+                n: ext.n,
+                k: ext.k,
+                batch: ext.batch,
+                trans_a: ext.trans_a,
+                trans_b: ext.trans_b,
+                dtype: ext.dtype,
+            },
+            features,
+            ko_per_cd,
+        })
+    }
+
+    /// The kernel object for concurrency degree `cd` (the tuned choice of the largest
+    /// tabulated degree not above `cd`).
+    pub fn kernel_object_for(&self, cd: u8) -> u64 {
+        self.ko_per_cd
+            .get(GemmExt::cd_index(cd))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl AsRef<GemmCandidate> for GemmCandidate {
+    fn as_ref(&self) -> &GemmCandidate {
+        self
+    }
+}
+
+/// The outcome of a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Decision {
+    /// Concurrency degree to run (= `chosen.len()`).
+    pub cd: u8,
+    /// Indices (into the candidate slice) of the GEMMs to dispatch now, in order.
+    pub chosen: Vec<u8, MAX_CANDIDATES>,
+    /// The predicted CD that drove the decision (the deciding group's prediction, or
+    /// the smallest prediction when mixed sizes run together).
+    pub predicted: u8,
+    /// Mixed sizes run together (every size preferred at least the CD of running them
+    /// all); false for a homogeneous set.
+    pub mixed: bool,
+    /// One candidate or none: no prediction, the packet keeps its own kernel object.
+    pub baseline: bool,
+}
+
+/// Decides which of the GEMMs at the queue heads run now and at which CD.
+///
+/// `candidates` come in priority order (the CP rotates the starting queue). With fewer
+/// than two there is nothing to decide (baseline). Otherwise each distinct size is
+/// predicted once; with one size, `CD = min(predicted, available, MAX_CD)`. With several
+/// sizes (dissertation 7.5.7 generalised): run `min(available, MAX_CD)` of them together
+/// only if every size's prediction is at least that; otherwise decide the first
+/// candidate's size as a homogeneous group, `CD = min(predicted, |group|, MAX_CD)`, and
+/// leave the other sizes for the next head change.
+pub fn decide<C: AsRef<GemmCandidate>>(
+    candidates: &[C],
+    predictor: &CdPredictor,
+    work: &mut CpWork,
+) -> Decision {
+    let n = candidates.len().min(MAX_CANDIDATES);
+    let mut d = Decision::default();
+    if n < 2 {
+        if n == 1 {
+            let _ = d.chosen.push(0);
+            d.cd = 1;
+            d.predicted = 1;
+        }
+        d.baseline = true;
+        return d;
+    }
+    work.decisions = work.decisions.saturating_add(1);
+    // (representative index, predicted CD) per distinct size, in first-seen order.
+    let mut groups: Vec<(usize, u8), MAX_CANDIDATES> = Vec::new();
+    let mut group_of = [0u8; MAX_CANDIDATES];
+    for (i, c) in candidates.iter().map(AsRef::as_ref).take(n).enumerate() {
+        let found = groups.iter().position(|&(r, _)| {
+            candidates
+                .get(r)
+                .is_some_and(|rc| rc.as_ref().problem == c.problem)
+        });
+        let g = match found {
+            Some(g) => g,
+            None => {
+                work.predictions = work.predictions.saturating_add(1);
+                work.predictor_macs = work
+                    .predictor_macs
+                    .saturating_add(((CLASS_COUNT + 1) * FEATURE_COUNT) as u64);
+                let _ = groups.push((i, predictor.predict_cd(&c.features)));
+                groups.len().saturating_sub(1)
+            }
+        };
+        if let Some(slot) = group_of.get_mut(i) {
+            *slot = g as u8;
+        }
+    }
+    let cap = (n as u8).min(MAX_CD);
+    let min_pred = groups.iter().map(|&(_, p)| p).min().unwrap_or(1);
+    if groups.len() > 1 && min_pred >= cap {
+        d.mixed = true;
+        d.predicted = min_pred;
+        d.cd = cap;
+        for i in 0..usize::from(cap) {
+            let _ = d.chosen.push(i as u8);
+        }
+        return d;
+    }
+    // Homogeneous: the first candidate's size decides.
+    let pred = groups.first().map_or(1, |&(_, p)| p).max(1);
+    let members = group_of.iter().take(n).filter(|&&g| g == 0).count() as u8;
+    d.predicted = pred;
+    d.cd = pred.min(members).clamp(1, MAX_CD);
+    for (i, _) in group_of
+        .iter()
+        .take(n)
+        .enumerate()
+        .filter(|&(_, &g)| g == 0)
+        .take(usize::from(d.cd))
+    {
+        let _ = d.chosen.push(i as u8);
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cp::features::FRAC_BITS;
+
+    /// A predictor whose answer is a step function of M (feature 0): CD 16 from
+    /// M >= 4096, CD 4 from M >= 1024, else CD 1.
+    fn step_predictor() -> CdPredictor {
+        let mut p = CdPredictor::default();
+        p.inv_range_q32[0] = (1i64 << 32) / 8192;
+        // logit_c = bias_c + w_c * xn, xn = M / 8192.
+        p.bias_q16 = [1 << FRAC_BITS, 0, 0, -(1 << FRAC_BITS), -(3 << FRAC_BITS)];
+        p.weight_q16[2][0] = 8 << FRAC_BITS; // CD 4 beats CD 1 from xn 1/8
+        p.weight_q16[4][0] = 16 << FRAC_BITS; // CD 16 beats CD 4 from xn 1/2
+        p
+    }
+
+    fn cand(m: u32) -> GemmCandidate {
+        let mut features = [0i64; FEATURE_COUNT];
+        features[0] = i64::from(m) << FRAC_BITS;
+        GemmCandidate {
+            problem: ProblemKey {
+                m,
+                n: 64,
+                k: 64,
+                batch: 1,
+                trans_a: false,
+                trans_b: false,
+                dtype: GemmDataType::F16,
+            },
+            features,
+            ko_per_cd: [1, 2, 4, 8, 16].map(|c| 0x1000 * c),
+        }
+    }
+
+    #[test]
+    fn cd_is_min_of_prediction_and_available() {
+        let p = step_predictor();
+        let mut w = CpWork::default();
+        let six = [cand(2048); 6];
+        let d = decide(&six, &p, &mut w);
+        assert_eq!((d.cd, d.predicted, d.chosen.len()), (4, 4, 4));
+        let three = [cand(8192); 3];
+        let d = decide(&three, &p, &mut w);
+        assert_eq!((d.cd, d.predicted), (3, 16));
+        assert_eq!(three[0].kernel_object_for(3), 0x2000);
+        let one = [cand(8192)];
+        assert!(decide(&one, &p, &mut w).baseline);
+        assert_eq!(w.predictions, 2);
+    }
+
+    #[test]
+    fn heterogeneous_rule() {
+        let p = step_predictor();
+        let mut w = CpWork::default();
+        // 8 + 8, both prefer 16: all 16 run together.
+        let mut c: std::vec::Vec<_> = (0..8).map(|_| cand(8192)).collect();
+        c.extend((0..8).map(|_| cand(4096)));
+        let d = decide(&c, &p, &mut w);
+        assert!(d.mixed);
+        assert_eq!(d.cd, 16);
+        // 8 + 8, one prefers 4: the first size decides as a homogeneous group of 8.
+        let mut c: std::vec::Vec<_> = (0..8).map(|_| cand(2048)).collect();
+        c.extend((0..8).map(|_| cand(8192)));
+        let d = decide(&c, &p, &mut w);
+        assert!(!d.mixed);
+        assert_eq!(d.cd, 4);
+        assert!(d.chosen.iter().all(|&i| i < 8));
+        // Interleaved order: the group is still one size only.
+        let c: std::vec::Vec<_> = (0..16)
+            .map(|i| cand(if i % 2 == 0 { 8192 } else { 2048 }))
+            .collect();
+        let d = decide(&c, &p, &mut w);
+        assert_eq!(d.cd, 8);
+        assert!(d.chosen.iter().all(|&i| i % 2 == 0));
+    }
+
+    proptest::proptest! {
+        /// Any mix of sizes and predictions: CD never exceeds 16 or the GEMMs available,
+        /// exactly CD distinct candidates are chosen, and a homogeneous choice holds one
+        /// size only.
+        #[test]
+        fn decision_invariants(ms in proptest::collection::vec(0u32..4, 0..40)) {
+            let p = step_predictor();
+            let c: std::vec::Vec<_> = ms.iter().map(|&i| cand([512, 2048, 4096, 8192][i as usize])).collect();
+            let mut w = CpWork::default();
+            let d = decide(&c, &p, &mut w);
+            let n = c.len().min(MAX_CANDIDATES);
+            proptest::prop_assert!(usize::from(d.cd) <= n.min(usize::from(MAX_CD)));
+            proptest::prop_assert_eq!(d.chosen.len(), usize::from(d.cd));
+            let mut seen = [false; MAX_CANDIDATES];
+            for &i in &d.chosen {
+                proptest::prop_assert!(!seen[usize::from(i)]);
+                seen[usize::from(i)] = true;
+            }
+            if !d.mixed {
+                if let Some(&first) = d.chosen.first() {
+                    let size = c[usize::from(first)].problem;
+                    proptest::prop_assert!(d.chosen.iter().all(|&i| c[usize::from(i)].problem == size));
+                }
+            }
+            proptest::prop_assert!(w.predictions <= 4);
+        }
+    }
+}
