@@ -1,54 +1,5 @@
-//! `nmcp`: run the firmware and the hardware model from the command line.
+//! The `nmcp` binary.
 
-use std::process::ExitCode;
-
-use clap::{Parser, Subcommand};
-
-mod cmd;
-mod lamb;
-
-/// Firmware emulator for a GPU command processor and near-memory compute in HBM.
-#[derive(Parser, Debug)]
-#[command(name = "nmcp", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Run a memory trace or a synthetic pattern through the HBM model.
-    Mem(cmd::mem::MemArgs),
-    /// LAMB optimizer steps on near-memory compute, next to an ideal GPU.
-    Lamb(cmd::lamb::LambArgs),
-    /// List the built-in HBM presets, or check a preset file.
-    Presets(cmd::presets::PresetsArgs),
-    /// Assemble NMC instructions and macro-commands from text.
-    Asm(cmd::asm::AsmArgs),
-    /// Disassemble NMC instruction words or macro-commands.
-    Disasm(cmd::asm::DisasmArgs),
-    /// Decode AQL packets (queue dumps).
-    Aql(cmd::aql::AqlArgs),
-    /// Run queue dumps through the firmware command processor.
-    Cp(cmd::cp::CpArgs),
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Mem(a) => cmd::mem::run(a),
-        Command::Presets(a) => cmd::presets::run(a),
-        Command::Lamb(a) => cmd::lamb::run(a),
-        Command::Asm(a) => cmd::asm::run_asm(a),
-        Command::Disasm(a) => cmd::asm::run_disasm(a),
-        Command::Aql(a) => cmd::aql::run(a),
-        Command::Cp(a) => cmd::cp::run(a),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nmcp: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    nmcp_host::run_cli()
 }

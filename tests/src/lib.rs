@@ -3,23 +3,21 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// Runs the `nmcp` binary that cargo built for this test run.
+/// Runs the CLI under test with `args`.
 pub fn nmcp(args: &[&str]) -> Output {
     Command::new(nmcp_path())
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run nmcp: {e}"))
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nmcp_path().display()))
 }
 
-/// Path of the `nmcp` binary next to the test executable.
+/// Path of the `nmcp-cli` binary cargo built for this package, next to the test
+/// executable's `deps/` directory.
 pub fn nmcp_path() -> PathBuf {
-    if let Some(p) = option_env!("CARGO_BIN_EXE_nmcp") {
-        return PathBuf::from(p);
-    }
     let mut p = std::env::current_exe().unwrap_or_default();
     p.pop();
     if p.ends_with("deps") {
         p.pop();
     }
-    p.join("nmcp")
+    p.join(format!("nmcp-cli{}", std::env::consts::EXE_SUFFIX))
 }
