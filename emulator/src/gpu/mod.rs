@@ -5,6 +5,12 @@
 //! the timing side (how long workgroups take when kernels share CUs, LLC and HBM) is the
 //! [`KernelEngine`] trait: the CP side launches kernels into it and collects events.
 
+pub mod catalog;
+pub mod config;
+pub mod gemm;
+pub mod sim;
+pub mod workload;
+
 use nmcp_isa::gemm_ext::{GemmExt, KernelMeta};
 
 /// Time on the GPU side, in nanoseconds.
