@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod goldyloc;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]
@@ -24,6 +25,8 @@ enum Command {
     Asm(cmd::asm::AsmArgs),
     /// Disassemble NMC instruction words or macro-commands.
     Disasm(cmd::asm::DisasmArgs),
+    /// GOLDYLOC offline flow: tune, train, eval.
+    Goldyloc(cmd::goldyloc::GoldylocArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Command::Presets(a) => cmd::presets::run(a),
         Command::Asm(a) => cmd::asm::run_asm(a),
         Command::Disasm(a) => cmd::asm::run_disasm(a),
+        Command::Goldyloc(a) => cmd::goldyloc::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

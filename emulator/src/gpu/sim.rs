@@ -290,8 +290,7 @@ impl GpuSim {
         let mut sigs: Vec<(usize, u64, Sig)> = self
             .groups
             .iter()
-            .enumerate()
-            .map(|(gi, g)| (g.pool, g.used, Vec::new()))
+            .map(|g| (g.pool, g.used, Vec::new()))
             .collect();
         for c in &self.cohorts {
             if let Some(s) = sigs.get_mut(c.group) {

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod asm;
+pub mod goldyloc;
 pub mod mem;
 pub mod presets;
 
