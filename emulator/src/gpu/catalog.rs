@@ -76,9 +76,8 @@ impl CatalogKernel {
     /// 32-bit registers per thread: accumulators, the staging registers the global loads
     /// land in before the LDS write (twice with prefetch), and a fixed overhead.
     pub fn vgprs(&self, dtype: GemmDataType) -> u32 {
-        let staged = (u32::from(self.mt0) + u32::from(self.mt1))
-            * u32::from(self.depth_u)
-            * dtype.bytes();
+        let staged =
+            (u32::from(self.mt0) + u32::from(self.mt1)) * u32::from(self.depth_u) * dtype.bytes();
         let staging = staged.div_ceil(4 * u32::from(self.threads));
         let staging = if self.prefetch { staging * 2 } else { staging };
         self.accumulators() + staging + VGPR_OVERHEAD

@@ -56,8 +56,7 @@ impl Calibration {
         let (t0, t1) = (f64::from(k.mt0), f64::from(k.mt1));
         let intensity = t0 * t1 / (t0 + t1);
         let u = f64::from(k.depth_u);
-        let mut e = self.peak_efficiency * intensity / (intensity + self.half_intensity)
-            * u
+        let mut e = self.peak_efficiency * intensity / (intensity + self.half_intensity) * u
             / (u + self.loop_overhead_u);
         if !k.prefetch && occupancy < 2 {
             e *= self.exposed_load_factor;

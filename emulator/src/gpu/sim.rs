@@ -17,7 +17,9 @@
 
 use super::catalog::{Catalog, CatalogKernel};
 use super::config::GpuConfig;
-use super::gemm::{cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost};
+use super::gemm::{
+    cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost,
+};
 use super::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
 use std::sync::OnceLock;
 
@@ -112,7 +114,11 @@ impl GpuSim {
         let parts = parts.clamp(1, gpu.cus.max(1));
         let per = u64::from(gpu.cus / parts);
         let groups = (0..parts as usize)
-            .map(|pool| CuGroup { pool, cus: per, used: 0 })
+            .map(|pool| CuGroup {
+                pool,
+                cus: per,
+                used: 0,
+            })
             .collect();
         Self {
             gpu,
@@ -146,7 +152,13 @@ impl GpuSim {
 
     /// Launches a GEMM with a catalog kernel. Returns false (and launches nothing) if the
     /// kernel cannot be resident on this GPU.
-    pub fn launch_gemm(&mut self, now: Nanos, tag: u64, shape: &GemmShape, k: &CatalogKernel) -> bool {
+    pub fn launch_gemm(
+        &mut self,
+        now: Nanos,
+        tag: u64,
+        shape: &GemmShape,
+        k: &CatalogKernel,
+    ) -> bool {
         match kernel_cost(&self.gpu, &self.cal, shape, k) {
             Some(cost) => {
                 self.push_kernel(now, tag, cost);
@@ -242,8 +254,7 @@ impl GpuSim {
         for (i, c) in self.cohorts.iter_mut().enumerate() {
             if c.fixed_left <= TIME_EPS {
                 c.fixed_left = 0.0;
-                let done =
-                    c.work_left <= 0.0 || (c.rate > 0.0 && c.work_left / c.rate <= TIME_EPS);
+                let done = c.work_left <= 0.0 || (c.rate > 0.0 && c.work_left / c.rate <= TIME_EPS);
                 if done {
                     finished.push(i);
                 }
@@ -267,10 +278,16 @@ impl GpuSim {
             if !k.completed && k.to_place == 0 && k.resident == 0 && k.start_at <= now + TIME_EPS {
                 if !k.all_dispatched {
                     k.all_dispatched = true;
-                    self.outbox.push(GpuEvent::AllDispatched { tag: k.tag, at: now });
+                    self.outbox.push(GpuEvent::AllDispatched {
+                        tag: k.tag,
+                        at: now,
+                    });
                 }
                 k.completed = true;
-                self.outbox.push(GpuEvent::Completed { tag: k.tag, at: now });
+                self.outbox.push(GpuEvent::Completed {
+                    tag: k.tag,
+                    at: now,
+                });
             }
         }
         if self.cohorts.is_empty() && self.kernels.iter().all(|k| k.completed) {
@@ -399,8 +416,10 @@ impl GpuSim {
             }
             let alone = order.len() == 1;
             for &i in &order {
-                let Some((pool, units, to_place)) =
-                    self.kernels.get(i).map(|k| (k.pool, k.slot_units, k.to_place))
+                let Some((pool, units, to_place)) = self
+                    .kernels
+                    .get(i)
+                    .map(|k| (k.pool, k.slot_units, k.to_place))
                 else {
                     continue;
                 };
@@ -450,7 +469,10 @@ impl GpuSim {
         let fixed = k.cost.wg_fixed_ns;
         if k.to_place == 0 && !k.all_dispatched {
             k.all_dispatched = true;
-            self.outbox.push(GpuEvent::AllDispatched { tag: k.tag, at: now });
+            self.outbox.push(GpuEvent::AllDispatched {
+                tag: k.tag,
+                at: now,
+            });
         }
         if let Some(c) = self
             .cohorts
@@ -515,7 +537,10 @@ impl GpuSim {
             hbm.push(k.cost.wg_compulsory_bytes + k.cost.wg_reuse_bytes * miss);
             llc.push(k.cost.wg_llc_bytes);
         }
-        for (bytes, capacity) in [(&hbm, self.gpu.hbm_sustained()), (&llc, self.gpu.llc_bytes_per_ns())] {
+        for (bytes, capacity) in [
+            (&hbm, self.gpu.hbm_sustained()),
+            (&llc, self.gpu.llc_bytes_per_ns()),
+        ] {
             if let Some(l) = water_level(&counts, &rates, bytes, capacity) {
                 for (r, b) in rates.iter_mut().zip(bytes.iter()) {
                     if *b > 0.0 {

@@ -66,19 +66,34 @@ pub struct Network {
 pub const NETWORKS: &[Network] = &[
     Network {
         name: "gnmt",
-        kind: NetKind::Rnn { gates: 4, seq: 47, vocab: 36549, input_mult: 1 },
+        kind: NetKind::Rnn {
+            gates: 4,
+            seq: 47,
+            vocab: 36549,
+            input_mult: 1,
+        },
         hidden: &[512, 1024],
         inputs: &[64, 128, 256, 512],
     },
     Network {
         name: "ds2",
-        kind: NetKind::Rnn { gates: 3, seq: 50, vocab: 29, input_mult: 2 },
+        kind: NetKind::Rnn {
+            gates: 3,
+            seq: 50,
+            vocab: 29,
+            input_mult: 2,
+        },
         hidden: &[800],
         inputs: &[64, 128, 256],
     },
     Network {
         name: "rnnt",
-        kind: NetKind::Rnn { gates: 4, seq: 50, vocab: 0, input_mult: 1 },
+        kind: NetKind::Rnn {
+            gates: 4,
+            seq: 50,
+            vocab: 0,
+            input_mult: 1,
+        },
         hidden: &[2048],
         inputs: &[64, 128, 256, 512],
     },
@@ -149,9 +164,18 @@ pub struct AppGemm {
 /// The three GEMMs of a layer with weights `out x inp` over `tokens` columns.
 fn layer(out: u32, inp: u32, tokens: u32, dtype: GemmDataType) -> [(Pass, GemmShape); 3] {
     [
-        (Pass::Forward, GemmShape::new(out, tokens, inp, false, false, dtype)),
-        (Pass::BackwardActivation, GemmShape::new(inp, tokens, out, true, false, dtype)),
-        (Pass::BackwardWeight, GemmShape::new(out, inp, tokens, false, true, dtype)),
+        (
+            Pass::Forward,
+            GemmShape::new(out, tokens, inp, false, false, dtype),
+        ),
+        (
+            Pass::BackwardActivation,
+            GemmShape::new(inp, tokens, out, true, false, dtype),
+        ),
+        (
+            Pass::BackwardWeight,
+            GemmShape::new(out, inp, tokens, false, true, dtype),
+        ),
     ]
 }
 
@@ -164,7 +188,12 @@ pub fn config_gemms(net: &Network, h: u32, input: u32, dtype: GemmDataType) -> V
                 out.extend(layer(o, i, input, dtype).map(|x| x.1));
             }
         }
-        NetKind::Rnn { gates, seq, vocab, input_mult } => {
+        NetKind::Rnn {
+            gates,
+            seq,
+            vocab,
+            input_mult,
+        } => {
             let b = input;
             // Recurrent GEMM per time step: forward and backward activation; its weight
             // gradient is accumulated over all steps at once.
@@ -190,7 +219,15 @@ pub fn attention_gemms(h: u32, tokens: u32, dtype: GemmDataType) -> Vec<GemmShap
     let n = TRANSFORMER_SEQ_LEN.min(tokens);
     let batch = (tokens / n).max(1) * (h / HEAD_DIM).max(1);
     let d = HEAD_DIM;
-    let mk = |m, nn, k, ta, tb| GemmShape { m, n: nn, k, batch, trans_a: ta, trans_b: tb, dtype };
+    let mk = |m, nn, k, ta, tb| GemmShape {
+        m,
+        n: nn,
+        k,
+        batch,
+        trans_a: ta,
+        trans_b: tb,
+        dtype,
+    };
     vec![
         mk(n, n, d, true, false),
         mk(d, n, n, false, false),
@@ -210,7 +247,10 @@ pub fn evaluated_gemms() -> Vec<AppGemm> {
             for &i in net.inputs {
                 for s in config_gemms(net, h, i, GemmDataType::F16) {
                     if seen.insert(key(&s)) {
-                        out.push(AppGemm { app: net.name.to_string(), shape: s });
+                        out.push(AppGemm {
+                            app: net.name.to_string(),
+                            shape: s,
+                        });
                     }
                 }
             }
@@ -226,7 +266,10 @@ fn key(s: &GemmShape) -> (u32, u32, u32, u32, bool, bool, u8) {
 /// Unique shapes of a list, first occurrence order.
 pub fn unique_shapes<'a>(it: impl IntoIterator<Item = &'a GemmShape>) -> Vec<GemmShape> {
     let mut seen = BTreeSet::new();
-    it.into_iter().filter(|s| seen.insert(key(s))).copied().collect()
+    it.into_iter()
+        .filter(|s| seen.insert(key(s)))
+        .copied()
+        .collect()
 }
 
 /// The predictor's dataset: the unique evaluated GEMMs, the Transformers' batched
@@ -312,7 +355,11 @@ pub struct CsvError {
 
 impl std::fmt::Display for CsvError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.message
+        )
     }
 }
 
@@ -330,11 +377,18 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
             continue;
         }
         let fields: Vec<&str> = body.split(',').map(str::trim).collect();
-        let err = |column: usize, message: String| CsvError { line, column, message };
+        let err = |column: usize, message: String| CsvError {
+            line,
+            column,
+            message,
+        };
         if fields.len() < 6 || fields.len() > 7 {
             return Err(err(
                 fields.len().min(7),
-                format!("expected 6 or 7 fields (M,N,K,transA,transB,dtype[,count]), found {}", fields.len()),
+                format!(
+                    "expected 6 or 7 fields (M,N,K,transA,transB,dtype[,count]), found {}",
+                    fields.len()
+                ),
             ));
         }
         let dim = |c: usize| -> Result<u32, CsvError> {
@@ -349,7 +403,10 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
             match f.to_ascii_lowercase().as_str() {
                 "0" | "n" | "false" => Ok(false),
                 "1" | "t" | "true" => Ok(true),
-                _ => Err(err(c + 1, format!("`{f}` is not a transpose flag (0/1, N/T)"))),
+                _ => Err(err(
+                    c + 1,
+                    format!("`{f}` is not a transpose flag (0/1, N/T)"),
+                )),
             }
         };
         let (m, n, k) = (dim(0)?, dim(1)?, dim(2)?);
@@ -359,7 +416,12 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
             "f16" | "fp16" | "half" => GemmDataType::F16,
             "bf16" => GemmDataType::Bf16,
             "f32" | "fp32" | "float" => GemmDataType::F32,
-            _ => return Err(err(6, format!("`{dt}` is not a data type (f16, bf16, f32)"))),
+            _ => {
+                return Err(err(
+                    6,
+                    format!("`{dt}` is not a data type (f16, bf16, f32)"),
+                ))
+            }
         };
         let count = if fields.len() == 7 { dim(6)? } else { 1 };
         out.push((GemmShape::new(m, n, k, ta, tb, dtype), count));

@@ -91,12 +91,17 @@ fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
     let ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
     let mut eval: Vec<(String, GemmShape)> = match &c.gemms {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let list = parse_gemm_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            list.into_iter().map(|(s, _)| ("user".to_string(), s)).collect()
+            list.into_iter()
+                .map(|(s, _)| ("user".to_string(), s))
+                .collect()
         }
-        None => evaluated_gemms().into_iter().map(|g| (g.app, g.shape)).collect(),
+        None => evaluated_gemms()
+            .into_iter()
+            .map(|g| (g.app, g.shape))
+            .collect(),
     };
     if c.quick && c.gemms.is_none() {
         let mut per_app: std::collections::BTreeMap<String, usize> = Default::default();
@@ -132,13 +137,20 @@ fn run_tune(c: &Common) -> CmdResult {
     }
     let eval_labels: std::collections::BTreeSet<String> =
         p.eval.iter().map(|e| e.1.label()).collect();
-    let eval_tuned: Vec<&TunedGemm> =
-        tuned.iter().filter(|t| eval_labels.contains(&t.shape.label())).collect();
-    let distinct: std::collections::BTreeSet<u32> =
-        eval_tuned.iter().filter_map(|t| t.candidates.first().copied()).collect();
+    let eval_tuned: Vec<&TunedGemm> = tuned
+        .iter()
+        .filter(|t| eval_labels.contains(&t.shape.label()))
+        .collect();
+    let distinct: std::collections::BTreeSet<u32> = eval_tuned
+        .iter()
+        .filter_map(|t| t.candidates.first().copied())
+        .collect();
     let go_differs: Vec<f64> = (1..CONCURRENCY_DEGREES.len())
         .map(|i| {
-            eval_tuned.iter().filter(|t| t.cd_choice.get(i).is_some_and(|&c| c != 0)).count() as f64
+            eval_tuned
+                .iter()
+                .filter(|t| t.cd_choice.get(i).is_some_and(|&c| c != 0))
+                .count() as f64
                 / eval_tuned.len().max(1) as f64
         })
         .collect();
@@ -171,7 +183,10 @@ fn run_tune(c: &Common) -> CmdResult {
             distinct.len()
         );
         for (cd, s) in CONCURRENCY_DEGREES.iter().skip(1).zip(&go_differs) {
-            println!("  CD {cd:>2}: GO kernel differs from the isolated kernel for {:.0} %", s * 100.0);
+            println!(
+                "  CD {cd:>2}: GO kernel differs from the isolated kernel for {:.0} %",
+                s * 100.0
+            );
         }
         println!("best CD (16 available) histogram, CD 1/2/4/8/16: {label_hist:?}");
     }
@@ -245,10 +260,22 @@ fn run_train(c: &Common) -> CmdResult {
 }
 
 /// Evaluation; `accuracy_only` skips the configurations' simulations.
-fn full_eval(p: &Prepared, tuned: &[TunedGemm], model: &TrainedModel, accuracy_only: bool) -> EvalReport {
+fn full_eval(
+    p: &Prepared,
+    tuned: &[TunedGemm],
+    model: &TrainedModel,
+    accuracy_only: bool,
+) -> EvalReport {
     let res = p.ctx.gpu.cu_resources();
-    let feats: Vec<_> = tuned.iter().map(|t| real_features(t, &p.ctx.catalog, &res)).collect();
-    let eval: Vec<(String, GemmShape)> = if accuracy_only { Vec::new() } else { p.eval.clone() };
+    let feats: Vec<_> = tuned
+        .iter()
+        .map(|t| real_features(t, &p.ctx.catalog, &res))
+        .collect();
+    let eval: Vec<(String, GemmShape)> = if accuracy_only {
+        Vec::new()
+    } else {
+        p.eval.clone()
+    };
     evaluate(&p.ctx, tuned, &feats, model, &eval)
 }
 
@@ -258,7 +285,11 @@ const PAPER_GOLDYLOC_OVER_DEFAULT: [f64; 4] = [5.0, 10.0, 11.0, 12.0];
 fn print_accuracy(r: &EvalReport) {
     println!("predictor accuracy per scenario (test set)     model   dissertation");
     for (s, paper) in r.scenarios.iter().zip(PAPER_ACCURACY) {
-        println!("  {:>2} available GEMMs                        {:>6.1} %   {paper:>5.0} %", s.n, s.accuracy * 100.0);
+        println!(
+            "  {:>2} available GEMMs                        {:>6.1} %   {paper:>5.0} %",
+            s.n,
+            s.accuracy * 100.0
+        );
     }
     println!(
         "fixed point vs f64 agreement: {:.2} % of the test set, {:.2} % of the dataset ({} disagreements)",
@@ -293,7 +324,10 @@ fn run_eval(c: &Common) -> CmdResult {
         report.gpu, report.gemm_count, report.dataset_size
     );
     for s in &report.scenarios {
-        println!("\n== {} independent GEMMs: geomean speedup per app over Sequential ==", s.n);
+        println!(
+            "\n== {} independent GEMMs: geomean speedup per app over Sequential ==",
+            s.n
+        );
         print!("{:<12}{:>6}", "app", "gemms");
         for name in CONFIGS {
             print!("{:>12}", short(name));
@@ -381,11 +415,23 @@ fn write_csv(dir: &Path, r: &EvalReport) -> CmdResult {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join("goldyloc_gemms.csv");
     let mut w = csv::Writer::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut header = vec!["app".to_string(), "gemm".into(), "n".into(), "predicted_cd".into(), "oracle_cd".into()];
+    let mut header = vec![
+        "app".to_string(),
+        "gemm".into(),
+        "n".into(),
+        "predicted_cd".into(),
+        "oracle_cd".into(),
+    ];
     header.extend(CONFIGS.iter().map(|c| format!("{c}_ns")));
     w.write_record(&header)?;
     for g in &r.gemms {
-        let mut row = vec![g.app.clone(), g.gemm.clone(), g.n.to_string(), g.predicted_cd.to_string(), g.oracle_cd.to_string()];
+        let mut row = vec![
+            g.app.clone(),
+            g.gemm.clone(),
+            g.n.to_string(),
+            g.predicted_cd.to_string(),
+            g.oracle_cd.to_string(),
+        ];
         row.extend(g.time_ns.iter().map(|t| format!("{t:.1}")));
         w.write_record(&row)?;
     }
@@ -458,13 +504,18 @@ fn write_svg(dir: &Path, r: &EvalReport) -> CmdResult {
                 .filter_map(|(ai, a)| {
                     let v = *a.over_sequential.get(ci)?;
                     let x0 = ai as f64 + 0.1 + 0.8 * ci as f64 / bars;
-                    Some(Rectangle::new([(x0, 0.0), (x0 + 0.8 / bars, v)], colour.filled()))
+                    Some(Rectangle::new(
+                        [(x0, 0.0), (x0 + 0.8 / bars, v)],
+                        colour.filled(),
+                    ))
                 })
                 .collect();
             chart
                 .draw_series(series)?
                 .label(CONFIGS.get(ci).copied().unwrap_or(""))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
         }
         chart
             .configure_series_labels()

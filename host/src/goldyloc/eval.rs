@@ -161,15 +161,19 @@ pub fn evaluate(
                 rounds * (t.go_time(cd_index(c)) + CP_QUEUE_IO_NS)
             };
             let best = t.best_cd_index(n);
-            let oracle_cd = if t.speedup(best) >= ORACLE_MIN_GAIN { cd_of(best) } else { 1 };
+            let oracle_cd = if t.speedup(best) >= ORACLE_MIN_GAIN {
+                cd_of(best)
+            } else {
+                1
+            };
             let oracle = if oracle_cd == 1 {
                 seq
             } else {
                 nf / f64::from(oracle_cd) * t.go_time(usize::from(best as u8))
             };
             let runs = vec![(*shape, *iso); n as usize];
-            let cu_part = makespan_partitioned(&ctx.gpu, &ctx.cal, &runs, n)
-                .map_or(f64::INFINITY, |r| r.0);
+            let cu_part =
+                makespan_partitioned(&ctx.gpu, &ctx.cal, &runs, n).map_or(f64::INFINITY, |r| r.0);
             let res_part =
                 isolated_time(&ctx.gpu.partition(n), &ctx.cal, shape, iso).unwrap_or(f64::INFINITY);
             pb.inc(1);
@@ -192,9 +196,10 @@ pub fn evaluate(
         let summarise = |sel: &[&GemmResult], base: usize| -> Vec<f64> {
             (0..CONFIGS.len())
                 .map(|c| {
-                    geomean(sel.iter().filter_map(|g| {
-                        Some(g.time_ns.get(base)? / g.time_ns.get(c)?)
-                    }))
+                    geomean(
+                        sel.iter()
+                            .filter_map(|g| Some(g.time_ns.get(base)? / g.time_ns.get(c)?)),
+                    )
                 })
                 .collect()
         };
@@ -225,7 +230,8 @@ pub fn evaluate(
             .collect();
         let mut split = [0.0; 3];
         for g in &rows {
-            let s = g.time_ns.get(1).copied().unwrap_or(1.0) / g.time_ns.get(3).copied().unwrap_or(1.0);
+            let s =
+                g.time_ns.get(1).copied().unwrap_or(1.0) / g.time_ns.get(3).copied().unwrap_or(1.0);
             let slot = if s > 1.0 + UNCHANGED_BAND {
                 0
             } else if s < 1.0 - UNCHANGED_BAND {

@@ -78,12 +78,18 @@ impl PredictorFile {
 }
 
 /// The raw Q16.16 feature vector of a tuned GEMM, exactly as the firmware computes it.
-pub fn raw_features(t: &TunedGemm, catalog: &Catalog, res: &CuResources) -> Option<[i64; FEATURE_COUNT]> {
+pub fn raw_features(
+    t: &TunedGemm,
+    catalog: &Catalog,
+    res: &CuResources,
+) -> Option<[i64; FEATURE_COUNT]> {
     features(&t.to_ext(catalog), res).ok()
 }
 
 fn to_real(raw: &[i64; FEATURE_COUNT]) -> Vec<f64> {
-    raw.iter().map(|&v| v as f64 / f64::from(1u32 << FRAC_BITS)).collect()
+    raw.iter()
+        .map(|&v| v as f64 / f64::from(1u32 << FRAC_BITS))
+        .collect()
 }
 
 impl TrainedModel {
@@ -255,7 +261,11 @@ pub fn dataset(
 }
 
 /// Features of a tuned GEMM in real units (for the f64 model).
-pub fn real_features(t: &TunedGemm, catalog: &Catalog, res: &CuResources) -> Option<(Vec<f64>, [i64; FEATURE_COUNT])> {
+pub fn real_features(
+    t: &TunedGemm,
+    catalog: &Catalog,
+    res: &CuResources,
+) -> Option<(Vec<f64>, [i64; FEATURE_COUNT])> {
     let raw = raw_features(t, catalog, res)?;
     Some((to_real(&raw), raw))
 }

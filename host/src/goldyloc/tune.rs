@@ -122,7 +122,11 @@ pub fn tune_one(
     let mut rc_best = [0u32; 3];
     let mut t_isolated = f64::INFINITY;
     for (slot, div) in rc_best.iter_mut().zip(RC_DIVISORS) {
-        let g = if div == 1 { gpu.clone() } else { gpu.constrained(div) };
+        let g = if div == 1 {
+            gpu.clone()
+        } else {
+            gpu.constrained(div)
+        };
         let (k, t) = best_isolated(&g, cal, catalog, shape)?;
         *slot = k;
         if div == 1 {
