@@ -67,7 +67,7 @@ fn large_k_gemm_thrashes_the_llc_at_high_concurrency() {
     // A large-K weight-gradient GEMM: the panels of 16 copies cannot share the LLC.
     let g = GpuConfig::mi100();
     let cal = Calibration::default();
-    let s = f16(1024, 1024, 4096, false, true);
+    let s = f16(2048, 2048, 8192, false, true);
     let (ki, t1) = best(&g, &s);
     let k = Catalog::standard().get(ki).copied().expect("kernel");
     let s2 = 2.0 * t1 / concurrent_time(&g, &cal, &s, &k, 2).expect("runs");

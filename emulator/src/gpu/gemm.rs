@@ -45,7 +45,7 @@ impl Default for Calibration {
             loop_overhead_u: 4.0,
             exposed_load_factor: 0.85,
             bank_conflict_factor: 0.92,
-            llc_reuse: 2.0,
+            llc_reuse: 1.0,
         }
     }
 }
@@ -172,10 +172,11 @@ pub struct KernelCost {
     pub wg_flops: f64,
     /// Bytes one workgroup requests from the LLC (panels, in cache lines, plus output).
     pub wg_llc_bytes: f64,
-    /// Of those, bytes that must come from HBM in any case (first touch, output).
+    /// Panel bytes per workgroup that must come from HBM in any case (the GEMM's inputs
+    /// read once, spread over its workgroups).
     pub wg_compulsory_bytes: f64,
-    /// Of those, bytes that hit only if the panel working set fits the LLC.
-    pub wg_reuse_bytes: f64,
+    /// Output bytes per workgroup (always written to HBM).
+    pub wg_out_bytes: f64,
     /// Tile grid rows, columns and independent slices (batch x split-U).
     pub grid: (u64, u64, u64),
     /// Bytes of one A tile-row panel and one B tile-column panel (in lines).
@@ -268,8 +269,8 @@ fn cost_of_meta(
         wg_flops_per_ns: gpu.cu_flops_per_ns(shape.dtype) * eff * cu_demand,
         wg_flops: 2.0 * mt0 * mt1 * ks,
         wg_llc_bytes: wg_panels + out_bytes,
-        wg_compulsory_bytes: compulsory_panels + out_bytes,
-        wg_reuse_bytes: wg_panels - compulsory_panels,
+        wg_compulsory_bytes: compulsory_panels,
+        wg_out_bytes: out_bytes,
         grid: (tiles_m, tiles_n, slices),
         panel_bytes: (panel_a, panel_b),
         wg_fixed_ns: gpu.wg_fixed_ns,
@@ -290,6 +291,32 @@ impl KernelCost {
         let rows = per_slice.min(tm);
         let cols = (per_slice / tm).ceil().min(tn);
         touched * (rows * self.panel_bytes.0 + cols * self.panel_bytes.1)
+    }
+
+    /// Panel bytes per workgroup that are new to the resident set when `resident`
+    /// workgroups of this kernel run together: co-resident workgroups of one tile row
+    /// (column) walk K roughly in step and share the A (B) panel through the LLC, so
+    /// only one of them fetches it.
+    pub fn first_touch_bytes(&self, resident: f64) -> f64 {
+        if resident <= 0.0 {
+            return 0.0;
+        }
+        let (tm, tn, slices) = (self.grid.0 as f64, self.grid.1 as f64, self.grid.2 as f64);
+        let touched = slices.min(resident);
+        let per_slice = (resident / touched).ceil().max(1.0);
+        let rows = per_slice.min(tm);
+        let cols = (per_slice / tm).ceil().min(tn);
+        (rows * self.panel_bytes.0 + cols * self.panel_bytes.1) / per_slice
+    }
+
+    /// HBM bytes per workgroup with `resident` co-resident workgroups of this kernel and
+    /// a probability `miss` that a panel fetched by an earlier wave has been evicted:
+    /// compulsory traffic, plus re-fetches of evicted panels, plus the output.
+    pub fn hbm_bytes(&self, resident: f64, miss: f64) -> f64 {
+        let first = self
+            .first_touch_bytes(resident)
+            .max(self.wg_compulsory_bytes);
+        self.wg_compulsory_bytes + (first - self.wg_compulsory_bytes) * miss + self.wg_out_bytes
     }
 
     /// Time one workgroup would take alone on an idle GPU (fixed part plus main loop at

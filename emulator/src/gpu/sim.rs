@@ -145,6 +145,15 @@ impl GpuSim {
         self.now
     }
 
+    /// Groups and cohorts alive (diagnostics).
+    pub fn debug_sizes(&self) -> String {
+        format!(
+            "groups {} cohorts {}",
+            self.groups.len(),
+            self.cohorts.len()
+        )
+    }
+
     /// Workgroups that have finished so far.
     pub fn workgroups_done(&self) -> u64 {
         self.workgroups_done
@@ -201,7 +210,7 @@ impl GpuSim {
             wg_flops: 0.0,
             wg_llc_bytes: 0.0,
             wg_compulsory_bytes: 0.0,
-            wg_reuse_bytes: 0.0,
+            wg_out_bytes: 0.0,
             grid: (1, 1, 1),
             panel_bytes: (0.0, 0.0),
             wg_fixed_ns: launch.workgroup_time.max(0.0),
@@ -392,9 +401,9 @@ impl GpuSim {
         ng
     }
 
-    /// Round-robin placement of pending workgroups into free CU capacity: each kernel in
-    /// turn puts one workgroup on every CU of the least-loaded group with room (a kernel
-    /// alone may fill several per CU at once).
+    /// Round-robin placement of pending workgroups into free CU capacity: in each round
+    /// every runnable kernel puts one workgroup on each CU of its share of the
+    /// least-loaded group with room (a kernel alone may fill several per CU at once).
     fn place(&mut self, now: Nanos) {
         let nk = self.kernels.len();
         if nk == 0 {
@@ -430,8 +439,18 @@ impl GpuSim {
                     continue;
                 };
                 let fit = (SLOT_UNITS_PER_CU - g.used) / units;
-                let (gi, per_cu) = if to_place < g.cus {
-                    (self.split_group(gi, to_place), 1)
+                // Kernels of one round interleave over the CUs (the hardware alternates
+                // queues workgroup by workgroup): each takes its share of the group.
+                // The share is a fixed fraction of the pool, so groups split into at
+                // most one part per runnable kernel instead of fragmenting per CU.
+                let share = if alone {
+                    g.cus
+                } else {
+                    self.pool_cus().div_ceil(order.len() as u64).min(g.cus)
+                };
+                let take = share.min(to_place);
+                let (gi, per_cu) = if take < g.cus {
+                    (self.split_group(gi, take), 1)
                 } else if alone {
                     (gi, fit.min(to_place / g.cus).max(1))
                 } else {
@@ -441,6 +460,10 @@ impl GpuSim {
                 self.rr = (i + 1) % nk;
             }
         }
+    }
+
+    fn pool_cus(&self) -> u64 {
+        u64::from(self.gpu.cus / self.pools.max(1))
     }
 
     fn best_group(&self, pool: usize, units: u64) -> Option<usize> {
@@ -534,7 +557,7 @@ impl GpuSim {
             idx.push(ci);
             counts.push((c.per_cu * self.groups.get(c.group).map_or(0, |g| g.cus)) as f64);
             rates.push(k.cost.wg_flops_per_ns * share / k.cost.wg_flops);
-            hbm.push(k.cost.wg_compulsory_bytes + k.cost.wg_reuse_bytes * miss);
+            hbm.push(k.cost.hbm_bytes(k.resident as f64, miss));
             llc.push(k.cost.wg_llc_bytes);
         }
         for (bytes, capacity) in [
