@@ -52,6 +52,10 @@ struct Common {
     /// Evaluate a user GEMM list (CSV: M,N,K,transA,transB,dtype[,count]) instead of the networks.
     #[arg(long)]
     gemms: Option<PathBuf>,
+    /// Tuning shortcut of 7.6.1: tune 20 % exhaustively, predict the preferred resource
+    /// configuration of the rest from their 3 nearest neighbours.
+    #[arg(long)]
+    knn: bool,
     /// Seed of the train/test split.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
@@ -88,7 +92,8 @@ fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
     let gpu = GpuConfig::preset(&c.gpu)
         .ok_or_else(|| format!("unknown GPU preset `{}` (mi100, t3-table-8.1)", c.gpu))?;
     let cache = (!c.no_cache).then(Cache::default_location);
-    let ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
+    let mut ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
+    ctx.knn = c.knn;
     let mut eval: Vec<(String, GemmShape)> = match &c.gemms {
         Some(path) => {
             let text =

@@ -27,6 +27,8 @@ pub struct Context {
     pub cache: Option<cache::Cache>,
     /// Show progress bars.
     pub progress: bool,
+    /// Use the KNN tuning shortcut of 7.6.1.
+    pub knn: bool,
 }
 
 impl Context {
@@ -38,6 +40,7 @@ impl Context {
             catalog: Catalog::standard(),
             cache,
             progress,
+            knn: false,
         }
     }
 

@@ -133,6 +133,19 @@ pub fn tune_one(
             t_isolated = t;
         }
     }
+    profile(gpu, cal, catalog, shape, rc_best, t_isolated)
+}
+
+/// Step 3-4 for given per-RC kernels: GO kernel per CD among the distinct candidates,
+/// with the concurrent times that profiling needs.
+fn profile(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    catalog: &Catalog,
+    shape: &GemmShape,
+    rc_best: [u32; 3],
+    t_isolated: f64,
+) -> Option<TunedGemm> {
     let mut candidates: Vec<u32> = Vec::new();
     for k in rc_best {
         if !candidates.contains(&k) {
@@ -177,6 +190,102 @@ struct TuneKey<'a> {
     cal: &'a Calibration,
     catalog_len: usize,
     shapes: &'a [GemmShape],
+    knn: bool,
+}
+
+/// One of every `KNN_STRIDE` GEMMs is tuned exhaustively under the KNN shortcut (20 %).
+pub const KNN_STRIDE: usize = 5;
+/// Neighbours that vote on the preferred resource configuration.
+pub const KNN_K: usize = 3;
+
+/// The resource configuration (index into [`RC_DIVISORS`]) a tuned GEMM's GO kernels
+/// come from most often over the CDs (ties to the less constrained one).
+fn preferred_rc(t: &TunedGemm) -> usize {
+    let mut votes = [0usize; 3];
+    for &c in t.cd_choice.iter().skip(1) {
+        let k = t.candidates.get(usize::from(c)).copied().unwrap_or(0);
+        if let Some(rc) = t.rc_best.iter().position(|&r| r == k) {
+            if let Some(v) = votes.get_mut(rc) {
+                *v += 1;
+            }
+        }
+    }
+    argmax_votes(&votes)
+}
+
+fn argmax_votes(votes: &[usize; 3]) -> usize {
+    let mut best = 0;
+    for (i, &v) in votes.iter().enumerate() {
+        if votes.get(best).is_some_and(|&b| v > b) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// KNN point of 7.6.1: (log2 output size, log2 isolated tile area).
+fn knn_point(catalog: &Catalog, shape: &GemmShape, iso: u32) -> (f64, f64) {
+    let area = catalog
+        .get(iso as usize)
+        .map_or(1.0, |k| f64::from(k.mt0) * f64::from(k.mt1));
+    (
+        (f64::from(shape.m) * f64::from(shape.n)).log2(),
+        area.log2(),
+    )
+}
+
+/// The tuning shortcut of 7.6.1: exhaustive tuning for 20 % of the GEMMs; for the rest,
+/// isolated tuning only, the preferred RC predicted from the nearest tuned GEMMs in
+/// (output size, isolated tile size), and only that RC tuned.
+fn tune_knn(ctx: &Context, shapes: &[GemmShape], pb: &indicatif::ProgressBar) -> Vec<TunedGemm> {
+    let (gpu, cal, cat) = (&ctx.gpu, &ctx.cal, &ctx.catalog);
+    let full: Vec<(usize, TunedGemm)> = shapes
+        .par_iter()
+        .enumerate()
+        .filter(|(i, _)| i % KNN_STRIDE == 0)
+        .filter_map(|(i, s)| {
+            let r = tune_one(gpu, cal, cat, s).map(|t| (i, t));
+            pb.inc(1);
+            r
+        })
+        .collect();
+    let points: Vec<((f64, f64), usize)> = full
+        .iter()
+        .map(|(_, t)| (knn_point(cat, &t.shape, t.rc_best[0]), preferred_rc(t)))
+        .collect();
+    let rest: Vec<(usize, TunedGemm)> = shapes
+        .par_iter()
+        .enumerate()
+        .filter(|(i, _)| i % KNN_STRIDE != 0)
+        .filter_map(|(i, s)| {
+            let (iso, t_iso) = best_isolated(gpu, cal, cat, s)?;
+            let p = knn_point(cat, s, iso);
+            let mut near: Vec<(f64, usize)> = points
+                .iter()
+                .map(|(q, rc)| ((q.0 - p.0).powi(2) + (q.1 - p.1).powi(2), *rc))
+                .collect();
+            near.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut votes = [0usize; 3];
+            for (_, rc) in near.iter().take(KNN_K) {
+                if let Some(v) = votes.get_mut(*rc) {
+                    *v += 1;
+                }
+            }
+            let prc = argmax_votes(&votes);
+            let mut rc_best = [iso; 3];
+            if let (Some(&div), Some(slot)) = (RC_DIVISORS.get(prc), rc_best.get_mut(prc)) {
+                if div > 1 {
+                    *slot = best_isolated(&gpu.constrained(div), cal, cat, s)?.0;
+                }
+            }
+            let r = profile(gpu, cal, cat, s, rc_best, t_iso).map(|t| (i, t));
+            pb.inc(1);
+            r
+        })
+        .collect();
+    let mut all: Vec<(usize, TunedGemm)> = full.into_iter().chain(rest).collect();
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Tunes and profiles every GEMM (in parallel), cached by a hash of all inputs. GEMMs no
@@ -189,6 +298,7 @@ pub fn tune_all(ctx: &Context, shapes: &[GemmShape]) -> Vec<TunedGemm> {
             cal: &ctx.cal,
             catalog_len: ctx.catalog.len(),
             shapes,
+            knn: ctx.knn,
         },
     );
     if let Some(c) = &ctx.cache {
@@ -197,6 +307,14 @@ pub fn tune_all(ctx: &Context, shapes: &[GemmShape]) -> Vec<TunedGemm> {
         }
     }
     let pb = ctx.bar(shapes.len(), "tuning");
+    if ctx.knn {
+        let out = tune_knn(ctx, shapes, &pb);
+        pb.finish_and_clear();
+        if let Some(c) = &ctx.cache {
+            c.put("tune", key, &out);
+        }
+        return out;
+    }
     let out: Vec<TunedGemm> = shapes
         .par_iter()
         .filter_map(|s| {
