@@ -489,17 +489,21 @@ fn write_svg(dir: &Path, r: &EvalReport) -> CmdResult {
             .x_label_area_size(40)
             .y_label_area_size(50)
             .build_cartesian_2d(0f64..apps as f64, 0f64..ymax)?;
-        let names: Vec<String> = s.apps.iter().map(|a| a.app.clone()).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(apps)
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                names.get(i).cloned().unwrap_or_default()
-            })
+            .x_labels(0)
             .y_desc("speedup")
             .draw()?;
+        // App names centred under their bar groups, in pixel coordinates.
+        for (ai, a) in s.apps.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(ai as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                a.app.clone(),
+                (px - 4 * a.app.len() as i32, py + 10),
+                ("sans-serif", 14),
+            ))?;
+        }
         let bars = CONFIGS.len() as f64;
         for (ci, colour) in colours.iter().enumerate() {
             let series: Vec<Rectangle<(f64, f64)>> = s
