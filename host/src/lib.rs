@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod goldyloc;
 mod lamb;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
@@ -30,6 +31,8 @@ enum Command {
     Asm(cmd::asm::AsmArgs),
     /// Disassemble NMC instruction words or macro-commands.
     Disasm(cmd::asm::DisasmArgs),
+    /// GOLDYLOC offline flow: tune, train, eval.
+    Goldyloc(cmd::goldyloc::GoldylocArgs),
     /// Decode AQL packets (queue dumps).
     Aql(cmd::aql::AqlArgs),
     /// Run queue dumps through the firmware command processor.
@@ -46,6 +49,7 @@ pub fn run_cli() -> ExitCode {
         Command::Lamb(a) => cmd::lamb::run(a),
         Command::Asm(a) => cmd::asm::run_asm(a),
         Command::Disasm(a) => cmd::asm::run_disasm(a),
+        Command::Goldyloc(a) => cmd::goldyloc::run(a),
         Command::Aql(a) => cmd::aql::run(a),
         Command::Cp(a) => cmd::cp::run(a),
     };

@@ -5,8 +5,13 @@
 //! the timing side (how long workgroups take when kernels share CUs, LLC and HBM) is the
 //! [`KernelEngine`] trait: the CP side launches kernels into it and collects events.
 
+pub mod catalog;
+pub mod config;
+pub mod gemm;
 pub mod queue;
+pub mod sim;
 pub mod system;
+pub mod workload;
 
 use nmcp_isa::gemm_ext::{GemmExt, KernelMeta};
 

@@ -3,6 +3,7 @@
 pub mod aql;
 pub mod asm;
 pub mod cp;
+pub mod goldyloc;
 pub mod lamb;
 pub mod mem;
 pub mod presets;

@@ -1,0 +1,188 @@
+//! A parameterised GPU: compute units, matrix throughput, per-CU resources, LLC and a
+//! fluid model of HBM bandwidth.
+//!
+//! The GEMM model only needs the bandwidth the memory system sustains under many streams,
+//! not DRAM command timing, so HBM is a fluid resource here (`hbm_bytes_per_ns` times
+//! `hbm_sustained_fraction`); the DRAM-level model serves T3 and NMC.
+
+use nmcp_firmware::cp::features::CuResources;
+use nmcp_isa::gemm_ext::GemmDataType;
+use serde::{Deserialize, Serialize};
+
+/// One GPU configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuConfig {
+    /// Short name used in reports and cache keys.
+    pub name: String,
+    /// Compute units.
+    pub cus: u32,
+    /// Shader clock in GHz (cycles per ns).
+    pub clock_ghz: f64,
+    /// Dense matrix FLOP per cycle per CU for f16, bf16, f32 (in that order).
+    pub matrix_flops_per_cycle: [f64; 3],
+    /// SIMDs per CU: a wave runs on one SIMD, so a workgroup with fewer waves than SIMDs
+    /// cannot use the whole CU on its own.
+    pub simds_per_cu: u32,
+    /// LDS bytes per CU.
+    pub lds_bytes_per_cu: u32,
+    /// 32-bit vector registers per CU.
+    pub vgprs_per_cu: u32,
+    /// Wavefront slots per CU.
+    pub wave_slots_per_cu: u32,
+    /// Hardware limit of resident workgroups per CU.
+    pub max_wgs_per_cu: u32,
+    /// Threads per wavefront.
+    pub wave_size: u32,
+    /// Last-level cache bytes.
+    pub llc_bytes: u64,
+    /// LLC banks (channels).
+    pub llc_banks: u32,
+    /// LLC bytes per cycle per bank.
+    pub llc_bytes_per_cycle_per_bank: f64,
+    /// Cache line bytes (a strided panel wastes part of each line).
+    pub line_bytes: u32,
+    /// Peak HBM bandwidth in bytes per ns (= GB/s / 1).
+    pub hbm_bytes_per_ns: f64,
+    /// Fraction of peak HBM bandwidth sustained with many concurrent streams (row
+    /// misses, refresh and read/write turnarounds eat the rest).
+    pub hbm_sustained_fraction: f64,
+    /// Time from a workgroup's placement until its main loop streams (first global loads
+    /// in flight, the prologue) plus its epilogue, in ns.
+    pub wg_fixed_ns: f64,
+    /// Time from a kernel's launch until its first workgroup can be placed, in ns.
+    pub kernel_start_ns: f64,
+}
+
+impl GpuConfig {
+    /// The MI100-like GPU of dissertation ch. 7: 120 CUs at 1.502 GHz, matrix cores with
+    /// 1024/512/256 FLOP/cycle/CU for f16/bf16/f32 (184.6/92.3/46.1 TFLOPS), 8 MB LLC in
+    /// 16 channels, HBM2 at 1.2288 TB/s.
+    pub fn mi100() -> Self {
+        let r = CuResources::MI100;
+        Self {
+            name: "mi100".into(),
+            cus: r.cus,
+            clock_ghz: 1.502,
+            matrix_flops_per_cycle: [1024.0, 512.0, 256.0],
+            simds_per_cu: 4,
+            lds_bytes_per_cu: r.lds_bytes_per_cu,
+            vgprs_per_cu: r.vgprs_per_cu,
+            wave_slots_per_cu: r.wave_slots_per_cu,
+            max_wgs_per_cu: r.max_wgs_per_cu,
+            wave_size: r.wave_size,
+            llc_bytes: 8 << 20,
+            llc_banks: 16,
+            llc_bytes_per_cycle_per_bank: 128.0,
+            line_bytes: 128,
+            hbm_bytes_per_ns: 1228.8,
+            hbm_sustained_fraction: 0.85,
+            wg_fixed_ns: 1000.0,
+            kernel_start_ns: 2000.0,
+        }
+    }
+
+    /// The 80-CU GPU of T3's Table 8.1: 1.4 GHz, 16 MB L2 in 64 banks, 128 KB LDS+L1 per
+    /// CU (64 KiB of it LDS), 256 KB of registers per CU, 1 TB/s HBM2.
+    pub fn t3_table_8_1() -> Self {
+        Self {
+            name: "t3-table-8.1".into(),
+            cus: 80,
+            clock_ghz: 1.4,
+            matrix_flops_per_cycle: [1024.0, 512.0, 256.0],
+            simds_per_cu: 4,
+            lds_bytes_per_cu: 64 * 1024,
+            vgprs_per_cu: 256 * 1024 / 4,
+            wave_slots_per_cu: 40,
+            max_wgs_per_cu: 16,
+            wave_size: 64,
+            llc_bytes: 16 << 20,
+            llc_banks: 64,
+            llc_bytes_per_cycle_per_bank: 64.0,
+            line_bytes: 128,
+            hbm_bytes_per_ns: 1000.0,
+            hbm_sustained_fraction: 0.85,
+            wg_fixed_ns: 1000.0,
+            kernel_start_ns: 2000.0,
+        }
+    }
+
+    /// A built-in preset by name (`mi100`, `t3-table-8.1`, optionally suffixed `/2`, `/4`).
+    pub fn preset(name: &str) -> Option<Self> {
+        let (base, div) = match name.split_once('/') {
+            Some((b, d)) => (b, d.parse::<u32>().ok()?),
+            None => (name, 1),
+        };
+        let g = match base {
+            "mi100" => Self::mi100(),
+            "t3-table-8.1" | "t3" => Self::t3_table_8_1(),
+            _ => return None,
+        };
+        Some(if div == 1 { g } else { g.constrained(div) })
+    }
+
+    /// The resource-constrained variant GPU/`div` of ch. 7's tuning: `1/div` of the CUs and
+    /// of the LLC (and its banks); memory bandwidth is not constrained, as in the
+    /// dissertation (it could not constrain it without changing latency).
+    pub fn constrained(&self, div: u32) -> Self {
+        let div = div.max(1);
+        let mut g = self.clone();
+        g.name = format!("{}/{div}", self.name);
+        g.cus = (self.cus / div).max(1);
+        g.llc_bytes = (self.llc_bytes / u64::from(div)).max(1);
+        g.llc_banks = (self.llc_banks / div).max(1);
+        g
+    }
+
+    /// A static partition of everything (the MIG-like Resource-Partition of 7.4.5): `1/n`
+    /// of the CUs, LLC and HBM bandwidth.
+    pub fn partition(&self, n: u32) -> Self {
+        let n = n.max(1);
+        let mut g = self.constrained(n);
+        g.name = format!("{}%{n}", self.name);
+        g.hbm_bytes_per_ns = self.hbm_bytes_per_ns / f64::from(n);
+        g
+    }
+
+    /// The per-CU resources the firmware's occupancy formula reads.
+    pub fn cu_resources(&self) -> CuResources {
+        CuResources {
+            cus: self.cus,
+            lds_bytes_per_cu: self.lds_bytes_per_cu,
+            vgprs_per_cu: self.vgprs_per_cu,
+            wave_slots_per_cu: self.wave_slots_per_cu,
+            max_wgs_per_cu: self.max_wgs_per_cu,
+            wave_size: self.wave_size,
+        }
+    }
+
+    /// Matrix FLOP per ns of one CU for a data type.
+    pub fn cu_flops_per_ns(&self, dtype: GemmDataType) -> f64 {
+        let per_cycle = match dtype {
+            GemmDataType::F16 => self.matrix_flops_per_cycle[0],
+            GemmDataType::Bf16 => self.matrix_flops_per_cycle[1],
+            GemmDataType::F32 => self.matrix_flops_per_cycle[2],
+        };
+        per_cycle * self.clock_ghz
+    }
+
+    /// Peak matrix FLOP per ns of the whole GPU.
+    pub fn peak_flops_per_ns(&self, dtype: GemmDataType) -> f64 {
+        self.cu_flops_per_ns(dtype) * f64::from(self.cus)
+    }
+
+    /// Sustained HBM bytes per ns.
+    pub fn hbm_sustained(&self) -> f64 {
+        self.hbm_bytes_per_ns * self.hbm_sustained_fraction
+    }
+
+    /// LLC bytes per ns.
+    pub fn llc_bytes_per_ns(&self) -> f64 {
+        self.llc_bytes_per_cycle_per_bank * f64::from(self.llc_banks) * self.clock_ghz
+    }
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        Self::mi100()
+    }
+}

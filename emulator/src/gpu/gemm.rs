@@ -1,0 +1,357 @@
+//! What one GEMM workgroup costs: FLOPs at an efficiency, bytes requested from the LLC,
+//! compulsory and reuse traffic, output writes, and the CU share it can use alone.
+//!
+//! The calibration of the whole model lives in [`Calibration`]: one efficiency curve (the
+//! fraction of a CU's matrix peak a workgroup's main loop reaches, as a function of its
+//! tile, depth, prefetch and padding) and one LLC-reuse parameter. They were set once
+//! (see `docs/decisions/gemm.md`) and are not tuned per result.
+
+use super::catalog::CatalogKernel;
+use super::config::GpuConfig;
+use nmcp_firmware::cp::features::{occupancy, CuResources};
+use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, KernelMeta};
+use serde::{Deserialize, Serialize};
+
+/// The model's calibration: one efficiency curve and one LLC-reuse parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Efficiency curve: the best fraction of matrix peak a main loop reaches (issue
+    /// slots spent on LDS reads, address arithmetic and waits never reach zero).
+    pub peak_efficiency: f64,
+    /// Efficiency curve: tile intensity `MT0*MT1/(MT0+MT1)` (FLOPs per element moved
+    /// into LDS, halved) at which the main loop reaches half its peak. Small tiles move
+    /// more data per FLOP through LDS and registers.
+    pub half_intensity: f64,
+    /// Efficiency curve: loop overhead expressed in K elements per iteration; a loop of
+    /// depth U runs at `U / (U + loop_overhead_u)`.
+    pub loop_overhead_u: f64,
+    /// Efficiency curve: factor when global loads are not hidden (no prefetch and only
+    /// one resident workgroup per CU to switch to).
+    pub exposed_load_factor: f64,
+    /// Efficiency curve: factor for LDS bank conflicts when rows are not padded.
+    pub bank_conflict_factor: f64,
+    /// LLC reuse: how many times its capacity the LLC can serve as panel working set.
+    /// Workgroups of a wave walk K roughly in step, so only a window of each panel must
+    /// be live for reuse; reuse fails when the resident panels exceed
+    /// `llc_bytes * llc_reuse`.
+    pub llc_reuse: f64,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self {
+            peak_efficiency: 0.80,
+            half_intensity: 12.0,
+            loop_overhead_u: 4.0,
+            exposed_load_factor: 0.85,
+            bank_conflict_factor: 0.92,
+            llc_reuse: 1.0,
+        }
+    }
+}
+
+impl Calibration {
+    /// The main-loop efficiency of a kernel at a given occupancy.
+    pub fn efficiency(&self, k: &CatalogKernel, occupancy: u32) -> f64 {
+        let (t0, t1) = (f64::from(k.mt0), f64::from(k.mt1));
+        let intensity = t0 * t1 / (t0 + t1);
+        let u = f64::from(k.depth_u);
+        let mut e = self.peak_efficiency * intensity / (intensity + self.half_intensity) * u
+            / (u + self.loop_overhead_u);
+        if !k.prefetch && occupancy < 2 {
+            e *= self.exposed_load_factor;
+        }
+        if !k.lds_pad {
+            e *= self.bank_conflict_factor;
+        }
+        e
+    }
+}
+
+/// A GEMM problem without its kernel map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GemmShape {
+    /// Rows of C.
+    pub m: u32,
+    /// Columns of C.
+    pub n: u32,
+    /// Dot-product depth.
+    pub k: u32,
+    /// Batch count (>= 1).
+    pub batch: u32,
+    /// A transposed.
+    pub trans_a: bool,
+    /// B transposed.
+    pub trans_b: bool,
+    /// Element type.
+    pub dtype: GemmDataType,
+}
+
+impl GemmShape {
+    /// A plain (unbatched) GEMM.
+    pub fn new(m: u32, n: u32, k: u32, trans_a: bool, trans_b: bool, dtype: GemmDataType) -> Self {
+        Self {
+            m,
+            n,
+            k,
+            batch: 1,
+            trans_a,
+            trans_b,
+            dtype,
+        }
+    }
+
+    /// From a GEMM extension record.
+    pub fn from_ext(g: &GemmExt) -> Self {
+        Self {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            batch: g.batch.max(1),
+            trans_a: g.trans_a,
+            trans_b: g.trans_b,
+            dtype: g.dtype,
+        }
+    }
+
+    /// A record with no kernels yet, for this shape.
+    pub fn to_ext(&self) -> GemmExt {
+        GemmExt {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            batch: self.batch,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            dtype: self.dtype,
+            kernels: heapless::Vec::new(),
+            cd_choice: [0; 5],
+        }
+    }
+
+    /// Useful FLOPs (2 M N K per batch).
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
+    }
+
+    /// The `M_N_K_T1T2` label of ch. 7, with a batch suffix when batched.
+    pub fn label(&self) -> String {
+        let mut s = format!(
+            "{}_{}_{}_{}{}",
+            self.m,
+            self.n,
+            self.k,
+            u8::from(self.trans_a),
+            u8::from(self.trans_b)
+        );
+        if self.batch > 1 {
+            s.push_str(&format!("_b{}", self.batch));
+        }
+        if self.dtype != GemmDataType::F16 {
+            s.push_str(match self.dtype {
+                GemmDataType::Bf16 => "_bf16",
+                _ => "_f32",
+            });
+        }
+        s
+    }
+}
+
+/// Everything the simulator needs about one kernel running one GEMM on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelCost {
+    /// Workgroups in the grid.
+    pub workgroups: u64,
+    /// Resident workgroups per CU.
+    pub occupancy: u32,
+    /// Fraction of a CU one workgroup can keep busy alone (waves / SIMDs, capped at 1).
+    pub cu_demand: f64,
+    /// Matrix FLOP per ns one workgroup reaches when it has its `cu_demand` to itself.
+    pub wg_flops_per_ns: f64,
+    /// FLOPs one workgroup executes (full tiles: edge tiles waste work).
+    pub wg_flops: f64,
+    /// Bytes one workgroup requests from the LLC (panels, in cache lines, plus output).
+    pub wg_llc_bytes: f64,
+    /// Panel bytes per workgroup that must come from HBM in any case (the GEMM's inputs
+    /// read once, spread over its workgroups).
+    pub wg_compulsory_bytes: f64,
+    /// Output bytes per workgroup (always written to HBM).
+    pub wg_out_bytes: f64,
+    /// Tile grid rows, columns and independent slices (batch x split-U).
+    pub grid: (u64, u64, u64),
+    /// Bytes of one A tile-row panel and one B tile-column panel (in lines).
+    pub panel_bytes: (f64, f64),
+    /// Fixed time per workgroup (prologue, epilogue), ns.
+    pub wg_fixed_ns: f64,
+}
+
+/// Fraction of a cache line's bytes a contiguous run of `run` bytes uses, inverted
+/// (>= 1): a strided panel with short runs pulls whole lines for part of their data.
+fn line_waste(run: f64, line: f64) -> f64 {
+    if run <= 0.0 {
+        return 1.0;
+    }
+    (run / line).ceil() * line / run
+}
+
+/// The cost of running `kernel` for `shape` on `gpu`; `None` when the kernel cannot be
+/// resident (zero occupancy).
+pub fn kernel_cost(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    kernel: &CatalogKernel,
+) -> Option<KernelCost> {
+    let meta = kernel.meta(shape.dtype);
+    cost_of_meta(gpu, cal, shape, kernel, &meta, &gpu.cu_resources())
+}
+
+fn cost_of_meta(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    kernel: &CatalogKernel,
+    meta: &KernelMeta,
+    res: &CuResources,
+) -> Option<KernelCost> {
+    let occ = occupancy(meta, res);
+    if occ == 0 {
+        return None;
+    }
+    let eb = f64::from(shape.dtype.bytes());
+    let line = f64::from(gpu.line_bytes);
+    let (mt0, mt1) = (f64::from(kernel.mt0), f64::from(kernel.mt1));
+    let (m, n, k) = (f64::from(shape.m), f64::from(shape.n), f64::from(shape.k));
+    let split = f64::from(kernel.split_u.max(1));
+    let tiles_m = u64::from(shape.m).div_ceil(u64::from(kernel.mt0.max(1)));
+    let tiles_n = u64::from(shape.n).div_ceil(u64::from(kernel.mt1.max(1)));
+    let slices = u64::from(shape.batch.max(1)) * u64::from(kernel.split_u.max(1));
+    let workgroups = tiles_m * tiles_n * slices;
+    let ks = (k / split).ceil().max(1.0);
+    // Rows of a tile that exist (a tile larger than the matrix loads only what is there).
+    let rows_a = mt0.min(m);
+    let cols_b = mt1.min(n);
+    // Column-major storage: A (M x K) is contiguous along M unless transposed, B (K x N)
+    // is contiguous along K unless transposed.
+    let waste_a = if shape.trans_a {
+        line_waste(ks * eb, line)
+    } else {
+        line_waste(rows_a * eb, line)
+    };
+    let waste_b = if shape.trans_b {
+        line_waste(cols_b * eb, line)
+    } else {
+        line_waste(ks * eb, line)
+    };
+    let panel_a = rows_a * ks * eb * waste_a;
+    let panel_b = cols_b * ks * eb * waste_b;
+    let out_bytes = if kernel.split_u > 1 {
+        // Partial tiles are accumulated in f32 with read-modify-write.
+        rows_a * cols_b * 4.0 * 2.0
+    } else {
+        rows_a * cols_b * eb
+    };
+    let wg_panels = panel_a + panel_b;
+    // Every A element is needed by all tile columns and every B element by all tile
+    // rows, but fetched from HBM once if reuse works.
+    let compulsory_total = (m * waste_a * k + n * waste_b * k) * eb * f64::from(shape.batch);
+    let wgs_f = workgroups as f64;
+    let compulsory_panels = (compulsory_total / wgs_f).min(wg_panels);
+    let waves_per_wg = (f64::from(kernel.threads) / f64::from(gpu.wave_size.max(1)))
+        .ceil()
+        .max(1.0);
+    let cu_demand = (waves_per_wg / f64::from(gpu.simds_per_cu)).min(1.0);
+    let eff = cal.efficiency(kernel, occ);
+    Some(KernelCost {
+        workgroups,
+        occupancy: occ,
+        cu_demand,
+        wg_flops_per_ns: gpu.cu_flops_per_ns(shape.dtype) * eff * cu_demand,
+        wg_flops: 2.0 * mt0 * mt1 * ks,
+        wg_llc_bytes: wg_panels + out_bytes,
+        wg_compulsory_bytes: compulsory_panels,
+        wg_out_bytes: out_bytes,
+        grid: (tiles_m, tiles_n, slices),
+        panel_bytes: (panel_a, panel_b),
+        wg_fixed_ns: gpu.wg_fixed_ns,
+    })
+}
+
+impl KernelCost {
+    /// Panel bytes that `resident` workgroups of this kernel keep live: workgroups are
+    /// dispatched in column-major tile order, so `r` consecutive ones span
+    /// `min(r, tiles_m)` tile rows and `ceil(r / tiles_m)` tile columns of a slice.
+    pub fn footprint(&self, resident: f64) -> f64 {
+        if resident <= 0.0 {
+            return 0.0;
+        }
+        let (tm, tn, slices) = (self.grid.0 as f64, self.grid.1 as f64, self.grid.2 as f64);
+        let touched = slices.min(resident);
+        let per_slice = (resident / touched).ceil();
+        let rows = per_slice.min(tm);
+        let cols = (per_slice / tm).ceil().min(tn);
+        touched * (rows * self.panel_bytes.0 + cols * self.panel_bytes.1)
+    }
+
+    /// Panel bytes per workgroup that are new to the resident set when `resident`
+    /// workgroups of this kernel run together: co-resident workgroups of one tile row
+    /// (column) walk K roughly in step and share the A (B) panel through the LLC, so
+    /// only one of them fetches it.
+    pub fn first_touch_bytes(&self, resident: f64) -> f64 {
+        if resident <= 0.0 {
+            return 0.0;
+        }
+        let (tm, tn, slices) = (self.grid.0 as f64, self.grid.1 as f64, self.grid.2 as f64);
+        let touched = slices.min(resident);
+        let per_slice = (resident / touched).ceil().max(1.0);
+        let rows = per_slice.min(tm);
+        let cols = (per_slice / tm).ceil().min(tn);
+        (rows * self.panel_bytes.0 + cols * self.panel_bytes.1) / per_slice
+    }
+
+    /// HBM bytes per workgroup with `resident` co-resident workgroups of this kernel and
+    /// a probability `miss` that a panel fetched by an earlier wave has been evicted:
+    /// compulsory traffic, plus re-fetches of evicted panels, plus the output.
+    pub fn hbm_bytes(&self, resident: f64, miss: f64) -> f64 {
+        let first = self
+            .first_touch_bytes(resident)
+            .max(self.wg_compulsory_bytes);
+        self.wg_compulsory_bytes + (first - self.wg_compulsory_bytes) * miss + self.wg_out_bytes
+    }
+
+    /// Time one workgroup would take alone on an idle GPU (fixed part plus main loop at
+    /// its own CU share, ignoring memory).
+    pub fn alone_ns(&self) -> f64 {
+        self.wg_fixed_ns + self.wg_flops / self.wg_flops_per_ns
+    }
+}
+
+/// Resolves a kernel launched with only its metadata (not from the catalog): prefetch
+/// is inferred from an LDS size above one staging buffer, padding assumed absent.
+pub fn kernel_from_meta(meta: &KernelMeta, dtype: GemmDataType) -> CatalogKernel {
+    let slab = (u32::from(meta.macro_tile_0) + u32::from(meta.macro_tile_1))
+        * u32::from(meta.depth_u)
+        * dtype.bytes();
+    CatalogKernel {
+        index: u32::MAX,
+        mt0: meta.macro_tile_0.max(1),
+        mt1: meta.macro_tile_1.max(1),
+        depth_u: meta.depth_u.max(1),
+        threads: meta.workgroup_size.max(1),
+        split_u: meta.split_k.max(1),
+        prefetch: meta.lds_bytes >= slab.saturating_mul(2),
+        lds_pad: false,
+    }
+}
+
+/// Cost for a launch given as metadata (the CP side's view); occupancy from the
+/// metadata exactly as the firmware computes it.
+pub fn cost_from_meta(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    kernel: &CatalogKernel,
+    meta: &KernelMeta,
+) -> Option<KernelCost> {
+    cost_of_meta(gpu, cal, shape, kernel, meta, &gpu.cu_resources())
+}

@@ -1,0 +1,715 @@
+//! Workgroup-granularity simulation of kernels sharing a GPU (SPEC 5.2, Appendix A).
+//!
+//! Workgroups placed together by the dispatcher for the same kernel are identical and
+//! progress at the same rate, so they are simulated as one *cohort*; events happen when
+//! a cohort finishes its fixed phase or its main loop, and each event re-places freed CU
+//! capacity round-robin over the runnable kernels and re-solves the shared resources:
+//! - CU matrix throughput: the resident main-loop workgroups of a CU pool demand
+//!   `sum(n * cu_demand) / cus`; above 1 everyone slows in proportion.
+//! - LLC: the panel working set of all resident workgroups (of all kernels) against
+//!   `llc_bytes * llc_reuse`; the part that does not fit turns reuse hits into misses.
+//! - HBM and LLC bandwidth: fluid max-min fair shares per workgroup.
+//!
+//! CU capacity is accounted in exact integer units: a workgroup of a kernel with
+//! occupancy `o` takes `SLOT_UNITS_PER_CU / o` of a CU, so mixed kernels share CUs and a
+//! homogeneous kernel fits exactly `cus * o` workgroups. Placement spreads evenly (the
+//! per-CU load is the pool average), which is what round-robin placement tends to.
+
+use super::catalog::{Catalog, CatalogKernel};
+use super::config::GpuConfig;
+use super::gemm::{
+    cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost,
+};
+use super::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
+use std::sync::OnceLock;
+
+/// Capacity units per CU: the least common multiple of 1..=16, so every occupancy up to
+/// the hardware limit divides it.
+const SLOT_UNITS_PER_CU: u64 = 720_720;
+/// Times closer than this (ns) are the same event.
+const TIME_EPS: f64 = 1e-6;
+
+/// The catalog kernel objects resolve against.
+pub fn shared_catalog() -> &'static Catalog {
+    static CATALOG: OnceLock<Catalog> = OnceLock::new();
+    CATALOG.get_or_init(Catalog::standard)
+}
+
+#[derive(Debug, Clone)]
+struct KernelState {
+    tag: u64,
+    cost: KernelCost,
+    slot_units: u64,
+    pool: usize,
+    start_at: Nanos,
+    to_place: u64,
+    resident: u64,
+    all_dispatched: bool,
+    completed: bool,
+}
+
+/// Workgroups of one kernel placed at the same time on every CU of one group, the same
+/// number per CU: they progress identically.
+#[derive(Debug, Clone, Copy)]
+struct Cohort {
+    kernel: usize,
+    group: usize,
+    per_cu: u64,
+    born: Nanos,
+    fixed_left: f64,
+    work_left: f64,
+    rate: f64,
+}
+
+impl Cohort {
+    fn finish_at(&self, now: Nanos) -> Nanos {
+        if self.fixed_left > 0.0 {
+            now + self.fixed_left
+        } else if self.work_left <= 0.0 {
+            now
+        } else if self.rate > 0.0 {
+            now + self.work_left / self.rate
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// CUs whose residents are identical: `cus` of them, each with `used` capacity units
+/// taken. Groups split when a placement covers only part of them and merge again when
+/// their contents coincide.
+#[derive(Debug, Clone, Copy)]
+struct CuGroup {
+    pool: usize,
+    cus: u64,
+    used: u64,
+}
+
+/// The GPU running kernels; implements [`KernelEngine`].
+#[derive(Debug, Clone)]
+pub struct GpuSim {
+    gpu: GpuConfig,
+    cal: Calibration,
+    now: Nanos,
+    kernels: Vec<KernelState>,
+    cohorts: Vec<Cohort>,
+    groups: Vec<CuGroup>,
+    pools: u32,
+    outbox: Vec<GpuEvent>,
+    rr: usize,
+    launches: usize,
+    workgroups_done: u64,
+}
+
+impl GpuSim {
+    /// An idle GPU.
+    pub fn new(gpu: GpuConfig, cal: Calibration) -> Self {
+        Self::with_cu_partitions(gpu, cal, 1)
+    }
+
+    /// An idle GPU whose CUs are statically split into `parts` equal masks (the
+    /// CU-Partition configuration); kernels are assigned to partitions in launch order.
+    /// LLC and HBM stay shared.
+    pub fn with_cu_partitions(gpu: GpuConfig, cal: Calibration, parts: u32) -> Self {
+        let parts = parts.clamp(1, gpu.cus.max(1));
+        let per = u64::from(gpu.cus / parts);
+        let groups = (0..parts as usize)
+            .map(|pool| CuGroup {
+                pool,
+                cus: per,
+                used: 0,
+            })
+            .collect();
+        Self {
+            gpu,
+            cal,
+            now: 0.0,
+            kernels: Vec::new(),
+            cohorts: Vec::new(),
+            groups,
+            pools: parts,
+            outbox: Vec::new(),
+            rr: 0,
+            launches: 0,
+            workgroups_done: 0,
+        }
+    }
+
+    /// The GPU configuration.
+    pub fn config(&self) -> &GpuConfig {
+        &self.gpu
+    }
+
+    /// Current time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Groups and cohorts alive (diagnostics).
+    pub fn debug_sizes(&self) -> String {
+        format!(
+            "groups {} cohorts {}",
+            self.groups.len(),
+            self.cohorts.len()
+        )
+    }
+
+    /// Workgroups that have finished so far.
+    pub fn workgroups_done(&self) -> u64 {
+        self.workgroups_done
+    }
+
+    /// Launches a GEMM with a catalog kernel. Returns false (and launches nothing) if the
+    /// kernel cannot be resident on this GPU.
+    pub fn launch_gemm(
+        &mut self,
+        now: Nanos,
+        tag: u64,
+        shape: &GemmShape,
+        k: &CatalogKernel,
+    ) -> bool {
+        match kernel_cost(&self.gpu, &self.cal, shape, k) {
+            Some(cost) => {
+                self.push_kernel(now, tag, cost);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn push_kernel(&mut self, now: Nanos, tag: u64, cost: KernelCost) {
+        if now > self.now {
+            self.progress(now);
+        }
+        let pool = self.launches % (self.pools.max(1) as usize);
+        self.launches += 1;
+        let slot_units = SLOT_UNITS_PER_CU / u64::from(cost.occupancy.max(1));
+        self.kernels.push(KernelState {
+            tag,
+            cost,
+            slot_units,
+            pool,
+            start_at: self.now.max(now) + self.gpu.kernel_start_ns,
+            to_place: cost.workgroups,
+            resident: 0,
+            all_dispatched: false,
+            completed: false,
+        });
+    }
+
+    fn non_gemm_cost(&self, launch: &KernelLaunch) -> KernelCost {
+        let waves = u32::from(launch.workgroup_size.max(1)).div_ceil(self.gpu.wave_size.max(1));
+        let occ = (self.gpu.wave_slots_per_cu / waves.max(1))
+            .min(self.gpu.max_wgs_per_cu)
+            .max(1);
+        KernelCost {
+            workgroups: launch.workgroups,
+            occupancy: occ,
+            cu_demand: 0.0,
+            wg_flops_per_ns: 1.0,
+            wg_flops: 0.0,
+            wg_llc_bytes: 0.0,
+            wg_compulsory_bytes: 0.0,
+            wg_out_bytes: 0.0,
+            grid: (1, 1, 1),
+            panel_bytes: (0.0, 0.0),
+            wg_fixed_ns: launch.workgroup_time.max(0.0),
+        }
+    }
+
+    /// Runs until every launched kernel completed; returns the time of the last event.
+    pub fn run_to_idle(&mut self, events: &mut Vec<GpuEvent>) -> Nanos {
+        while let Some(t) = self.next_event() {
+            self.advance(t, events);
+        }
+        self.now
+    }
+
+    fn next_internal(&self) -> Option<Nanos> {
+        let mut t = f64::INFINITY;
+        for k in &self.kernels {
+            if !k.completed && k.start_at > self.now {
+                t = t.min(k.start_at);
+            }
+        }
+        for c in &self.cohorts {
+            t = t.min(c.finish_at(self.now));
+        }
+        t.is_finite().then_some(t)
+    }
+
+    fn progress(&mut self, t: Nanos) {
+        let dt = t - self.now;
+        if dt <= 0.0 {
+            return;
+        }
+        for c in &mut self.cohorts {
+            if c.fixed_left > 0.0 {
+                c.fixed_left -= dt;
+                if c.fixed_left < TIME_EPS {
+                    c.fixed_left = 0.0;
+                }
+            } else {
+                c.work_left -= c.rate * dt;
+            }
+        }
+        self.now = t;
+    }
+
+    /// Processes everything due at `self.now`.
+    fn handle_due(&mut self) {
+        let now = self.now;
+        let mut finished = Vec::new();
+        for (i, c) in self.cohorts.iter_mut().enumerate() {
+            if c.fixed_left <= TIME_EPS {
+                c.fixed_left = 0.0;
+                let done = c.work_left <= 0.0 || (c.rate > 0.0 && c.work_left / c.rate <= TIME_EPS);
+                if done {
+                    finished.push(i);
+                }
+            }
+        }
+        for &i in finished.iter().rev() {
+            let c = self.cohorts.swap_remove(i);
+            let cus = self.groups.get(c.group).map_or(0, |g| g.cus);
+            let count = c.per_cu * cus;
+            self.workgroups_done += count;
+            if let Some(k) = self.kernels.get_mut(c.kernel) {
+                k.resident -= count.min(k.resident);
+                if let Some(g) = self.groups.get_mut(c.group) {
+                    g.used -= (c.per_cu * k.slot_units).min(g.used);
+                }
+            }
+        }
+        self.merge_groups();
+        self.place(now);
+        for k in &mut self.kernels {
+            if !k.completed && k.to_place == 0 && k.resident == 0 && k.start_at <= now + TIME_EPS {
+                if !k.all_dispatched {
+                    k.all_dispatched = true;
+                    self.outbox.push(GpuEvent::AllDispatched {
+                        tag: k.tag,
+                        at: now,
+                    });
+                }
+                k.completed = true;
+                self.outbox.push(GpuEvent::Completed {
+                    tag: k.tag,
+                    at: now,
+                });
+            }
+        }
+        if self.cohorts.is_empty() && self.kernels.iter().all(|k| k.completed) {
+            self.kernels.clear();
+        }
+        self.merge_groups();
+        self.solve_rates();
+    }
+
+    /// Merges groups of the same pool whose residents are identical (same kernels, per-CU
+    /// counts and progress), so a long run does not fragment into one group per CU.
+    fn merge_groups(&mut self) {
+        if self.groups.len() < 2 {
+            return;
+        }
+        type Sig = Vec<(usize, u64, u64, u64, u64)>;
+        let mut sigs: Vec<(usize, u64, Sig)> = self
+            .groups
+            .iter()
+            .map(|g| (g.pool, g.used, Vec::new()))
+            .collect();
+        for c in &self.cohorts {
+            if let Some(s) = sigs.get_mut(c.group) {
+                s.2.push((
+                    c.kernel,
+                    c.per_cu,
+                    c.born.to_bits(),
+                    (c.fixed_left * 1e3).round() as u64,
+                    (c.work_left * 1e9).round() as u64,
+                ));
+            }
+        }
+        for s in &mut sigs {
+            s.2.sort_unstable();
+        }
+        let mut target: Vec<usize> = (0..self.groups.len()).collect();
+        let mut map: std::collections::HashMap<(usize, u64, Sig), usize> = Default::default();
+        for (gi, sig) in sigs.into_iter().enumerate() {
+            match map.get(&sig) {
+                Some(&t) => {
+                    if let Some(slot) = target.get_mut(gi) {
+                        *slot = t;
+                    }
+                }
+                None => {
+                    map.insert(sig, gi);
+                }
+            }
+        }
+        if target.iter().enumerate().all(|(i, &t)| i == t) {
+            return;
+        }
+        // Fold CUs into targets, drop merged groups' cohorts, renumber.
+        let mut extra = vec![0u64; self.groups.len()];
+        for (gi, &t) in target.iter().enumerate() {
+            if gi != t {
+                if let (Some(e), Some(g)) = (extra.get_mut(t), self.groups.get(gi)) {
+                    *e += g.cus;
+                }
+            }
+        }
+        self.cohorts
+            .retain(|c| target.get(c.group).is_some_and(|&t| t == c.group));
+        let mut new_index = vec![usize::MAX; self.groups.len()];
+        let mut groups = Vec::new();
+        for (gi, g) in self.groups.iter().enumerate() {
+            if target.get(gi) == Some(&gi) {
+                if let Some(ni) = new_index.get_mut(gi) {
+                    *ni = groups.len();
+                }
+                let mut g = *g;
+                g.cus += extra.get(gi).copied().unwrap_or(0);
+                groups.push(g);
+            }
+        }
+        for c in &mut self.cohorts {
+            c.group = new_index.get(c.group).copied().unwrap_or(0);
+        }
+        self.groups = groups;
+    }
+
+    /// Splits `take` CUs off group `gi` (cloning its cohorts); returns the new group.
+    fn split_group(&mut self, gi: usize, take: u64) -> usize {
+        let ng = self.groups.len();
+        let Some(g) = self.groups.get_mut(gi) else {
+            return gi;
+        };
+        if take == 0 || take >= g.cus {
+            return gi;
+        }
+        g.cus -= take;
+        let mut new = *g;
+        new.cus = take;
+        self.groups.push(new);
+        let clones: Vec<Cohort> = self
+            .cohorts
+            .iter()
+            .filter(|c| c.group == gi)
+            .map(|c| Cohort { group: ng, ..*c })
+            .collect();
+        self.cohorts.extend(clones);
+        ng
+    }
+
+    /// Round-robin placement of pending workgroups into free CU capacity: in each round
+    /// every runnable kernel puts one workgroup on each CU of its share of the
+    /// least-loaded group with room (a kernel alone may fill several per CU at once).
+    fn place(&mut self, now: Nanos) {
+        let nk = self.kernels.len();
+        if nk == 0 {
+            return;
+        }
+        loop {
+            let order: Vec<usize> = (0..nk)
+                .map(|i| (self.rr + i) % nk)
+                .filter(|&i| {
+                    self.kernels.get(i).is_some_and(|k| {
+                        k.to_place > 0
+                            && k.start_at <= now + TIME_EPS
+                            && self.best_group(k.pool, k.slot_units).is_some()
+                    })
+                })
+                .collect();
+            if order.is_empty() {
+                break;
+            }
+            let alone = order.len() == 1;
+            for &i in &order {
+                let Some((pool, units, to_place)) = self
+                    .kernels
+                    .get(i)
+                    .map(|k| (k.pool, k.slot_units, k.to_place))
+                else {
+                    continue;
+                };
+                let Some(gi) = self.best_group(pool, units) else {
+                    continue;
+                };
+                let Some(g) = self.groups.get(gi).copied() else {
+                    continue;
+                };
+                let fit = (SLOT_UNITS_PER_CU - g.used) / units;
+                // Kernels of one round interleave over the CUs (the hardware alternates
+                // queues workgroup by workgroup): each takes its share of the group.
+                // The share is a fixed fraction of the pool, so groups split into at
+                // most one part per runnable kernel instead of fragmenting per CU.
+                let share = if alone {
+                    g.cus
+                } else {
+                    self.pool_cus().div_ceil(order.len() as u64).min(g.cus)
+                };
+                let take = share.min(to_place);
+                let (gi, per_cu) = if take < g.cus {
+                    (self.split_group(gi, take), 1)
+                } else if alone {
+                    (gi, fit.min(to_place / g.cus).max(1))
+                } else {
+                    (gi, 1)
+                };
+                self.place_on(i, gi, per_cu, now);
+                self.rr = (i + 1) % nk;
+            }
+        }
+    }
+
+    fn pool_cus(&self) -> u64 {
+        u64::from(self.gpu.cus / self.pools.max(1))
+    }
+
+    fn best_group(&self, pool: usize, units: u64) -> Option<usize> {
+        self.groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.pool == pool && SLOT_UNITS_PER_CU - g.used >= units)
+            .min_by_key(|(i, g)| (g.used, *i))
+            .map(|(i, _)| i)
+    }
+
+    fn place_on(&mut self, ki: usize, gi: usize, per_cu: u64, now: Nanos) {
+        let Some(cus) = self.groups.get(gi).map(|g| g.cus) else {
+            return;
+        };
+        let Some(k) = self.kernels.get_mut(ki) else {
+            return;
+        };
+        let n = per_cu * cus;
+        k.to_place -= n.min(k.to_place);
+        k.resident += n;
+        if let Some(g) = self.groups.get_mut(gi) {
+            g.used += per_cu * k.slot_units;
+        }
+        let work = if k.cost.wg_flops > 0.0 { 1.0 } else { 0.0 };
+        let fixed = k.cost.wg_fixed_ns;
+        if k.to_place == 0 && !k.all_dispatched {
+            k.all_dispatched = true;
+            self.outbox.push(GpuEvent::AllDispatched {
+                tag: k.tag,
+                at: now,
+            });
+        }
+        if let Some(c) = self
+            .cohorts
+            .iter_mut()
+            .find(|c| c.kernel == ki && c.group == gi && c.born == now)
+        {
+            c.per_cu += per_cu;
+        } else {
+            self.cohorts.push(Cohort {
+                kernel: ki,
+                group: gi,
+                per_cu,
+                born: now,
+                fixed_left: fixed,
+                work_left: work,
+                rate: 0.0,
+            });
+        }
+    }
+
+    /// Re-solves CU shares, LLC misses and bandwidth shares for the current residents.
+    fn solve_rates(&mut self) {
+        // Matrix-unit demand per CU of each group.
+        let mut demand = vec![0.0f64; self.groups.len()];
+        for c in &self.cohorts {
+            if c.fixed_left <= 0.0 && c.work_left > 0.0 {
+                if let (Some(k), Some(d)) = (self.kernels.get(c.kernel), demand.get_mut(c.group)) {
+                    *d += c.per_cu as f64 * k.cost.cu_demand;
+                }
+            }
+        }
+        // LLC working set of all resident workgroups.
+        let working_set: f64 = self
+            .kernels
+            .iter()
+            .filter(|k| k.resident > 0)
+            .map(|k| k.cost.footprint(k.resident as f64))
+            .sum();
+        let effective_llc = self.gpu.llc_bytes as f64 * self.cal.llc_reuse;
+        let miss = if working_set > effective_llc {
+            1.0 - effective_llc / working_set
+        } else {
+            0.0
+        };
+        let mut idx = Vec::with_capacity(self.cohorts.len());
+        let mut counts = Vec::with_capacity(self.cohorts.len());
+        let mut rates = Vec::with_capacity(self.cohorts.len());
+        let mut hbm = Vec::with_capacity(self.cohorts.len());
+        let mut llc = Vec::with_capacity(self.cohorts.len());
+        for (ci, c) in self.cohorts.iter().enumerate() {
+            if c.fixed_left > 0.0 || c.work_left <= 0.0 {
+                continue;
+            }
+            let Some(k) = self.kernels.get(c.kernel) else {
+                continue;
+            };
+            let d = demand.get(c.group).copied().unwrap_or(1.0);
+            let share = if d > 1.0 { 1.0 / d } else { 1.0 };
+            idx.push(ci);
+            counts.push((c.per_cu * self.groups.get(c.group).map_or(0, |g| g.cus)) as f64);
+            rates.push(k.cost.wg_flops_per_ns * share / k.cost.wg_flops);
+            hbm.push(k.cost.hbm_bytes(k.resident as f64, miss));
+            llc.push(k.cost.wg_llc_bytes);
+        }
+        for (bytes, capacity) in [
+            (&hbm, self.gpu.hbm_sustained()),
+            (&llc, self.gpu.llc_bytes_per_ns()),
+        ] {
+            if let Some(l) = water_level(&counts, &rates, bytes, capacity) {
+                for (r, b) in rates.iter_mut().zip(bytes.iter()) {
+                    if *b > 0.0 {
+                        *r = r.min(l / b);
+                    }
+                }
+            }
+        }
+        for (ci, r) in idx.iter().zip(&rates) {
+            if let Some(c) = self.cohorts.get_mut(*ci) {
+                c.rate = *r;
+            }
+        }
+    }
+}
+
+/// Max-min fair level: per-workgroup bandwidth `lambda` such that workgroups wanting
+/// less get what they want and the rest get `lambda`, using up `capacity`. `None` when
+/// everyone's demand fits.
+fn water_level(counts: &[f64], rates: &[f64], bytes: &[f64], capacity: f64) -> Option<f64> {
+    let mut d: Vec<(f64, f64)> = counts
+        .iter()
+        .zip(rates.iter().zip(bytes))
+        .map(|(&n, (&r, &b))| (r * b, n))
+        .collect();
+    let total: f64 = d.iter().map(|(b, n)| b * n).sum();
+    if total <= capacity {
+        return None;
+    }
+    d.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut cap = capacity;
+    let mut remaining: f64 = d.iter().map(|x| x.1).sum();
+    for (b, n) in d {
+        if remaining <= 0.0 {
+            break;
+        }
+        if b * remaining <= cap {
+            cap -= b * n;
+            remaining -= n;
+        } else {
+            return Some(cap / remaining);
+        }
+    }
+    Some(cap.max(0.0) / remaining.max(1.0))
+}
+
+impl KernelEngine for GpuSim {
+    fn launch(&mut self, now: Nanos, tag: u64, launch: &KernelLaunch) {
+        let cost = match &launch.gemm {
+            Some((ext, meta)) => {
+                let shape = GemmShape::from_ext(ext);
+                let kernel = shared_catalog()
+                    .by_kernel_object(meta.kernel_object)
+                    .copied()
+                    .unwrap_or_else(|| kernel_from_meta(meta, shape.dtype));
+                cost_from_meta(&self.gpu, &self.cal, &shape, &kernel, meta)
+                    .unwrap_or_else(|| self.non_gemm_cost(launch))
+            }
+            None => self.non_gemm_cost(launch),
+        };
+        self.push_kernel(now, tag, cost);
+    }
+
+    fn next_event(&self) -> Option<Nanos> {
+        let pending = self
+            .outbox
+            .iter()
+            .map(|e| match e {
+                GpuEvent::AllDispatched { at, .. } | GpuEvent::Completed { at, .. } => *at,
+            })
+            .reduce(f64::min);
+        match (pending, self.next_internal()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance(&mut self, until: Nanos, out: &mut Vec<GpuEvent>) {
+        while let Some(t) = self.next_internal() {
+            if t > until {
+                break;
+            }
+            self.progress(t);
+            self.handle_due();
+            self.flush(out);
+        }
+        if until.is_finite() && until > self.now {
+            self.progress(until);
+        }
+        self.flush(out);
+    }
+}
+
+impl GpuSim {
+    fn flush(&mut self, out: &mut Vec<GpuEvent>) {
+        out.append(&mut self.outbox);
+    }
+}
+
+/// Runs `runs` launched together at time 0 on separate queues and returns the time the
+/// last one completes, or `None` if a kernel cannot be resident. Also returns the
+/// workgroups simulated.
+pub fn makespan(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    runs: &[(GemmShape, CatalogKernel)],
+) -> Option<(Nanos, u64)> {
+    makespan_partitioned(gpu, cal, runs, 1)
+}
+
+/// [`makespan`] with the CUs statically split into `parts` masks (CU-Partition).
+pub fn makespan_partitioned(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    runs: &[(GemmShape, CatalogKernel)],
+    parts: u32,
+) -> Option<(Nanos, u64)> {
+    let mut sim = GpuSim::with_cu_partitions(gpu.clone(), *cal, parts);
+    for (i, (shape, k)) in runs.iter().enumerate() {
+        if !sim.launch_gemm(0.0, i as u64, shape, k) {
+            return None;
+        }
+    }
+    let mut events = Vec::new();
+    let t = sim.run_to_idle(&mut events);
+    Some((t, sim.workgroups_done()))
+}
+
+/// Time of one GEMM alone (launch to completion).
+pub fn isolated_time(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    k: &CatalogKernel,
+) -> Option<Nanos> {
+    makespan(gpu, cal, &[(*shape, *k)]).map(|r| r.0)
+}
+
+/// Time of `copies` identical GEMMs run concurrently on separate queues.
+pub fn concurrent_time(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    k: &CatalogKernel,
+    copies: u32,
+) -> Option<Nanos> {
+    let runs = vec![(*shape, *k); copies.max(1) as usize];
+    makespan(gpu, cal, &runs).map(|r| r.0)
+}

@@ -1,0 +1,195 @@
+//! Trends of the GEMM timing model (SPEC 5.2): efficiency of BERT-size GEMMs, the tail
+//! effect, LLC thrashing at high concurrency, occupancy and waves, determinism.
+
+use nmcp_emulator::gpu::catalog::{Catalog, KERNEL_OBJECT_BASE, KERNEL_OBJECT_STRIDE};
+use nmcp_emulator::gpu::config::GpuConfig;
+use nmcp_emulator::gpu::gemm::{kernel_cost, Calibration, GemmShape};
+use nmcp_emulator::gpu::sim::{concurrent_time, isolated_time, GpuSim};
+use nmcp_emulator::gpu::{GpuEvent, KernelEngine, KernelLaunch};
+use nmcp_firmware::cp::features::{occupancy, waves_q16, workgroups};
+use nmcp_isa::gemm_ext::GemmDataType;
+
+fn f16(m: u32, n: u32, k: u32, ta: bool, tb: bool) -> GemmShape {
+    GemmShape::new(m, n, k, ta, tb, GemmDataType::F16)
+}
+
+/// Best isolated kernel and its time.
+fn best(g: &GpuConfig, s: &GemmShape) -> (usize, f64) {
+    let cat = Catalog::standard();
+    let cal = Calibration::default();
+    cat.kernels()
+        .iter()
+        .filter_map(|k| isolated_time(g, &cal, s, k).map(|t| (k.index as usize, t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("some kernel runs")
+}
+
+#[test]
+fn bert_size_gemms_reach_40_to_60_percent_of_peak() {
+    let g = GpuConfig::mi100();
+    for s in [
+        f16(1024, 4096, 1024, false, false),
+        f16(4096, 4096, 1024, false, false),
+        f16(1024, 4096, 4096, true, false),
+        f16(4096, 1024, 4096, false, true),
+    ] {
+        let (_, t) = best(&g, &s);
+        let eff = s.flops() / t / g.peak_flops_per_ns(s.dtype);
+        assert!(
+            (0.40..=0.60).contains(&eff),
+            "{}: efficiency {eff:.3}",
+            s.label()
+        );
+    }
+}
+
+#[test]
+fn concurrency_fills_the_tail_of_a_partial_wave_gemm() {
+    // 4096 x 256 with the isolated kernel: a fraction of a wave, CUs idle alone.
+    let g = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let s = f16(4096, 256, 1024, false, false);
+    let (ki, t1) = best(&g, &s);
+    let k = Catalog::standard().get(ki).copied().expect("kernel");
+    let cost = kernel_cost(&g, &cal, &s, &k).expect("resident");
+    let slots = u64::from(g.cus) * u64::from(cost.occupancy);
+    assert!(cost.workgroups < slots, "expected a partial wave");
+    let t2 = concurrent_time(&g, &cal, &s, &k, 2).expect("runs");
+    let speedup = 2.0 * t1 / t2;
+    assert!(
+        speedup > 1.10,
+        "2 concurrent copies speed up only {speedup:.3}x"
+    );
+}
+
+#[test]
+fn large_k_gemm_thrashes_the_llc_at_high_concurrency() {
+    // A large-K weight-gradient GEMM: the panels of 16 copies cannot share the LLC.
+    let g = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let s = f16(2048, 2048, 8192, false, true);
+    let (ki, t1) = best(&g, &s);
+    let k = Catalog::standard().get(ki).copied().expect("kernel");
+    let s2 = 2.0 * t1 / concurrent_time(&g, &cal, &s, &k, 2).expect("runs");
+    let s16 = 16.0 * t1 / concurrent_time(&g, &cal, &s, &k, 16).expect("runs");
+    assert!(
+        s16 < 1.0,
+        "16 copies should be slower than serial, got {s16:.3}x"
+    );
+    assert!(
+        s16 < s2,
+        "speedup should fall with CD: 2 -> {s2:.3}, 16 -> {s16:.3}"
+    );
+    // With an LLC that holds everything, the same run does not degrade as much.
+    let mut big = g.clone();
+    big.llc_bytes *= 64;
+    let b1 = isolated_time(&big, &cal, &s, &k).expect("runs");
+    let b16 = 16.0 * b1 / concurrent_time(&big, &cal, &s, &k, 16).expect("runs");
+    assert!(b16 > s16, "a larger LLC should help: {b16:.3} vs {s16:.3}");
+}
+
+#[test]
+fn occupancy_and_waves_follow_the_resources() {
+    let g = GpuConfig::mi100();
+    let cat = Catalog::standard();
+    let s = f16(4096, 4096, 1024, false, false);
+    for k in cat.kernels().iter().step_by(17) {
+        let meta = k.meta(s.dtype);
+        let ext = s.to_ext();
+        let res = g.cu_resources();
+        let occ = occupancy(&meta, &res);
+        let waves_per_wg = u32::from(k.threads).div_ceil(64);
+        assert!(occ <= 40 / waves_per_wg && occ <= 16, "{}", k.name());
+        if occ > 0 {
+            assert!(occ <= 65536 / meta.lds_bytes, "{}: LDS bound", k.name());
+            let wgs = workgroups(&ext, &meta);
+            assert_eq!(
+                wgs,
+                u64::from(4096u32.div_ceil(u32::from(k.mt0)))
+                    * u64::from(4096u32.div_ceil(u32::from(k.mt1)))
+                    * u64::from(k.split_u)
+            );
+            let w = waves_q16(wgs, occ, &res).expect("resident");
+            let expect = ((u128::from(wgs) << 16) / (120 * u128::from(occ))) as i64;
+            assert_eq!(w, expect);
+        }
+    }
+    // Catalog kernel objects resolve back to their entries.
+    let k = cat.get(5).expect("entry 5");
+    assert_eq!(
+        k.kernel_object(),
+        KERNEL_OBJECT_BASE + 5 * KERNEL_OBJECT_STRIDE
+    );
+    assert_eq!(cat.by_kernel_object(k.kernel_object()), Some(k));
+    assert_eq!(cat.by_kernel_object(k.kernel_object() + 1), None);
+}
+
+#[test]
+fn constrained_gpus_halve_cus_and_llc() {
+    let g = GpuConfig::mi100();
+    let h = g.constrained(2);
+    let q = g.constrained(4);
+    assert_eq!((h.cus, q.cus), (60, 30));
+    assert_eq!((h.llc_bytes, q.llc_bytes), (4 << 20, 2 << 20));
+    assert_eq!(h.hbm_bytes_per_ns, g.hbm_bytes_per_ns);
+    let t3 = GpuConfig::t3_table_8_1();
+    assert_eq!((t3.cus, t3.llc_bytes, t3.llc_banks), (80, 16 << 20, 64));
+}
+
+fn run_engine() -> Vec<GpuEvent> {
+    let g = GpuConfig::mi100();
+    let cat = Catalog::standard();
+    let mut sim = GpuSim::new(g, Calibration::default());
+    let s = f16(2048, 1024, 1024, false, false);
+    let mut events = Vec::new();
+    for (tag, ki) in [(1u64, 40usize), (2, 120), (3, 200)] {
+        let k = cat.get(ki).expect("kernel");
+        let mut ext = s.to_ext();
+        let meta = k.meta(s.dtype);
+        ext.kernels.push(meta).expect("room");
+        let launch = KernelLaunch {
+            gemm: Some((ext.clone(), meta)),
+            workgroups: workgroups(&ext, &meta),
+            workgroup_size: k.threads,
+            workgroup_time: 0.0,
+        };
+        sim.launch(tag as f64 * 1000.0, tag, &launch);
+    }
+    sim.launch(
+        500.0,
+        9,
+        &KernelLaunch {
+            gemm: None,
+            workgroups: 300,
+            workgroup_size: 256,
+            workgroup_time: 5000.0,
+        },
+    );
+    while let Some(t) = sim.next_event() {
+        sim.advance(t, &mut events);
+    }
+    events
+}
+
+#[test]
+fn engine_reports_every_kernel_once_in_time_order_and_is_deterministic() {
+    let a = run_engine();
+    let b = run_engine();
+    assert_eq!(a, b);
+    let time = |e: &GpuEvent| match e {
+        GpuEvent::AllDispatched { at, .. } | GpuEvent::Completed { at, .. } => *at,
+    };
+    assert!(a.windows(2).all(|w| time(&w[0]) <= time(&w[1])));
+    for tag in [1u64, 2, 3, 9] {
+        let done: Vec<&GpuEvent> = a
+            .iter()
+            .filter(|e| matches!(e, GpuEvent::Completed { tag: t, .. } if *t == tag))
+            .collect();
+        let disp: Vec<&GpuEvent> = a
+            .iter()
+            .filter(|e| matches!(e, GpuEvent::AllDispatched { tag: t, .. } if *t == tag))
+            .collect();
+        assert_eq!((done.len(), disp.len()), (1, 1), "tag {tag}");
+        assert!(time(disp[0]) <= time(done[0]));
+    }
+}

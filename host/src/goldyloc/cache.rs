@@ -1,0 +1,66 @@
+//! Results keyed by a hash of their inputs, stored as JSON files.
+
+use serde::{de::DeserializeOwned, Serialize};
+use std::path::PathBuf;
+
+/// Bumped when a step's output format or semantics change, so old entries are ignored.
+const CACHE_VERSION: u32 = 1;
+
+/// A directory of cached step results.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// `$NMCP_CACHE`, else `target/nmcp-cache` under the current directory.
+    pub fn default_location() -> Self {
+        let dir = std::env::var_os("NMCP_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("target").join("nmcp-cache"));
+        Self { dir }
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &PathBuf {
+        &self.dir
+    }
+
+    fn path(&self, step: &str, key: u64) -> PathBuf {
+        self.dir.join(format!("{step}-{key:016x}.json"))
+    }
+
+    /// A cached result, if present and readable.
+    pub fn get<T: DeserializeOwned>(&self, step: &str, key: u64) -> Option<T> {
+        let text = std::fs::read_to_string(self.path(step, key)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Stores a result (best effort: a cache that cannot be written only costs time).
+    pub fn put<T: Serialize>(&self, step: &str, key: u64, value: &T) {
+        if std::fs::create_dir_all(&self.dir).is_err() {
+            return;
+        }
+        if let Ok(text) = serde_json::to_string(value) {
+            let tmp = self.dir.join(format!(".{step}-{key:016x}.tmp"));
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, self.path(step, key));
+            }
+        }
+    }
+}
+
+/// FNV-1a over the JSON of the inputs: stable across runs and toolchains.
+pub fn key_of<T: Serialize>(step: &str, inputs: &T) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let json = serde_json::to_string(inputs).unwrap_or_default();
+    for b in step
+        .bytes()
+        .chain(CACHE_VERSION.to_le_bytes())
+        .chain(json.bytes())
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

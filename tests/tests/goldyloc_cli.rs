@@ -1,0 +1,109 @@
+//! `nmcp goldyloc tune|train|eval --quick` end to end, output parsed as JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nmcp-goldyloc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn run(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(nmcp_tests::nmcp_path())
+        .args(args)
+        .env("NMCP_CACHE", dir.join("cache"))
+        .output()
+        .expect("nmcp runs");
+    assert!(
+        out.status.success(),
+        "nmcp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "nmcp {args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn quick_tune_train_eval_produce_consistent_json() {
+    let dir = scratch();
+    let lib = dir.join("golib.json");
+    let lib_s = lib.to_string_lossy().to_string();
+    let tune = run(
+        &dir,
+        &["goldyloc", "tune", "--quick", "--json", "--out", &lib_s],
+    );
+    let tuned = tune["gemms_tuned"].as_u64().expect("count");
+    assert!(tuned > 20, "{tune}");
+    let library: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&lib).expect("library written"))
+            .expect("json");
+    assert_eq!(library.as_array().map(|a| a.len() as u64), Some(tuned));
+    assert!(library[0]["kernels"]
+        .as_array()
+        .is_some_and(|k| !k.is_empty() && k.len() <= 3));
+
+    let pred = dir.join("pred.json");
+    let pred_s = pred.to_string_lossy().to_string();
+    let train = run(
+        &dir,
+        &["goldyloc", "train", "--quick", "--json", "--out", &pred_s],
+    );
+    assert!(
+        train["fixed_point_agreement"].as_f64().expect("agreement") >= 0.99,
+        "{train}"
+    );
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pred).expect("predictor written"))
+            .expect("json");
+    assert_eq!(p["weight_q16"].as_array().map(Vec::len), Some(5));
+
+    let eval = run(&dir, &["goldyloc", "eval", "--quick", "--json"]);
+    let scenarios = eval["scenarios"].as_array().expect("scenarios");
+    let ns: Vec<u64> = scenarios.iter().filter_map(|s| s["n"].as_u64()).collect();
+    assert_eq!(ns, vec![2, 4, 8, 16]);
+    for s in scenarios {
+        let split: f64 = s["split"]
+            .as_array()
+            .expect("split")
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .sum();
+        assert!((split - 1.0).abs() < 1e-9, "{split}");
+        // Sequential over itself is 1; every configuration produced a finite time.
+        assert!((s["all_over_sequential"][0].as_f64().expect("seq") - 1.0).abs() < 1e-12);
+        for v in s["all_over_sequential"].as_array().expect("geomeans") {
+            assert!(v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0), "{v}");
+        }
+        // Oracle never loses to Sequential by construction.
+        assert!(s["all_over_sequential"][4].as_f64().expect("oracle") >= 1.0 - 1e-9);
+    }
+    assert!(eval["gemms"].as_array().is_some_and(|g| !g.is_empty()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_gemm_csv_is_an_error_with_line_and_column() {
+    let dir = scratch().join("bad");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let csv = dir.join("g.csv");
+    std::fs::write(&csv, "64,64,64,0,0,f16\n64,64,zz,0,0,f16\n").expect("write");
+    let out = Command::new(nmcp_tests::nmcp_path())
+        .args([
+            "goldyloc",
+            "eval",
+            "--no-cache",
+            "--gemms",
+            &csv.to_string_lossy(),
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2, column 3"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
