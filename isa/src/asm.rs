@@ -21,7 +21,8 @@
 //! scale.T  dst, src, scalar
 //! shl|shr.T dst, src, COUNT              ; COUNT 0..=31
 //! acc|sqacc.T src                        ; src: tsN | mem
-//! rcp|rsqrt|sqrt.f32 dst, src
+//! rcp|rsqrt|sqrt.f32 dst, src            ; src: tsN | mem
+//! div.f32  dst, src, src                 ; dst = src0 / src1, correctly rounded; no #imm
 //! ```
 //!
 //! Types are `f16`, `bf16`, `f32`, `i32`; immediates are `#` followed by a decimal or
@@ -440,6 +441,15 @@ fn parse_instr_tok(line: Tok<'_>) -> Result<Instr, KindAt> {
             .ok_or(end_of_head.err(AsmErrorKind::MissingType))?;
         DType::from_name(t.text).ok_or(t.err(AsmErrorKind::UnknownType))
     };
+    let f32_only = |parts: &mut Suffixes<'_>| -> Result<(), KindAt> {
+        let t = parts.peek();
+        if dtype(parts)? != DType::F32 {
+            return Err(t.unwrap_or(end_of_head).err(AsmErrorKind::Expected(
+                "type f32 (the only type of this instruction)",
+            )));
+        }
+        Ok(())
+    };
     let instr = match opcode {
         Opcode::Nop => Instr::Nop,
         Opcode::Exit => Instr::Exit,
@@ -559,18 +569,21 @@ fn parse_instr_tok(line: Tok<'_>) -> Result<Instr, KindAt> {
                 src: loc(&mut ops)?,
             }
         }
+        Opcode::Div => {
+            f32_only(&mut parts)?;
+            Instr::Div {
+                dst: loc(&mut ops)?,
+                src0: src(&mut ops)?,
+                src1: src(&mut ops)?,
+            }
+        }
         Opcode::Rcp | Opcode::Rsqrt | Opcode::Sqrt => {
             let op = match opcode {
                 Opcode::Rcp => SpecialOp::Rcp,
                 Opcode::Rsqrt => SpecialOp::Rsqrt,
                 _ => SpecialOp::Sqrt,
             };
-            let t = parts.peek();
-            if dtype(&mut parts)? != DType::F32 {
-                return Err(t.unwrap_or(end_of_head).err(AsmErrorKind::Expected(
-                    "type f32 (the only type of this instruction)",
-                )));
-            }
+            f32_only(&mut parts)?;
             Instr::Special {
                 op,
                 dst: loc(&mut ops)?,
@@ -1074,6 +1087,9 @@ pub fn write_instr<W: Write + ?Sized>(w: &mut W, instr: &Instr) -> fmt::Result {
             amount.get()
         ),
         Instr::Reduce { dtype, src, .. } => write!(w, "{m}.{dtype} {}", LocText(src)),
+        Instr::Div { dst, src0, src1 } => {
+            write!(w, "{m}.f32 {}, {}, {}", LocText(dst), s(src0), s(src1))
+        }
         Instr::Special { dst, src, .. } => {
             write!(w, "{m}.f32 {}, {}", LocText(dst), LocText(src))
         }

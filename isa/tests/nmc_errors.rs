@@ -173,6 +173,80 @@ fn special_functions_are_f32_only() {
 }
 
 #[test]
+fn div_is_f32_only() {
+    for dtype in [0, 1, 3] {
+        let w = word(Opcode::Div as u32, dtype, 0, MEM, 1, 0);
+        assert_eq!(
+            Instr::decode(w),
+            Err(DecodeError::DtypeNotAllowed {
+                opcode: Opcode::Div,
+                value: dtype as u8
+            })
+        );
+        assert!(msg(w).starts_with("dtype"), "{}", msg(w));
+        assert!(msg(w).contains("div"), "{}", msg(w));
+    }
+    assert_eq!(
+        Instr::decode(word(Opcode::Div as u32, 2, 0, MEM, 0b01011, 0)),
+        Ok(Instr::Div {
+            dst: Loc::Ts(TsSlot::new(0).unwrap()),
+            src0: Src::Mem,
+            src1: Src::Sreg(ScalarReg::new(3).unwrap()),
+        })
+    );
+}
+
+#[test]
+fn div_takes_no_immediate_and_needs_both_sources() {
+    // An immediate divisor (src1 = IMM, with or without aux bits).
+    for aux in [0, 5, 0x1ff] {
+        assert_eq!(
+            Instr::decode(word(Opcode::Div as u32, 2, 0, MEM, IMM, aux)),
+            Err(DecodeError::OperandNotAllowed {
+                opcode: Opcode::Div,
+                field: Field::Src1,
+                value: IMM as u8
+            })
+        );
+    }
+    // An immediate dividend.
+    assert_eq!(
+        Instr::decode(word(Opcode::Div as u32, 2, 0, IMM, 1, 5)),
+        Err(DecodeError::OperandNotAllowed {
+            opcode: Opcode::Div,
+            field: Field::Src0,
+            value: IMM as u8
+        })
+    );
+    // NONE as either source, and NONE or a scalar register as the destination.
+    for (dst, src0, src1, field, value) in [
+        (0, NONE, 1, Field::Src0, NONE),
+        (0, 1, NONE, Field::Src1, NONE),
+        (NONE, 1, 2, Field::Dst, NONE),
+        (0b01010, 1, 2, Field::Dst, 0b01010),
+    ] {
+        let w = word(Opcode::Div as u32, 2, dst, src0, src1, 0);
+        assert_eq!(
+            Instr::decode(w),
+            Err(DecodeError::OperandNotAllowed {
+                opcode: Opcode::Div,
+                field,
+                value: value as u8
+            })
+        );
+    }
+    // aux is unused and must be zero.
+    assert_eq!(
+        Instr::decode(word(Opcode::Div as u32, 2, 0, MEM, 1, 4)),
+        Err(DecodeError::UnusedNotZero {
+            opcode: Opcode::Div,
+            field: Field::Aux,
+            value: 4
+        })
+    );
+}
+
+#[test]
 fn conversions_outside_the_legal_pairs_are_rejected() {
     // f16 -> bf16, f32 -> f32, i32 -> f32 with a half select.
     for (to, from, half) in [(1, 0, 0), (2, 2, 0), (2, 3, 1)] {
@@ -236,6 +310,18 @@ fn costs_and_memory_use() {
         .unwrap()
         .reads_memory());
     assert_eq!(parse_instr("sqacc.f32 mem").unwrap().max_ts_slot(), None);
+    // DIV: seed + Newton steps of RCP, then q = a*y and the two correction FMAs.
+    let div = parse_instr("div.f32 ts2, mem, ts5").unwrap();
+    assert_eq!(div.alu_ops(), 1 + 2 * RCP_NEWTON_STEPS + DIV_EXTRA_OPS);
+    assert_eq!(div.alu_ops(), 10);
+    assert_eq!(div.column_slots(), 5);
+    assert_eq!(div.dtype(), Some(DType::F32));
+    assert!(div.reads_memory() && !div.writes_memory());
+    assert_eq!(div.max_ts_slot(), Some(5));
+    let div = parse_instr("div.f32 mem, ts1, s7").unwrap();
+    assert!(!div.reads_memory() && div.writes_memory());
+    assert_eq!(div.max_ts_slot(), Some(1));
+    assert_eq!(div.to_string(), "div.f32 mem, ts1, s7");
 }
 
 fn sample_macro() -> MacroCommand {
@@ -507,6 +593,24 @@ fn assembler_errors_have_line_column_and_expectation() {
 
     let (_, _, k, _) = asm_err("rcp.f16 ts0, mem");
     assert!(matches!(k, AsmErrorKind::Expected(_)));
+
+    let (_, c, k, _) = asm_err("div.i32 ts0, mem, ts1");
+    assert_eq!(
+        (c, k),
+        (
+            5,
+            AsmErrorKind::Expected("type f32 (the only type of this instruction)")
+        )
+    );
+
+    let (_, c, k, _) = asm_err("div.f32 ts0, mem, #3");
+    assert_eq!((c, k), (19, AsmErrorKind::Expected("tsN, sN or mem")));
+
+    let (_, _, k, _) = asm_err("div.f32 ts0, mem");
+    assert_eq!(k, AsmErrorKind::Expected("tsN, sN or mem"));
+
+    let (_, _, k, _) = asm_err("div ts0, mem, ts1");
+    assert_eq!(k, AsmErrorKind::MissingType);
 
     let (_, c, k, _) = asm_err("cvt.bf16.f16 ts0, mem");
     assert_eq!((c, k), (10, AsmErrorKind::BadConversion));

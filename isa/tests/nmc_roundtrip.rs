@@ -121,6 +121,7 @@ fn body_instr() -> impl Strategy<Value = Instr> {
         )
             .prop_map(|(op, dtype, src)| Instr::Reduce { op, dtype, src }),
         (special, loc(), loc()).prop_map(|(op, dst, src)| Instr::Special { op, dst, src }),
+        (loc(), src(), src()).prop_map(|(dst, src0, src1)| Instr::Div { dst, src0, src1 }),
     ]
 }
 

@@ -17,6 +17,9 @@
 //! - RCP/RSQRT/SQRT: exponent/mantissa split, bit-trick seed on the mantissa, Newton–
 //!   Raphson steps in f32 with FMA, exponent re-applied with one final rounding; the step
 //!   counts are the ones [`Instr::column_slots`] charges for.
+//! - DIV (f32 only) is the IEEE correctly-rounded quotient, bit for bit Rust's `a / b`
+//!   (zeros, infinities, NaNs and subnormals included); the hardware's seed + Newton +
+//!   Markstein correction sequence is what [`Instr::column_slots`] charges for.
 
 use half::{bf16, f16};
 use nmcp_isa::nmc::{
@@ -262,6 +265,17 @@ impl BankAlu {
                     };
                 }
                 return Ok(());
+            }
+            Instr::Div { src0, src1, .. } => {
+                let a = self.src_lanes(&ctx, DType::F32, src0.into(), mem)?;
+                let b = self.src_lanes(&ctx, DType::F32, src1.into(), mem)?;
+                let (Lanes::F(x), Lanes::F(y)) = (a, b) else {
+                    unreachable!("f32 loads as floats")
+                };
+                store(
+                    DType::F32,
+                    &Lanes::F(core::array::from_fn(|i| div(x[i], y[i]))),
+                )
             }
             Instr::Special { op, src, .. } => {
                 let col = self.read_loc(&ctx, src, mem)?;
@@ -551,6 +565,11 @@ fn convert(conv: Conversion, src: &Column, old_dst: &Column) -> Column {
             Lanes::I(_) => unreachable!("f32 loads as floats"),
         },
     }
+}
+
+/// The ALU's division: the IEEE f32 quotient, correctly rounded (nearest-even).
+pub fn div(a: f32, b: f32) -> f32 {
+    a / b
 }
 
 /// Splits a positive finite non-zero `x` into `m` in [1, 2) and `e` with `x = m * 2^e`
@@ -933,6 +952,92 @@ mod tests {
             };
             prop_assert_eq!(ts0, want);
         }
+    }
+
+    /// Quotient lanes equal `a / b` bit for bit (a NaN only has to be a NaN).
+    fn assert_quotients(a: &[f32], b: &[f32], got: &Column, what: &str) {
+        for ((x, y), q) in a.iter().zip(b).zip(floats(DType::F32, got)) {
+            let want = x / y;
+            assert!(
+                (want.is_nan() && q.is_nan()) || want.to_bits() == q.to_bits(),
+                "{what}: {x:e} ({:#010x}) / {y:e} ({:#010x}) = {q:e} ({:#010x}), want {want:e} ({:#010x})",
+                x.to_bits(),
+                y.to_bits(),
+                q.to_bits(),
+                want.to_bits()
+            );
+        }
+    }
+
+    #[test]
+    fn div_is_the_ieee_quotient() {
+        let specials = [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(1),
+            -f32::from_bits(1),
+            f32::from_bits(0x007f_ffff),
+            f32::from_bits(0x0040_0001),
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::MIN,
+            f32::EPSILON,
+            1.0,
+            -1.0,
+            3.0,
+            0.1,
+            1e-38,
+            1e38,
+            f32::from_bits(0x3fff_ffff), // mantissa all ones
+            f32::from_bits(0x3f80_0001),
+        ];
+        let mut pairs: Vec<(f32, f32)> = specials
+            .iter()
+            .flat_map(|&x| specials.iter().map(move |&y| (x, y)))
+            .collect();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0xd1f);
+        // Any bit patterns (NaNs, infinities, subnormals included) ...
+        pairs.extend((0..100_000).map(|_| {
+            (
+                f32::from_bits(rng.random::<u32>()),
+                f32::from_bits(rng.random::<u32>()),
+            )
+        }));
+        // ... and quotients that overflow, underflow into subnormals, or are ordinary.
+        let mut magnitude = |lo: i32, hi: i32| {
+            let m: f32 = rng.random_range(-2.0..2.0);
+            m * 2f32.powi(rng.random_range(lo..hi))
+        };
+        pairs.extend((0..20_000).map(|_| (magnitude(100, 127), magnitude(-126, -100))));
+        pairs.extend((0..20_000).map(|_| (magnitude(-149, -100), magnitude(0, 127))));
+        pairs.extend((0..20_000).map(|_| (magnitude(-20, 20), magnitude(-20, 20))));
+        for lanes in pairs.chunks(8) {
+            let a: Vec<f32> = lanes.iter().map(|p| p.0).collect();
+            let b: Vec<f32> = lanes.iter().map(|p| p.1).collect();
+            let (ca, cb) = (pack_floats(DType::F32, &a), pack_floats(DType::F32, &b));
+            let (mem, _, _) = run("div.f32 mem, mem, ts1", ca, cb, [0; 32]);
+            assert_quotients(&a, &b, &mem, "div.f32 mem, mem, ts1");
+            let (_, ts0, _) = run("div.f32 ts0, ts2, mem", cb, [0; 32], ca);
+            assert_quotients(&a, &b, &ts0, "div.f32 ts0, ts2, mem");
+            // A scalar register divisor, broadcast to every lane.
+            let (_, ts0, _) = run("div.f32 ts0, ts1, s4", [0; 32], ca, [0; 32]);
+            let pi = f32::from_bits(SCALARS[4]);
+            assert_quotients(&a, &[pi; 8], &ts0, "div.f32 ts0, ts1, s4");
+        }
+        assert_eq!(
+            Instr::Div {
+                dst: Loc::Mem,
+                src0: nmcp_isa::nmc::Src::Mem,
+                src1: nmcp_isa::nmc::Src::Mem,
+            }
+            .column_slots(),
+            5
+        );
     }
 
     #[test]

@@ -56,6 +56,27 @@ pub const RSQRT_NEWTON_STEPS: u32 = 3;
 /// correction FMA (one Heron/Newton step on s, which makes the result nearly correctly
 /// rounded).
 pub const SQRT_EXTRA_OPS: u32 = 3;
+/// Dependent operations DIV adds after its reciprocal (seed + [`RCP_NEWTON_STEPS`] Newton
+/// steps, as RCP): `q = a·y`, the residual `r = fma(-b, q, a)` and the correction
+/// `q' = fma(r, y, q)`, so DIV is `1 + 2·RCP_NEWTON_STEPS + DIV_EXTRA_OPS` operations.
+///
+/// This is Markstein's FMA-based division (Markstein 1990; Cornea et al. for IA-64), the
+/// scheme GPUs use for `div.rn.f32`. Why it is correctly rounded: with `q` within an ulp
+/// of `a/b`, the residual `r = a - b·q` is exactly representable, so the FMA computes it
+/// without error; the correction `q + r·y` then lands on the round-to-nearest-even quotient
+/// in its single final rounding, provided the reciprocal `y` has been refined to full
+/// precision (Markstein's theorem assumes `y` is `1/b` correctly rounded). Operand scaling
+/// and the special cases (zeros, infinities, NaNs, subnormal and overflowing quotients) go
+/// through the exponent logic beside the mantissa datapath, off the dependent chain. The
+/// emulator executes DIV as exactly IEEE `a / b`.
+///
+/// Caveat, measured with the emulator's RCP seed and step form: three Newton steps leave
+/// `y` one ulp off for ~0.016 % of divisor mantissas, and then the final FMA can miss by
+/// one ulp (34 of the 2^32 quotients of the 512 divisor mantissas nearest 1 and 2, none in
+/// 5·10^7 random mantissa pairs). A fourth step (`1 + 2·4 + 3` = 12 operations, 6 slots)
+/// leaves only the textbook exception, a divisor mantissa of all ones. See
+/// `docs/decisions/isa.md`.
+pub const DIV_EXTRA_OPS: u32 = 3;
 /// Guaranteed bound on the relative error of RCP, RSQRT and SQRT against the exact
 /// result, for every finite input whose exact result is a normal f32. Tested by the
 /// emulator's ALU tests over random, tiny, huge and denormal inputs.
@@ -108,6 +129,8 @@ pub enum Opcode {
     Min = 0x0d,
     /// dst = max(src0, src1).
     Max = 0x0e,
+    /// dst = src0 / src1 (f32, correctly rounded, multi-cycle).
+    Div = 0x0f,
     /// dst = src0 << aux (floats: times 2^aux).
     Shl = 0x10,
     /// dst = src0 >> aux, arithmetic (floats: times 2^-aux).
@@ -130,7 +153,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every defined opcode.
-    pub const ALL: [Opcode; 20] = [
+    pub const ALL: [Opcode; 21] = [
         Self::Nop,
         Self::Mov,
         Self::Fill,
@@ -142,6 +165,7 @@ impl Opcode {
         Self::Scale,
         Self::Min,
         Self::Max,
+        Self::Div,
         Self::Shl,
         Self::Shr,
         Self::Acc,
@@ -172,6 +196,7 @@ impl Opcode {
             Self::Scale => "scale",
             Self::Min => "min",
             Self::Max => "max",
+            Self::Div => "div",
             Self::Shl => "shl",
             Self::Shr => "shr",
             Self::Acc => "acc",
@@ -618,6 +643,15 @@ pub enum Instr {
         dtype: DType,
         /// Source.
         src: Loc,
+    },
+    /// dst = src0 / src1, f32 only, the IEEE correctly-rounded quotient.
+    Div {
+        /// Destination.
+        dst: Loc,
+        /// Dividend.
+        src0: Src,
+        /// Divisor (no immediate).
+        src1: Src,
     },
     /// dst = f(src), f32 only.
     Special {
@@ -1159,6 +1193,19 @@ impl Instr {
             Opcode::Shr => shift(ShiftOp::Shr),
             Opcode::Acc => reduce(ReduceOp::Acc),
             Opcode::SqAcc => reduce(ReduceOp::SqAcc),
+            Opcode::Div => {
+                if dtype != DType::F32 {
+                    return Err(DecodeError::DtypeNotAllowed {
+                        opcode,
+                        value: f.dtype,
+                    });
+                }
+                let dst = f.loc(Field::Dst)?;
+                let src0 = f.src(Field::Src0)?;
+                let src1 = f.src(Field::Src1)?;
+                f.aux_zero()?;
+                Ok(Self::Div { dst, src0, src1 })
+            }
             Opcode::Rcp => special(SpecialOp::Rcp),
             Opcode::Rsqrt => special(SpecialOp::Rsqrt),
             Opcode::Sqrt => special(SpecialOp::Sqrt),
@@ -1235,6 +1282,14 @@ impl Instr {
                 u32::from(amount.get()),
             ),
             Self::Reduce { dtype, src, .. } => word(op, dtype as u8, NONE, loc_code(src), NONE, 0),
+            Self::Div { dst, src0, src1 } => word(
+                op,
+                DType::F32 as u8,
+                loc_code(dst),
+                src_code(src0),
+                src_code(src1),
+                0,
+            ),
             Self::Special { dst, src, .. } => {
                 word(op, DType::F32 as u8, loc_code(dst), loc_code(src), NONE, 0)
             }
@@ -1265,6 +1320,7 @@ impl Instr {
                 ReduceOp::Acc => Opcode::Acc,
                 ReduceOp::SqAcc => Opcode::SqAcc,
             },
+            Self::Div { .. } => Opcode::Div,
             Self::Special { op, .. } => match op {
                 SpecialOp::Rcp => Opcode::Rcp,
                 SpecialOp::Rsqrt => Opcode::Rsqrt,
@@ -1288,7 +1344,7 @@ impl Instr {
             | Self::Shift { dtype, .. }
             | Self::Reduce { dtype, .. } => Some(dtype),
             Self::Cvt { conv, .. } => Some(conv.to()),
-            Self::Special { .. } => Some(DType::F32),
+            Self::Div { .. } | Self::Special { .. } => Some(DType::F32),
         }
     }
 
@@ -1301,6 +1357,7 @@ impl Instr {
     pub const fn alu_ops(&self) -> u32 {
         match self {
             Self::Jump { .. } | Self::Exit => 0,
+            Self::Div { .. } => 1 + 2 * RCP_NEWTON_STEPS + DIV_EXTRA_OPS,
             Self::Special { op, .. } => match op {
                 SpecialOp::Rcp => 1 + 2 * RCP_NEWTON_STEPS,
                 SpecialOp::Rsqrt => 1 + 3 * RSQRT_NEWTON_STEPS,
@@ -1312,8 +1369,8 @@ impl Instr {
 
     /// Column-command slots (each tCCD_L long in all-bank mode) the instruction occupies:
     /// 0 for JUMP/EXIT, 1 for ordinary instructions (including NOP), and
-    /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (7 ops, 4 slots), RSQRT (10 ops, 5 slots)
-    /// and SQRT (13 ops, 7 slots).
+    /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (7 ops, 4 slots), RSQRT (10 ops, 5 slots),
+    /// SQRT (13 ops, 7 slots) and DIV (10 ops, 5 slots).
     pub const fn column_slots(&self) -> u32 {
         self.alu_ops().div_ceil(ALU_OPS_PER_SLOT)
     }
@@ -1330,6 +1387,7 @@ impl Instr {
             | Self::Special { src: s, .. } => [loc(s), None, None],
             Self::Fill { value, .. } => [Some(value.into()), None, None],
             Self::Binary { src0, src1, .. } => [src(src0), Some(src1), None],
+            Self::Div { src0, src1, .. } => [src(src0), src(src1), None],
             Self::Fma {
                 src0, src1, src2, ..
             } => [src(src0), src(src1), src(src2)],
@@ -1349,6 +1407,7 @@ impl Instr {
             | Self::Fma { dst, .. }
             | Self::Scale { dst, .. }
             | Self::Shift { dst, .. }
+            | Self::Div { dst, .. }
             | Self::Special { dst, .. } => Some(dst),
         }
     }
