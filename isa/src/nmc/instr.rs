@@ -75,8 +75,12 @@ pub const SQRT_EXTRA_OPS: u32 = 3;
 /// one ulp (34 of the 2^32 quotients of the 512 divisor mantissas nearest 1 and 2, none in
 /// 5·10^7 random mantissa pairs). A fourth step (`1 + 2·4 + 3` = 12 operations, 6 slots)
 /// leaves only the textbook exception, a divisor mantissa of all ones. See
-/// `docs/decisions/isa.md`.
+/// `docs/decisions/isa.md`. So DIV pays for that fourth step ([`DIV_NEWTON_STEPS`]) and
+/// handles the all-ones divisor mantissa as a special case in the exponent logic, like
+/// hardware dividers do: 12 operations, 6 slots, and the IEEE quotient it is modelled as.
 pub const DIV_EXTRA_OPS: u32 = 3;
+/// Newton steps DIV refines its reciprocal with (one more than RCP, see [`DIV_EXTRA_OPS`]).
+pub const DIV_NEWTON_STEPS: u32 = RCP_NEWTON_STEPS + 1;
 /// Guaranteed bound on the relative error of RCP, RSQRT and SQRT against the exact
 /// result, for every finite input whose exact result is a normal f32. Tested by the
 /// emulator's ALU tests over random, tiny, huge and denormal inputs.
@@ -1357,7 +1361,7 @@ impl Instr {
     pub const fn alu_ops(&self) -> u32 {
         match self {
             Self::Jump { .. } | Self::Exit => 0,
-            Self::Div { .. } => 1 + 2 * RCP_NEWTON_STEPS + DIV_EXTRA_OPS,
+            Self::Div { .. } => 1 + 2 * DIV_NEWTON_STEPS + DIV_EXTRA_OPS,
             Self::Special { op, .. } => match op {
                 SpecialOp::Rcp => 1 + 2 * RCP_NEWTON_STEPS,
                 SpecialOp::Rsqrt => 1 + 3 * RSQRT_NEWTON_STEPS,
