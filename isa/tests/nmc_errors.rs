@@ -310,9 +310,9 @@ fn costs_and_memory_use() {
         .unwrap()
         .reads_memory());
     assert_eq!(parse_instr("sqacc.f32 mem").unwrap().max_ts_slot(), None);
-    // DIV: seed + Newton steps of RCP, then q = a*y and the two correction FMAs.
+    // DIV: seed + one Newton step more than RCP, then q = a*y and the two correction FMAs.
     let div = parse_instr("div.f32 ts2, mem, ts5").unwrap();
-    assert_eq!(div.alu_ops(), 1 + 2 * RCP_NEWTON_STEPS + DIV_EXTRA_OPS);
+    assert_eq!(div.alu_ops(), 1 + 2 * DIV_NEWTON_STEPS + DIV_EXTRA_OPS);
     assert_eq!(div.alu_ops(), 12);
     assert_eq!(div.column_slots(), 6);
     assert_eq!(div.dtype(), Some(DType::F32));
