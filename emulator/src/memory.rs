@@ -15,7 +15,10 @@ pub struct DeviceMemory {
 }
 
 fn split(addr: u64) -> (u64, usize) {
-    (addr / PAGE_BYTES as u64, (addr % PAGE_BYTES as u64) as usize)
+    (
+        addr / PAGE_BYTES as u64,
+        (addr % PAGE_BYTES as u64) as usize,
+    )
 }
 
 impl DeviceMemory {
@@ -50,7 +53,10 @@ impl DeviceMemory {
         while done < data.len() {
             let (page, off) = split(addr.wrapping_add(done as u64));
             let n = (PAGE_BYTES - off).min(data.len() - done);
-            let p = self.pages.entry(page).or_insert_with(|| Box::new([0; PAGE_BYTES]));
+            let p = self
+                .pages
+                .entry(page)
+                .or_insert_with(|| Box::new([0; PAGE_BYTES]));
             p[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }

@@ -34,7 +34,9 @@ impl FromStr for TraceFormat {
         match s {
             "dramsim3" => Ok(TraceFormat::DramSim3),
             "ramulator" => Ok(TraceFormat::Ramulator),
-            other => Err(format!("unknown trace format `{other}` (expected dramsim3 or ramulator)")),
+            other => Err(format!(
+                "unknown trace format `{other}` (expected dramsim3 or ramulator)"
+            )),
         }
     }
 }
@@ -90,9 +92,16 @@ fn parse_number(tok: &str) -> Option<u64> {
 
 /// Guesses the format from the first line that is not blank or a comment.
 pub fn detect_format(text: &str) -> Option<TraceFormat> {
-    let line = text.lines().map(strip_comment).find(|l| !l.trim().is_empty())?;
+    let line = text
+        .lines()
+        .map(strip_comment)
+        .find(|l| !l.trim().is_empty())?;
     let first = tokens(line).next()?.1.to_ascii_uppercase();
-    Some(if first == "LD" || first == "ST" { TraceFormat::Ramulator } else { TraceFormat::DramSim3 })
+    Some(if first == "LD" || first == "ST" {
+        TraceFormat::Ramulator
+    } else {
+        TraceFormat::DramSim3
+    })
 }
 
 /// Parses a whole trace into requests of `size` bytes. With `format` `None` the format is
@@ -102,7 +111,9 @@ pub fn parse_trace(
     format: Option<TraceFormat>,
     size: u32,
 ) -> Result<Vec<Request>, TraceError> {
-    let format = format.or_else(|| detect_format(text)).unwrap_or(TraceFormat::DramSim3);
+    let format = format
+        .or_else(|| detect_format(text))
+        .unwrap_or(TraceFormat::DramSim3);
     let mut out = Vec::new();
     let mut last_cycle: Cycle = 0;
     for (i, raw) in text.lines().enumerate() {
@@ -111,10 +122,17 @@ pub fn parse_trace(
         let mut toks = tokens(line);
         let Some(first) = toks.next() else { continue };
         let end_col = line.trim_end().chars().count() + 1;
-        let err = |col: usize, message: String| TraceError { line: line_no, col, message };
+        let err = |col: usize, message: String| TraceError {
+            line: line_no,
+            col,
+            message,
+        };
         let addr_of = |(col, tok): (usize, &str)| {
             parse_number(tok).ok_or_else(|| {
-                err(col, format!("expected an address (hex with 0x, or decimal), found `{tok}`"))
+                err(
+                    col,
+                    format!("expected an address (hex with 0x, or decimal), found `{tok}`"),
+                )
             })
         };
         let req = match format {
@@ -132,16 +150,26 @@ pub fn parse_trace(
                     .next()
                     .ok_or_else(|| err(end_col, "expected the arrival cycle after R/W".into()))?;
                 let arrival = parse_number(cyc).ok_or_else(|| {
-                    err(cyc_col, format!("expected the arrival cycle (a number), found `{cyc}`"))
+                    err(
+                        cyc_col,
+                        format!("expected the arrival cycle (a number), found `{cyc}`"),
+                    )
                 })?;
                 if arrival < last_cycle {
                     return Err(err(
                         cyc_col,
-                        format!("arrival cycle {arrival} is before the previous line's {last_cycle}"),
+                        format!(
+                            "arrival cycle {arrival} is before the previous line's {last_cycle}"
+                        ),
                     ));
                 }
                 last_cycle = arrival;
-                Request { addr, write, size, arrival }
+                Request {
+                    addr,
+                    write,
+                    size,
+                    arrival,
+                }
             }
             TraceFormat::Ramulator => {
                 let (op_col, op) = first;
@@ -153,7 +181,12 @@ pub fn parse_trace(
                 let a = toks
                     .next()
                     .ok_or_else(|| err(end_col, "expected an address after LD/ST".into()))?;
-                Request { addr: addr_of(a)?, write, size, arrival: 0 }
+                Request {
+                    addr: addr_of(a)?,
+                    write,
+                    size,
+                    arrival: 0,
+                }
             }
         };
         if let Some((col, extra)) = toks.next() {
@@ -179,7 +212,9 @@ impl FromStr for Pattern {
         match s {
             "stream" => Ok(Pattern::Stream),
             "random" => Ok(Pattern::Random),
-            other => Err(format!("unknown pattern `{other}` (expected stream or random)")),
+            other => Err(format!(
+                "unknown pattern `{other}` (expected stream or random)"
+            )),
         }
     }
 }
@@ -236,7 +271,12 @@ impl Iterator for Synthetic {
         self.index += 1;
         let write = self.write_ratio > 0.0
             && (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) < self.write_ratio;
-        Some(Request { addr: slot * u64::from(self.size), write, size: self.size, arrival: 0 })
+        Some(Request {
+            addr: slot * u64::from(self.size),
+            write,
+            size: self.size,
+            arrival: 0,
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -254,11 +294,27 @@ mod tests {
         let d = "# comment\n\n0x40 R 0\n128 WRITE 5 # trailing\n";
         let r = parse_trace(d, None, 64).unwrap();
         assert_eq!(r.len(), 2);
-        assert_eq!(r[1], Request { addr: 128, write: true, size: 64, arrival: 5 });
+        assert_eq!(
+            r[1],
+            Request {
+                addr: 128,
+                write: true,
+                size: 64,
+                arrival: 5
+            }
+        );
         let m = "LD 0x1000\nST 64\n";
         assert_eq!(detect_format(m), Some(TraceFormat::Ramulator));
         let r = parse_trace(m, None, 32).unwrap();
-        assert_eq!(r[0], Request { addr: 0x1000, write: false, size: 32, arrival: 0 });
+        assert_eq!(
+            r[0],
+            Request {
+                addr: 0x1000,
+                write: false,
+                size: 32,
+                arrival: 0
+            }
+        );
         assert!(r[1].write);
     }
 

@@ -39,7 +39,9 @@ fn drive(c: &mut Controller, parts: &[Part], until: Cycle) -> Vec<Completion> {
             if at > now {
                 break;
             }
-            let ready = c.enqueue(now, write, next_part as u32, bank, row, col, bursts).unwrap();
+            let ready = c
+                .enqueue(now, write, next_part as u32, bank, row, col, bursts)
+                .unwrap();
             wake = wake.min(ready);
             next_part += 1;
         }
@@ -83,7 +85,10 @@ fn row_miss_then_hit_then_conflict() {
             (229, "RD bg0.ba0 row 6 col 0"),
         ])
     );
-    let latency: Vec<Cycle> = done.iter().map(|d| d.at - parts[d.tag as usize].0).collect();
+    let latency: Vec<Cycle> = done
+        .iter()
+        .map(|d| d.at - parts[d.tag as usize].0)
+        .collect();
     // overhead + tRCDRD + CL + BL; overhead + CL + BL; overhead + tRP + tRCDRD + CL + BL.
     assert_eq!(latency, [1 + 14 + 14 + 2, 1 + 14 + 2, 1 + 14 + 14 + 14 + 2]);
     let s = c.stats();
@@ -96,15 +101,29 @@ fn a_64_byte_request_is_two_column_accesses_tccd_l_apart() {
     let done = drive(&mut c, &[(0, false, 0, 5, 2, 2)], 1000);
     assert_eq!(
         log(&c),
-        seq(&[(1, "ACT bg0.ba0 row 5"), (15, "RD bg0.ba0 row 5 col 2"), (19, "RD bg0.ba0 row 5 col 3")])
+        seq(&[
+            (1, "ACT bg0.ba0 row 5"),
+            (15, "RD bg0.ba0 row 5 col 2"),
+            (19, "RD bg0.ba0 row 5 col 3")
+        ])
     );
-    assert_eq!(done, [Completion { tag: 0, at: 19 + 14 + 2 }]);
+    assert_eq!(
+        done,
+        [Completion {
+            tag: 0,
+            at: 19 + 14 + 2
+        }]
+    );
 }
 
 #[test]
 fn closed_page_precharges_when_no_request_hits_the_row() {
     let mut c = controller(RefreshMode::Off, PagePolicy::Closed, 32);
-    drive(&mut c, &[(0, false, 0, 5, 0, 1), (0, false, 0, 5, 1, 1)], 1000);
+    drive(
+        &mut c,
+        &[(0, false, 0, 5, 0, 1), (0, false, 0, 5, 1, 1)],
+        1000,
+    );
     assert_eq!(
         log(&c),
         seq(&[
@@ -120,7 +139,11 @@ fn closed_page_precharges_when_no_request_hits_the_row() {
 fn older_hits_keep_their_row_against_a_conflict() {
     let mut c = controller(RefreshMode::Off, PagePolicy::Open, 32);
     // The conflict (row 6) is older than the second hit but must not close row 5 first.
-    let parts = [(0, false, 0, 5, 0, 1), (2, false, 0, 6, 0, 1), (3, false, 0, 5, 1, 1)];
+    let parts = [
+        (0, false, 0, 5, 0, 1),
+        (2, false, 0, 6, 0, 1),
+        (3, false, 0, 5, 1, 1),
+    ];
     drive(&mut c, &parts, 1000);
     let kinds: Vec<String> = log(&c).into_iter().map(|(_, s)| s).collect();
     assert_eq!(
@@ -159,12 +182,18 @@ fn all_bank_refresh_interleaves_and_requests_resume_after_trfc() {
 fn per_bank_refresh_picks_a_bank_nobody_waits_for() {
     let mut c = controller(RefreshMode::PerBank, PagePolicy::Open, 32);
     // Bank 0 is busy around the first due time (3900 / 16 = 243).
-    let parts: Vec<Part> = (0..12).map(|i| (200 + 8 * i, false, 0, 5, i as u32, 1)).collect();
+    let parts: Vec<Part> = (0..12)
+        .map(|i| (200 + 8 * i, false, 0, 5, i as u32, 1))
+        .collect();
     drive(&mut c, &parts, 400);
     let l = log(&c);
     assert!(l.contains(&(243, "REFpb bg0.ba1".to_string())), "{l:?}");
     // The reads to bank 0 go on every tCCD_L around it.
-    let reads: Vec<Cycle> = l.iter().filter(|(_, s)| s.starts_with("RD")).map(|(a, _)| *a).collect();
+    let reads: Vec<Cycle> = l
+        .iter()
+        .filter(|(_, s)| s.starts_with("RD"))
+        .map(|(a, _)| *a)
+        .collect();
     assert_eq!(reads.len(), 12);
     assert!(reads.windows(2).all(|w| w[1] - w[0] <= 8), "{reads:?}");
 }
@@ -195,7 +224,15 @@ fn writes_drain_between_watermarks() {
 fn unloaded_read_latency_through_the_memory_system() {
     let p = hbm2();
     let mapping = AddressMapping::named(STREAM_MAPPING, &p).unwrap();
-    let addr = |row, col| mapping.encode(&DramAddr { row, col, ..DramAddr::default() }).unwrap();
+    let addr = |row, col| {
+        mapping
+            .encode(&DramAddr {
+                row,
+                col,
+                ..DramAddr::default()
+            })
+            .unwrap()
+    };
     let miss = 1 + 14 + 14 + 2; // overhead + tRCDRD + CL + BL
     let hit = 1 + 14 + 2; // overhead + CL + BL
     let conflict = 1 + 14 + 14 + 14 + 2; // overhead + tRP + tRCDRD + CL + BL
@@ -210,8 +247,12 @@ fn unloaded_read_latency_through_the_memory_system() {
             let mut cfg = ControllerConfig::from_preset(&p);
             cfg.refresh = RefreshMode::Off;
             let mut sys = MemorySystem::new(&p, mapping.clone(), cfg);
-            let stream =
-                reqs.iter().map(|&(addr, arrival)| Request { addr, write: false, size, arrival });
+            let stream = reqs.iter().map(|&(addr, arrival)| Request {
+                addr,
+                write: false,
+                size,
+                arrival,
+            });
             let r = sys.run(stream, |_| {});
             assert_eq!(r.reads, reqs.len() as u64);
             // A 64-byte request's second column access issues tCCD_L (4) after the first.
@@ -232,7 +273,10 @@ fn nmc_engine_can_own_the_pseudo_channel() {
     let mut done = Vec::new();
     c.enqueue(0, false, 0, 0, 5, 0, 1).unwrap();
     assert_eq!(c.step(10, &mut done), Cycle::MAX);
-    assert!(c.log().is_empty(), "normal requests must wait while NMC owns the channel");
+    assert!(
+        c.log().is_empty(),
+        "normal requests must wait while NMC owns the channel"
+    );
     let ab = Command::AbAct { row: 9 };
     assert_eq!(c.earliest_external(&ab), 0);
     c.issue_external(&ab, 10).unwrap();

@@ -29,10 +29,18 @@ fn act(bank: BankId, row: u32) -> Command {
     Command::Act { bank, row }
 }
 fn rd(bank: BankId) -> Command {
-    Command::Rd { bank, row: 1, col: 0 }
+    Command::Rd {
+        bank,
+        row: 1,
+        col: 0,
+    }
 }
 fn wr(bank: BankId) -> Command {
-    Command::Wr { bank, row: 1, col: 0 }
+    Command::Wr {
+        bank,
+        row: 1,
+        col: 0,
+    }
 }
 fn pre(bank: BankId) -> Command {
     Command::Pre { bank }
@@ -42,17 +50,25 @@ fn pre(bank: BankId) -> Command {
 fn gate_with(p: &HbmPreset, setup: &[(Command, Cycle)], next: Command, want: Cycle, gate: Gate) {
     let mut pc = PseudoChannel::new(p);
     for (c, at) in setup {
-        pc.issue(c, *at).unwrap_or_else(|e| panic!("setup {c} at {at}: {e}"));
+        pc.issue(c, *at)
+            .unwrap_or_else(|e| panic!("setup {c} at {at}: {e}"));
     }
-    assert_eq!(pc.earliest_with_gate(&next), (want, gate), "earliest of {next}");
+    assert_eq!(
+        pc.earliest_with_gate(&next),
+        (want, gate),
+        "earliest of {next}"
+    );
     let mut early = pc.clone();
     match early.issue(&next, want - 1) {
-        Err(TimingError::TooEarly { earliest, gate: g, .. }) => {
+        Err(TimingError::TooEarly {
+            earliest, gate: g, ..
+        }) => {
             assert_eq!((earliest, g), (want, gate))
         }
         other => panic!("{next} one cycle early: expected TooEarly, got {other:?}"),
     }
-    pc.issue(&next, want).unwrap_or_else(|e| panic!("{next} at its earliest {want}: {e}"));
+    pc.issue(&next, want)
+        .unwrap_or_else(|e| panic!("{next} at its earliest {want}: {e}"));
 }
 
 fn gate(setup: &[(Command, Cycle)], next: Command, want: Cycle, g: Gate) {
@@ -63,20 +79,36 @@ fn gate(setup: &[(Command, Cycle)], next: Command, want: Cycle, g: Gate) {
 fn act_to_act_same_bank_is_trc() {
     // tRC made longer than tRAS + tRP so that it, not tRP, binds.
     let p = preset(|t| t.trc = 52);
-    gate_with(&p, &[(act(B0, 1), 100), (pre(B0), 134)], act(B0, 2), 100 + 52, Gate::Trc);
+    gate_with(
+        &p,
+        &[(act(B0, 1), 100), (pre(B0), 134)],
+        act(B0, 2),
+        100 + 52,
+        Gate::Trc,
+    );
 }
 
 #[test]
 fn pre_to_act_same_bank_is_trp() {
     let t = t();
     let pre_at = 100 + 40;
-    gate(&[(act(B0, 1), 100), (pre(B0), pre_at)], act(B0, 2), pre_at + u64::from(t.trp), Gate::Trp);
+    gate(
+        &[(act(B0, 1), 100), (pre(B0), pre_at)],
+        act(B0, 2),
+        pre_at + u64::from(t.trp),
+        Gate::Trp,
+    );
 }
 
 #[test]
 fn act_to_act_other_group_is_trrd_s_and_same_group_trrd_l() {
     let t = t();
-    gate(&[(act(B0, 1), 100)], act(G1, 1), 100 + u64::from(t.trrd_s), Gate::TrrdS);
+    gate(
+        &[(act(B0, 1), 100)],
+        act(G1, 1),
+        100 + u64::from(t.trrd_s),
+        Gate::TrrdS,
+    );
     let p = preset(|t| t.trrd_l = 6);
     gate_with(&p, &[(act(B0, 1), 100)], act(B1, 1), 106, Gate::TrrdL);
 }
@@ -85,26 +117,51 @@ fn act_to_act_other_group_is_trrd_s_and_same_group_trrd_l() {
 fn fifth_act_waits_for_tfaw() {
     // With hbm2-2000's tFAW 15 < 4 x tRRD_S 16 the window never binds; widen it.
     let p = preset(|t| t.tfaw = 20);
-    let setup = [(act(B0, 1), 100), (act(G1, 1), 104), (act(G2, 1), 108), (act(G3, 1), 112)];
+    let setup = [
+        (act(B0, 1), 100),
+        (act(G1, 1), 104),
+        (act(G2, 1), 108),
+        (act(G3, 1), 112),
+    ];
     gate_with(&p, &setup, act(B1, 1), 120, Gate::Tfaw);
 }
 
 #[test]
 fn act_to_column_is_trcd() {
     let t = t();
-    gate(&[(act(B0, 1), 100)], rd(B0), 100 + u64::from(t.trcdrd), Gate::TrcdRd);
-    gate(&[(act(B0, 1), 100)], wr(B0), 100 + u64::from(t.trcdwr), Gate::TrcdWr);
+    gate(
+        &[(act(B0, 1), 100)],
+        rd(B0),
+        100 + u64::from(t.trcdrd),
+        Gate::TrcdRd,
+    );
+    gate(
+        &[(act(B0, 1), 100)],
+        wr(B0),
+        100 + u64::from(t.trcdwr),
+        Gate::TrcdWr,
+    );
 }
 
 #[test]
 fn act_to_pre_is_tras() {
-    gate(&[(act(B0, 1), 100)], pre(B0), 100 + u64::from(t().tras), Gate::Tras);
+    gate(
+        &[(act(B0, 1), 100)],
+        pre(B0),
+        100 + u64::from(t().tras),
+        Gate::Tras,
+    );
 }
 
 #[test]
 fn rd_to_pre_is_trtp() {
     let at = 130;
-    gate(&[(act(B0, 1), 100), (rd(B0), at)], pre(B0), at + u64::from(t().trtp), Gate::Trtp);
+    gate(
+        &[(act(B0, 1), 100), (rd(B0), at)],
+        pre(B0),
+        at + u64::from(t().trtp),
+        Gate::Trtp,
+    );
 }
 
 #[test]
@@ -112,7 +169,12 @@ fn wr_to_pre_is_cwl_bl_twr() {
     let t = t();
     let at = 112;
     let want = at + u64::from(t.cwl + t.bl + t.twr);
-    gate(&[(act(B0, 1), 100), (wr(B0), at)], pre(B0), want, Gate::WriteRecovery);
+    gate(
+        &[(act(B0, 1), 100), (wr(B0), at)],
+        pre(B0),
+        want,
+        Gate::WriteRecovery,
+    );
 }
 
 #[test]
@@ -133,9 +195,24 @@ fn column_to_column_is_tccd_s_or_l() {
 #[test]
 fn wr_to_rd_is_cwl_bl_twtr() {
     let t = t();
-    let s = [(act(B0, 1), 100), (act(G1, 1), 104), (act(B1, 1), 108), (wr(B0), 122)];
-    gate(&s, rd(G1), 122 + u64::from(t.cwl + t.bl + t.twtr_s), Gate::WtrS);
-    gate(&s, rd(B1), 122 + u64::from(t.cwl + t.bl + t.twtr_l), Gate::WtrL);
+    let s = [
+        (act(B0, 1), 100),
+        (act(G1, 1), 104),
+        (act(B1, 1), 108),
+        (wr(B0), 122),
+    ];
+    gate(
+        &s,
+        rd(G1),
+        122 + u64::from(t.cwl + t.bl + t.twtr_s),
+        Gate::WtrS,
+    );
+    gate(
+        &s,
+        rd(B1),
+        122 + u64::from(t.cwl + t.bl + t.twtr_l),
+        Gate::WtrL,
+    );
 }
 
 #[test]
@@ -159,10 +236,25 @@ fn refresh_needs_precharged_banks_and_blocks_for_trfc() {
         }
         other => panic!("REF with an open bank: {other:?}"),
     }
-    gate(&[(act(B0, 1), 100), (pre(B0), 140)], Command::Ref, 140 + u64::from(t.trp), Gate::Trp);
+    gate(
+        &[(act(B0, 1), 100), (pre(B0), 140)],
+        Command::Ref,
+        140 + u64::from(t.trp),
+        Gate::Trp,
+    );
     let r = 200;
-    gate(&[(Command::Ref, r)], act(G2, 1), r + u64::from(t.trfc), Gate::Trfc);
-    gate(&[(Command::Ref, r)], Command::Ref, r + u64::from(t.trfc), Gate::Trfc);
+    gate(
+        &[(Command::Ref, r)],
+        act(G2, 1),
+        r + u64::from(t.trfc),
+        Gate::Trfc,
+    );
+    gate(
+        &[(Command::Ref, r)],
+        Command::Ref,
+        r + u64::from(t.trfc),
+        Gate::Trfc,
+    );
 }
 
 #[test]
@@ -188,18 +280,43 @@ fn all_bank_act_counts_as_four_acts_in_tfaw() {
 #[test]
 fn all_bank_column_occupies_every_bank_for_tccd_l() {
     let t = t();
-    let s = [(Command::AbAct { row: 1 }, 100), (Command::AbRd { col: 0 }, 114)];
-    gate(&s, Command::AbRd { col: 1 }, 114 + u64::from(t.tccd_l), Gate::AllBankColumn);
+    let s = [
+        (Command::AbAct { row: 1 }, 100),
+        (Command::AbRd { col: 0 }, 114),
+    ];
+    gate(
+        &s,
+        Command::AbRd { col: 1 },
+        114 + u64::from(t.tccd_l),
+        Gate::AllBankColumn,
+    );
     gate(&s, rd(G3), 114 + u64::from(t.tccd_l), Gate::AllBankColumn);
-    let s = [(Command::AbAct { row: 1 }, 100), (Command::AbWr { col: 0 }, 114)];
-    gate(&s, Command::AbWr { col: 1 }, 114 + u64::from(t.tccd_l), Gate::AllBankColumn);
+    let s = [
+        (Command::AbAct { row: 1 }, 100),
+        (Command::AbWr { col: 0 }, 114),
+    ];
+    gate(
+        &s,
+        Command::AbWr { col: 1 },
+        114 + u64::from(t.tccd_l),
+        Gate::AllBankColumn,
+    );
 }
 
 #[test]
 fn op_and_store_delays_next_column_in_its_group_by_tccdwl() {
     let t = t();
-    let upd = |bank| Command::Update { bank, row: 1, col: 0 };
-    let s = [(act(B0, 1), 100), (act(B1, 1), 104), (act(G1, 1), 108), (upd(B0), 122)];
+    let upd = |bank| Command::Update {
+        bank,
+        row: 1,
+        col: 0,
+    };
+    let s = [
+        (act(B0, 1), 100),
+        (act(B1, 1), 104),
+        (act(G1, 1), 108),
+        (upd(B0), 122),
+    ];
     gate(&s, upd(B1), 122 + u64::from(t.tccdwl), Gate::Tccdwl);
     gate(&s, wr(B0), 122 + u64::from(t.tccdwl), Gate::Tccdwl);
     // Other bank groups only see the data-bus spacing.
@@ -209,16 +326,37 @@ fn op_and_store_delays_next_column_in_its_group_by_tccdwl() {
 #[test]
 fn commands_in_the_wrong_bank_state_are_rejected() {
     let mut pc = PseudoChannel::new(&preset(|_| {}));
-    assert!(matches!(pc.issue(&rd(B0), 10), Err(TimingError::WrongState { .. })));
-    assert!(matches!(pc.issue(&pre(B0), 10), Err(TimingError::WrongState { .. })));
+    assert!(matches!(
+        pc.issue(&rd(B0), 10),
+        Err(TimingError::WrongState { .. })
+    ));
+    assert!(matches!(
+        pc.issue(&pre(B0), 10),
+        Err(TimingError::WrongState { .. })
+    ));
     pc.issue(&act(B0, 1), 10).unwrap();
-    assert!(matches!(pc.issue(&act(B0, 2), 100), Err(TimingError::WrongState { .. })));
-    let e = pc.issue(&Command::Rd { bank: B0, row: 2, col: 0 }, 100).unwrap_err();
+    assert!(matches!(
+        pc.issue(&act(B0, 2), 100),
+        Err(TimingError::WrongState { .. })
+    ));
+    let e = pc
+        .issue(
+            &Command::Rd {
+                bank: B0,
+                row: 2,
+                col: 0,
+            },
+            100,
+        )
+        .unwrap_err();
     assert!(e.to_string().contains("open at row 1"), "{e}");
     assert!(matches!(
         pc.issue(&Command::AbRd { col: 0 }, 100),
         Err(TimingError::WrongState { .. })
     ));
     let bad = BankId::new(9, 0);
-    assert!(matches!(pc.issue(&act(bad, 1), 100), Err(TimingError::NoSuchBank { .. })));
+    assert!(matches!(
+        pc.issue(&act(bad, 1), 100),
+        Err(TimingError::NoSuchBank { .. })
+    ));
 }

@@ -11,7 +11,10 @@ use super::mapping::AddressMapping;
 /// The presets that ship with the emulator, as (name, TOML text).
 pub const BUILTIN_PRESETS: [(&str, &str); 3] = [
     ("hbm2-2000", include_str!("../../presets/hbm2-2000.toml")),
-    ("t3-table-8.1", include_str!("../../presets/t3-table-8.1.toml")),
+    (
+        "t3-table-8.1",
+        include_str!("../../presets/t3-table-8.1.toml"),
+    ),
     ("lamb-ch6", include_str!("../../presets/lamb-ch6.toml")),
 ];
 
@@ -271,7 +274,10 @@ impl HbmPreset {
         let pow2: [(&'static str, u32); 8] = [
             ("organisation.stacks", o.stacks),
             ("organisation.channels_per_stack", o.channels_per_stack),
-            ("organisation.pseudo_channels_per_channel", o.pseudo_channels_per_channel),
+            (
+                "organisation.pseudo_channels_per_channel",
+                o.pseudo_channels_per_channel,
+            ),
             ("organisation.bank_groups", o.bank_groups),
             ("organisation.banks_per_group", o.banks_per_group),
             ("organisation.rows", o.rows),
@@ -302,7 +308,10 @@ impl HbmPreset {
             ));
         }
         if !(o.tck_ns.is_finite() && o.tck_ns > 0.0) {
-            return Err(rule("organisation.tck_ns", format!("is {}; must be > 0", o.tck_ns)));
+            return Err(rule(
+                "organisation.tck_ns",
+                format!("is {}; must be > 0", o.tck_ns),
+            ));
         }
         // Double data rate: two bits per pin per clock.
         let ddr = o.data_rate_gbps * o.tck_ns;
@@ -373,11 +382,20 @@ impl HbmPreset {
             ("timing.tccdwl", "tCCDWL", t.tccdwl, "tCCD_L", t.tccd_l),
             ("timing.trfc", "tRFC", t.trfc, "tRFCpb", t.trfcpb),
             ("timing.trfcpb", "tRFCpb", t.trfcpb, "tRC", t.trc),
-            ("timing.trefi", "tREFI", t.trefi, "tRFC + tRC", t.trfc + t.trc),
+            (
+                "timing.trefi",
+                "tREFI",
+                t.trefi,
+                "tRFC + tRC",
+                t.trfc + t.trc,
+            ),
         ];
         for (field, a_name, a, b_name, b) in ge {
             if a < b {
-                return Err(rule(field, format!("{a_name} ({a}) must be >= {b_name} ({b})")));
+                return Err(rule(
+                    field,
+                    format!("{a_name} ({a}) must be >= {b_name} ({b})"),
+                ));
             }
         }
         if self.refresh.mode == RefreshMode::PerBank {
@@ -412,14 +430,18 @@ impl HbmPreset {
                 format!("is {lo}; must be in [0, write_high_watermark = {hi})"),
             ));
         }
-        AddressMapping::parse(&c.mapping, self).map_err(|e| rule("controller.mapping", e.to_string()))?;
+        AddressMapping::parse(&c.mapping, self)
+            .map_err(|e| rule("controller.mapping", e.to_string()))?;
         Ok(())
     }
 }
 
 /// The TOML text of a built-in preset.
 pub fn builtin_toml(name: &str) -> Option<&'static str> {
-    BUILTIN_PRESETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    BUILTIN_PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
 }
 
 /// Timing parameters widened to [`super::Cycle`] and combined into the derived delays the
@@ -476,8 +498,9 @@ pub struct TimingCycles {
 impl From<&Timing> for TimingCycles {
     fn from(t: &Timing) -> Self {
         let w = u64::from;
-        let rd_to_wr =
-            (w(t.cl) + w(t.bl) + w(t.rtw_turnaround)).saturating_sub(w(t.cwl)).max(w(t.tccd_l));
+        let rd_to_wr = (w(t.cl) + w(t.bl) + w(t.rtw_turnaround))
+            .saturating_sub(w(t.cwl))
+            .max(w(t.tccd_l));
         TimingCycles {
             cl: w(t.cl),
             cwl: w(t.cwl),
@@ -522,7 +545,9 @@ mod tests {
 
     #[test]
     fn inconsistent_trc_names_the_field() {
-        let text = builtin_toml("hbm2-2000").unwrap().replace("trc = 48", "trc = 40");
+        let text = builtin_toml("hbm2-2000")
+            .unwrap()
+            .replace("trc = 48", "trc = 40");
         let e = HbmPreset::from_toml(&text).unwrap_err();
         assert!(e.to_string().contains("timing.trc"), "{e}");
         assert!(e.to_string().contains("tRAS + tRP (48)"), "{e}");
@@ -530,14 +555,18 @@ mod tests {
 
     #[test]
     fn unknown_field_is_named() {
-        let text = builtin_toml("hbm2-2000").unwrap().replace("cl = 14", "cl = 14\ncas = 3");
+        let text = builtin_toml("hbm2-2000")
+            .unwrap()
+            .replace("cl = 14", "cl = 14\ncas = 3");
         let e = HbmPreset::from_toml(&text).unwrap_err();
         assert!(e.to_string().contains("cas"), "{e}");
     }
 
     #[test]
     fn density_mismatch_is_named() {
-        let text = builtin_toml("hbm2-2000").unwrap().replace("rows = 16384", "rows = 8192");
+        let text = builtin_toml("hbm2-2000")
+            .unwrap()
+            .replace("rows = 16384", "rows = 8192");
         let e = HbmPreset::from_toml(&text).unwrap_err();
         assert!(e.to_string().contains("organisation.rows"), "{e}");
     }

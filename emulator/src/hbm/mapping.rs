@@ -241,7 +241,10 @@ impl AddressMapping {
         let mut tokens = Vec::new();
         for (i, tok) in text.split('-').enumerate() {
             let tok_trim = tok.trim();
-            let bad = || MappingError::BadToken { position: i + 1, token: tok_trim.to_string() };
+            let bad = || MappingError::BadToken {
+                position: i + 1,
+                token: tok_trim.to_string(),
+            };
             let (name, width) = match tok_trim.split_once(':') {
                 Some((n, w)) => (n, Some(w.parse::<u32>().map_err(|_| bad())?)),
                 None => (tok_trim, None),
@@ -259,7 +262,11 @@ impl AddressMapping {
             let left = total - done;
             let w = match width {
                 Some(w) if *w > left => {
-                    return Err(MappingError::TooWide { field: field.short(), asked: *w, left })
+                    return Err(MappingError::TooWide {
+                        field: field.short(),
+                        asked: *w,
+                        left,
+                    })
                 }
                 Some(w) => *w,
                 None => left,
@@ -280,7 +287,10 @@ impl AddressMapping {
         for f in FIELDS {
             let (u, w) = (used[f.index()], widths[f.index()]);
             if u < w {
-                return Err(MappingError::Missing { field: f.short(), bits: w - u });
+                return Err(MappingError::Missing {
+                    field: f.short(),
+                    bits: w - u,
+                });
             }
         }
         Ok(AddressMapping {
@@ -323,7 +333,10 @@ impl AddressMapping {
             + log2(o.banks_per_group);
         let page_bits = page_bytes.trailing_zeros();
         if !page_bytes.is_power_of_two() || page_bits < inner {
-            return Err(MappingError::PageTooSmall { page_bytes, needed_bits: inner });
+            return Err(MappingError::PageTooSmall {
+                page_bytes,
+                needed_bits: inner,
+            });
         }
         let col_bits = log2(o.columns_per_row);
         let low_col = (page_bits - inner).min(col_bits);
@@ -365,7 +378,11 @@ impl AddressMapping {
             let w = self.widths[f.index()];
             let v = d.get(f);
             if u64::from(v) >> w != 0 {
-                return Err(MappingError::OutOfRange { field: f.short(), value: v, limit: 1 << w });
+                return Err(MappingError::OutOfRange {
+                    field: f.short(),
+                    value: v,
+                    limit: 1 << w,
+                });
             }
         }
         let mut addr = 0u64;
@@ -402,7 +419,10 @@ mod tests {
         let m = AddressMapping::named(STREAM_MAPPING, &preset()).unwrap();
         let a = m.decode(0x1234_5640);
         let b = m.decode(0x1234_5660);
-        assert_eq!((a.channel, a.pc, a.bank_group, a.bank, a.row), (b.channel, b.pc, b.bank_group, b.bank, b.row));
+        assert_eq!(
+            (a.channel, a.pc, a.bank_group, a.bank, a.row),
+            (b.channel, b.pc, b.bank_group, b.bank, b.row)
+        );
         assert_eq!(a.col + 1, b.col);
         assert_ne!(m.decode(0x40).channel, m.decode(0x0).channel);
     }
@@ -411,10 +431,23 @@ mod tests {
     fn errors_name_the_problem() {
         let p = preset();
         let e = AddressMapping::parse("ro-ba-bg-co-pc", &p).unwrap_err();
-        assert_eq!(e, MappingError::Missing { field: "ch", bits: 3 });
+        assert_eq!(
+            e,
+            MappingError::Missing {
+                field: "ch",
+                bits: 3
+            }
+        );
         let e = AddressMapping::parse("ro-ba-bg-co-pc-ch-xx", &p).unwrap_err();
         assert!(matches!(e, MappingError::BadToken { position: 7, .. }));
         let e = AddressMapping::parse("ro-ba-bg-co-pc-ch:4", &p).unwrap_err();
-        assert!(matches!(e, MappingError::TooWide { field: "ch", asked: 4, left: 3 }));
+        assert!(matches!(
+            e,
+            MappingError::TooWide {
+                field: "ch",
+                asked: 4,
+                left: 3
+            }
+        ));
     }
 }

@@ -155,12 +155,25 @@ pub enum TimingError {
 impl fmt::Display for TimingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TimingError::TooEarly { command, at, earliest, gate } => write!(
+            TimingError::TooEarly {
+                command,
+                at,
+                earliest,
+                gate,
+            } => write!(
                 f,
                 "`{command}` at cycle {at} is too early: {gate} allows cycle {earliest}"
             ),
-            TimingError::WrongState { command, bank, found, needed } => {
-                write!(f, "`{command}`: bank {bank} is {found}; it must be {needed}")
+            TimingError::WrongState {
+                command,
+                bank,
+                found,
+                needed,
+            } => {
+                write!(
+                    f,
+                    "`{command}`: bank {bank} is {found}; it must be {needed}"
+                )
             }
             TimingError::NoSuchBank { command } => {
                 write!(f, "`{command}`: no such bank in this pseudo-channel")
@@ -179,7 +192,10 @@ struct Gated {
 }
 
 impl Gated {
-    const ZERO: Gated = Gated { at: 0, gate: Gate::None };
+    const ZERO: Gated = Gated {
+        at: 0,
+        gate: Gate::None,
+    };
 
     #[inline(always)]
     fn raise(&mut self, at: Cycle, gate: Gate) {
@@ -257,6 +273,9 @@ pub struct PseudoChannel {
     faw: [Cycle; 4],
     faw_next: usize,
     open_banks: u32,
+    /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
+    /// cache line instead of one per bank.
+    open_rows: Vec<u32>,
     counts: [u64; COMMAND_KINDS],
 }
 
@@ -270,7 +289,14 @@ impl PseudoChannel {
             t: TimingCycles::from(&preset.timing),
             banks_per_group: per,
             banks: vec![Bank::new(); groups * per],
-            groups: vec![Group { act: Gated::ZERO, rd: Gated::ZERO, wr: Gated::ZERO }; groups],
+            groups: vec![
+                Group {
+                    act: Gated::ZERO,
+                    rd: Gated::ZERO,
+                    wr: Gated::ZERO
+                };
+                groups
+            ],
             act: Gated::ZERO,
             rd: Gated::ZERO,
             wr: Gated::ZERO,
@@ -279,6 +305,7 @@ impl PseudoChannel {
             faw: [0; 4],
             faw_next: 0,
             open_banks: 0,
+            open_rows: vec![NO_ROW; groups * per],
             counts: [0; COMMAND_KINDS],
         }
     }
@@ -303,13 +330,19 @@ impl PseudoChannel {
     /// The bank at a flat index.
     #[inline]
     pub fn bank_id(&self, index: usize) -> BankId {
-        BankId::new((index / self.banks_per_group) as u8, (index % self.banks_per_group) as u8)
+        BankId::new(
+            (index / self.banks_per_group) as u8,
+            (index % self.banks_per_group) as u8,
+        )
     }
 
     /// The open row of a bank (flat index), if any.
     #[inline]
     pub fn open_row(&self, bank: usize) -> Option<u32> {
-        self.banks.get(bank).map(|b| b.open_row).filter(|r| *r != NO_ROW)
+        self.banks
+            .get(bank)
+            .map(|b| b.open_row)
+            .filter(|r| *r != NO_ROW)
     }
 
     /// Bit b set when bank b (flat index) has a row open.
@@ -334,8 +367,35 @@ impl PseudoChannel {
     /// Cycles each bank has had a row open up to `now`, for utilisation statistics.
     pub fn bank_open_cycles(&self, now: Cycle) -> impl Iterator<Item = u64> + '_ {
         self.banks.iter().map(move |b| {
-            b.open_cycles + if b.open_row == NO_ROW { 0 } else { now.saturating_sub(b.opened_at) }
+            b.open_cycles
+                + if b.open_row == NO_ROW {
+                    0
+                } else {
+                    now.saturating_sub(b.opened_at)
+                }
         })
+    }
+
+    /// A lower bound on every column command's earliest cycle: the pseudo-channel-wide
+    /// gates alone. Lets a scheduler skip scanning its queue while the bus is busy.
+    #[inline]
+    pub fn column_floor(&self, write: bool) -> Cycle {
+        if write { self.wr.at } else { self.rd.at }.max(self.col_bus.at)
+    }
+
+    /// A lower bound on every ACT's earliest cycle (tRRD_S, tFAW, row bus).
+    #[inline]
+    pub fn act_floor(&self) -> Cycle {
+        self.act
+            .at
+            .max(self.faw[self.faw_next])
+            .max(self.row_bus.at)
+    }
+
+    /// Earliest cycle the row command bus is free.
+    #[inline]
+    pub fn row_bus_free(&self) -> Cycle {
+        self.row_bus.at
     }
 
     /// Earliest cycle of an ACT to a closed bank (flat index).
@@ -362,20 +422,29 @@ impl PseudoChannel {
     #[inline]
     fn act_gate(&self, bank: usize) -> Gated {
         let Some(b) = self.banks.get(bank) else {
-            return Gated { at: Cycle::MAX, gate: Gate::None };
+            return Gated {
+                at: Cycle::MAX,
+                gate: Gate::None,
+            };
         };
         let g = &self.groups[bank / self.banks_per_group];
         b.act
             .max(g.act)
             .max(self.act)
-            .max(Gated { at: self.faw[self.faw_next], gate: Gate::Tfaw })
+            .max(Gated {
+                at: self.faw[self.faw_next],
+                gate: Gate::Tfaw,
+            })
             .max(self.row_bus)
     }
 
     #[inline]
     fn column_gate(&self, bank: usize, write: bool) -> Gated {
         let Some(b) = self.banks.get(bank) else {
-            return Gated { at: Cycle::MAX, gate: Gate::None };
+            return Gated {
+                at: Cycle::MAX,
+                gate: Gate::None,
+            };
         };
         let g = &self.groups[bank / self.banks_per_group];
         if write {
@@ -402,10 +471,19 @@ impl PseudoChannel {
             Command::Act { bank: b, .. } => self.act_gate(bank(b)),
             Command::Pre { bank: b } => match self.banks.get(bank(b)) {
                 Some(x) => x.pre.max(self.row_bus),
-                None => Gated { at: Cycle::MAX, gate: Gate::None },
+                None => Gated {
+                    at: Cycle::MAX,
+                    gate: Gate::None,
+                },
             },
             Command::PreAll => self
-                .all_banks(|b| if b.open_row == NO_ROW { Gated::ZERO } else { b.pre })
+                .all_banks(|b| {
+                    if b.open_row == NO_ROW {
+                        Gated::ZERO
+                    } else {
+                        b.pre
+                    }
+                })
                 .max(self.row_bus),
             Command::Rd { bank: b, .. } => self.column_gate(bank(b), false),
             Command::Wr { bank: b, .. } => self.column_gate(bank(b), true),
@@ -417,14 +495,20 @@ impl PseudoChannel {
             Command::Ref => self.all_banks(|b| b.act).max(self.row_bus),
             Command::RefPb { bank: b } => match self.banks.get(bank(b)) {
                 Some(x) => x.act.max(self.row_bus),
-                None => Gated { at: Cycle::MAX, gate: Gate::None },
+                None => Gated {
+                    at: Cycle::MAX,
+                    gate: Gate::None,
+                },
             },
             Command::AbAct { .. } => {
                 let newest = self.faw.iter().copied().max().unwrap_or(0);
                 self.all_banks(|b| b.act)
                     .max(self.all_groups(|g| g.act))
                     .max(self.act)
-                    .max(Gated { at: newest, gate: Gate::Tfaw })
+                    .max(Gated {
+                        at: newest,
+                        gate: Gate::Tfaw,
+                    })
                     .max(self.row_bus)
             }
             Command::AbRd { .. } => self
@@ -498,7 +582,12 @@ impl PseudoChannel {
         self.check_state(cmd)?;
         let (earliest, gate) = self.earliest_with_gate(cmd);
         if at < earliest {
-            return Err(TimingError::TooEarly { command: *cmd, at, earliest, gate });
+            return Err(TimingError::TooEarly {
+                command: *cmd,
+                at,
+                earliest,
+                gate,
+            });
         }
         self.apply(cmd, at);
         Ok(())
@@ -509,6 +598,7 @@ impl PseudoChannel {
         let b = &mut self.banks[i];
         b.open_row = row;
         b.opened_at = at;
+        self.open_rows[i] = row;
         b.act.raise(at + t.trc, Gate::Trc);
         b.pre.raise(at + t.tras, Gate::Tras);
         b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
@@ -523,6 +613,7 @@ impl PseudoChannel {
             b.open_row = NO_ROW;
             b.open_cycles += at.saturating_sub(b.opened_at);
             self.open_banks -= 1;
+            self.open_rows[i] = NO_ROW;
         }
         b.act.raise(at + t.trp, Gate::Trp);
     }
@@ -541,7 +632,9 @@ impl PseudoChannel {
             Command::Act { bank, row } => {
                 let i = idx(self, bank);
                 self.open(i, row, at);
-                self.groups[i / self.banks_per_group].act.raise(at + t.trrd_l, Gate::TrrdL);
+                self.groups[i / self.banks_per_group]
+                    .act
+                    .raise(at + t.trrd_l, Gate::TrrdL);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
                 self.faw[self.faw_next] = at + t.tfaw;
                 self.faw_next = (self.faw_next + 1) % self.faw.len();
@@ -586,7 +679,9 @@ impl PseudoChannel {
                 }
                 self.wr.raise(at + t.tccd_s, Gate::TccdS);
                 self.rd.raise(at + t.wr_to_rd_s, Gate::WtrS);
-                self.banks[i].pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                self.banks[i]
+                    .pre
+                    .raise(at + t.wr_to_pre, Gate::WriteRecovery);
             }
             Command::AbRd { .. } => {
                 for g in &mut self.groups {

@@ -29,8 +29,8 @@
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
-use super::refresh::Refresher;
-use super::scheduler::{pick_column, pick_row, wanted_banks, Entry, HitCounts};
+use super::refresh::{RefreshBlock, Refresher};
+use super::scheduler::{pick_column, pick_row, wanted_banks, Entry};
 use super::stats::{ControllerStats, RowClass};
 
 /// Settings of one controller (per run; defaults come from the preset).
@@ -104,6 +104,14 @@ pub struct Controller {
     bytes_per_column: u64,
     stats: ControllerStats,
     log: Option<Vec<LoggedCommand>>,
+    /// Until this cycle the column pass cannot find a ready command unless something
+    /// changes (an enqueue, a row command, a finished entry, refresh, the drain mode);
+    /// gates only move later when commands issue, so skipping the scan is exact.
+    column_quiet_until: Cycle,
+    /// The same for the row pass.
+    row_quiet_until: Cycle,
+    last_block: RefreshBlock,
+    last_write: bool,
 }
 
 impl Controller {
@@ -122,6 +130,10 @@ impl Controller {
             refresh,
             nmc_owned: false,
             log: None,
+            column_quiet_until: 0,
+            row_quiet_until: 0,
+            last_block: RefreshBlock::default(),
+            last_write: false,
         }
     }
 
@@ -189,6 +201,7 @@ impl Controller {
             bursts: bursts.max(1),
             class: RowClass::Hit,
         };
+        self.invalidate();
         if write {
             self.stats.write_queue.record(now, self.writes.len());
             self.writes.push(e);
@@ -234,21 +247,41 @@ impl Controller {
         self.update_drain_mode();
         let write = self.draining;
         let mut wake = Cycle::MAX;
-        let mut issued = false;
         let per_bank_due =
             self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
         let (wanted, open) = if per_bank_due {
-            (wanted_banks([&self.reads, &self.writes]), self.pc.open_mask())
+            (
+                wanted_banks([&self.reads, &self.writes]),
+                self.pc.open_mask(),
+            )
         } else {
             (0, 0)
         };
         let block = self.refresh.block(now, wanted, open);
+        if block != self.last_block || write != self.last_write {
+            self.last_block = block;
+            self.last_write = write;
+            self.invalidate();
+        }
 
-        let mut hits: HitCounts = [0; 64];
-        let queue = if write { &self.writes } else { &self.reads };
-        if let Some(i) = pick_column(queue, &self.pc, now, write, block, &mut hits, &mut wake) {
-            self.serve_column(i, write, now, done, &mut hits);
-            issued = true;
+        if now >= self.column_quiet_until {
+            let mut w = Cycle::MAX;
+            let queue = if write { &self.writes } else { &self.reads };
+            match pick_column(queue, &self.pc, now, write, block, &mut w) {
+                Some(i) => {
+                    if self.serve_column(i, write, now, done) {
+                        // Fewer hits may free a PRE.
+                        self.row_quiet_until = 0;
+                    }
+                    self.column_quiet_until = 0;
+                    // The next column command cannot come before the bus-wide gates open.
+                    wake = wake.min(self.pc.column_floor(write));
+                }
+                None => self.column_quiet_until = w,
+            }
+            wake = wake.min(w);
+        } else {
+            wake = wake.min(self.column_quiet_until);
         }
 
         // Row command bus: refresh first, then FR-FCFS.
@@ -260,60 +293,90 @@ impl Controller {
                 if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
                     self.refresh.refreshed(&cmd, &self.pc);
                 }
+                self.invalidate();
                 row_done = true;
-                issued = true;
+                wake = now + 1;
             } else {
                 wake = wake.min(t);
             }
         } else {
             wake = wake.min(self.refresh.next_due());
         }
-        if !row_done {
+        if !row_done && now >= self.row_quiet_until {
+            let mut w = Cycle::MAX;
             let queue = if write { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            if let Some((cmd, entry)) = pick_row(queue, &self.pc, now, block, &hits, policy, &mut wake)
-            {
-                self.issue_internal(&cmd, now);
-                if let Some(i) = entry {
-                    let q = if write { &mut self.writes } else { &mut self.reads };
-                    if let Some(e) = q.get_mut(i) {
-                        match cmd {
-                            Command::Pre { .. } => e.class = RowClass::Conflict,
-                            Command::Act { .. } if e.class == RowClass::Hit => {
-                                e.class = RowClass::Miss
+            match pick_row(queue, &self.pc, now, block, policy, &mut w) {
+                Some((cmd, entry)) => {
+                    self.issue_internal(&cmd, now);
+                    if let Some(i) = entry {
+                        let q = if write {
+                            &mut self.writes
+                        } else {
+                            &mut self.reads
+                        };
+                        if let Some(e) = q.get_mut(i) {
+                            match cmd {
+                                Command::Pre { .. } => e.class = RowClass::Conflict,
+                                Command::Act { .. } if e.class == RowClass::Hit => {
+                                    e.class = RowClass::Miss
+                                }
+                                _ => {}
                             }
-                            _ => {}
                         }
                     }
+                    self.invalidate();
+                    wake = now + 1;
                 }
-                issued = true;
+                None => self.row_quiet_until = w,
             }
+            wake = wake.min(w);
+        } else if !row_done {
+            wake = wake.min(self.row_quiet_until);
         }
         // The other queue may need the scheduler when the drain mode flips.
-        let other_waiting = if write { !self.reads.is_empty() } else { !self.writes.is_empty() };
-        if issued || (other_waiting && wake == Cycle::MAX) {
+        let other_waiting = if write {
+            !self.reads.is_empty()
+        } else {
+            !self.writes.is_empty()
+        };
+        if other_waiting && wake == Cycle::MAX {
             now + 1
         } else {
             wake.max(now + 1)
         }
     }
 
+    /// Issues the next column access of entry `i`; returns whether the entry finished.
     fn serve_column(
         &mut self,
         i: usize,
         write: bool,
         now: Cycle,
         done: &mut Vec<Completion>,
-        hits: &mut HitCounts,
-    ) {
-        let q = if write { &mut self.writes } else { &mut self.reads };
-        let Some(e) = q.get_mut(i) else { return };
+    ) -> bool {
+        let q = if write {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        let Some(e) = q.get_mut(i) else {
+            return false;
+        };
         let col = e.col + u32::from(e.bursts - e.bursts_left);
         let bank = self.pc.bank_id(usize::from(e.bank));
         let cmd = if write {
-            Command::Wr { bank, row: e.row, col }
+            Command::Wr {
+                bank,
+                row: e.row,
+                col,
+            }
         } else {
-            Command::Rd { bank, row: e.row, col }
+            Command::Rd {
+                bank,
+                row: e.row,
+                col,
+            }
         };
         e.bursts_left -= 1;
         let finished = e.bursts_left == 0;
@@ -327,7 +390,11 @@ impl Controller {
             self.stats.bytes_read += self.bytes_per_column;
         }
         if finished {
-            let q = if write { &mut self.writes } else { &mut self.reads };
+            let q = if write {
+                &mut self.writes
+            } else {
+                &mut self.reads
+            };
             let len = q.len();
             q.remove(i);
             if write {
@@ -338,11 +405,20 @@ impl Controller {
                 self.stats.reads += 1;
             }
             self.stats.classify(entry.class);
-            if let Some(h) = hits.get_mut(usize::from(entry.bank)) {
-                *h = h.saturating_sub(1);
-            }
-            done.push(Completion { tag: entry.tag, at: data_end });
+            done.push(Completion {
+                tag: entry.tag,
+                at: data_end,
+            });
         }
+        finished
+    }
+
+    /// Forgets what the scheduler learnt about quiet periods: something changed that can
+    /// make a command ready earlier than the passes last computed.
+    #[inline]
+    fn invalidate(&mut self) {
+        self.column_quiet_until = 0;
+        self.row_quiet_until = 0;
     }
 
     /// Closes the occupancy histograms at `now` (call once at the end of a run).
@@ -360,6 +436,7 @@ impl Controller {
     /// Hands the pseudo-channel back to normal scheduling; returns the cycle to step at.
     pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
         self.nmc_owned = false;
+        self.invalidate();
         now
     }
 
@@ -381,6 +458,7 @@ impl Controller {
     /// Issues a command on behalf of an NMC engine, under full timing checks.
     pub fn issue_external(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
         self.pc.issue(cmd, at)?;
+        self.invalidate();
         self.record(cmd, at);
         if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
             self.refresh.refreshed(cmd, &self.pc);

@@ -140,7 +140,9 @@ impl MemorySystem {
     /// A device with the preset's geometry, the given mapping and controller settings.
     pub fn new(preset: &HbmPreset, mapping: AddressMapping, cfg: ControllerConfig) -> Self {
         let n = preset.pseudo_channels() as usize;
-        let controllers = (0..n).map(|_| Controller::new(preset, cfg.clone())).collect();
+        let controllers = (0..n)
+            .map(|_| Controller::new(preset, cfg.clone()))
+            .collect();
         let capacity = n * cfg.queue_depth * 2;
         MemorySystem {
             preset: preset.clone(),
@@ -190,7 +192,11 @@ impl MemorySystem {
     pub fn try_submit(&mut self, req: &Request) -> Result<(), Backpressure> {
         let now = self.now.max(req.arrival);
         let col_bytes = self.mapping.column_bytes();
-        let size = if u64::from(req.size) > col_bytes { 2 * col_bytes } else { col_bytes };
+        let size = if u64::from(req.size) > col_bytes {
+            2 * col_bytes
+        } else {
+            col_bytes
+        };
         let base = req.addr & !(size - 1);
         let a = self.mapping.decode(base);
         let pa = self.mapping.pseudo_channel_index(&a);
@@ -212,21 +218,38 @@ impl MemorySystem {
             (Some(b), false) => {
                 let pb = self.mapping.pseudo_channel_index(&b);
                 let need_a = if pa == pb { 2 } else { 1 };
-                if !self.controllers.get(pa).is_some_and(|c| c.has_room(req.write, need_a)) {
+                if !self
+                    .controllers
+                    .get(pa)
+                    .is_some_and(|c| c.has_room(req.write, need_a))
+                {
                     return Err(Backpressure { pseudo_channel: pa });
                 }
-                if !self.controllers.get(pb).is_some_and(|c| c.has_room(req.write, 1)) {
+                if !self
+                    .controllers
+                    .get(pb)
+                    .is_some_and(|c| c.has_room(req.write, 1))
+                {
                     return Err(Backpressure { pseudo_channel: pb });
                 }
             }
             _ => {
-                if !self.controllers.get(pa).is_some_and(|c| c.has_room(req.write, 1)) {
+                if !self
+                    .controllers
+                    .get(pa)
+                    .is_some_and(|c| c.has_room(req.write, 1))
+                {
                     return Err(Backpressure { pseudo_channel: pa });
                 }
             }
         }
         let parts: u8 = if merged { 1 } else { 2 };
-        let slot = Slot { arrival: now, done_at: 0, parts_left: parts, write: req.write };
+        let slot = Slot {
+            arrival: now,
+            done_at: 0,
+            parts_left: parts,
+            write: req.write,
+        };
         let tag = match self.free.pop() {
             Some(t) => {
                 self.slots[t as usize] = slot;
@@ -267,7 +290,9 @@ impl MemorySystem {
 
     fn collect(&mut self) {
         for c in self.done.drain(..) {
-            let Some(s) = self.slots.get_mut(c.tag as usize) else { continue };
+            let Some(s) = self.slots.get_mut(c.tag as usize) else {
+                continue;
+            };
             s.done_at = s.done_at.max(c.at);
             s.parts_left -= 1;
             if s.parts_left == 0 {
@@ -379,7 +404,11 @@ impl MemorySystem {
                 + s.bytes_written / u64::from(p.organisation.bytes_per_column);
         }
         let simulated_ns = end as f64 * tck;
-        let bandwidth = if end == 0 { 0.0 } else { bytes as f64 / simulated_ns };
+        let bandwidth = if end == 0 {
+            0.0
+        } else {
+            bytes as f64 / simulated_ns
+        };
         let peak = p.peak_gbps();
         let n = self.controllers.len().max(1) as f64;
         let span = (end.max(1) as f64) * n;
@@ -402,7 +431,11 @@ impl MemorySystem {
             simulated_ns,
             bandwidth_gbps: bandwidth,
             peak_gbps: peak,
-            percent_of_peak: if peak > 0.0 { 100.0 * bandwidth / peak } else { 0.0 },
+            percent_of_peak: if peak > 0.0 {
+                100.0 * bandwidth / peak
+            } else {
+                0.0
+            },
             read_latency_mean: self.read_latency.mean(),
             read_latency_min: self.read_latency.min(),
             read_latency_p50: self.read_latency.quantile(0.5),
@@ -415,7 +448,11 @@ impl MemorySystem {
             read_queue_mean: rq.mean(),
             write_queue_mean: wq.mean(),
             read_queue_histogram: rq.cycles,
-            bank_utilisation: if banks == 0 { 0.0 } else { open as f64 / (banks as f64 * end.max(1) as f64) },
+            bank_utilisation: if banks == 0 {
+                0.0
+            } else {
+                open as f64 / (banks as f64 * end.max(1) as f64)
+            },
             data_bus_utilisation: (bursts * u64::from(p.timing.bl)) as f64 / span,
         }
     }

@@ -42,8 +42,15 @@ impl RefreshBlock {
 impl Refresher {
     /// Refresh for a pseudo-channel of `banks` banks.
     pub fn new(mode: RefreshMode, trefi: Cycle, banks: usize) -> Self {
-        let mut r =
-            Refresher { mode, trefi, banks, done: 0, next_due: 0, target: None, round_done: 0 };
+        let mut r = Refresher {
+            mode,
+            trefi,
+            banks,
+            done: 0,
+            next_due: 0,
+            target: None,
+            round_done: 0,
+        };
         r.next_due = r.due_time(1);
         r
     }
@@ -76,12 +83,19 @@ impl Refresher {
         }
         match self.mode {
             RefreshMode::Off => RefreshBlock::default(),
-            RefreshMode::AllBank => RefreshBlock { all: true, bank: None },
+            RefreshMode::AllBank => RefreshBlock {
+                all: true,
+                bank: None,
+            },
             RefreshMode::PerBank => {
                 let target = match self.target {
                     Some(t) => t,
                     None => {
-                        let all = if self.banks >= 64 { u64::MAX } else { (1u64 << self.banks) - 1 };
+                        let all = if self.banks >= 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << self.banks) - 1
+                        };
                         let left = all & !self.round_done;
                         let idle = left & !wanted;
                         let closed_idle = idle & !open;
@@ -94,7 +108,10 @@ impl Refresher {
                         t
                     }
                 };
-                RefreshBlock { all: false, bank: Some(target) }
+                RefreshBlock {
+                    all: false,
+                    bank: Some(target),
+                }
             }
         }
     }
@@ -107,7 +124,11 @@ impl Refresher {
         }
         match self.mode {
             RefreshMode::Off => None,
-            RefreshMode::AllBank => Some(if pc.any_open() { Command::PreAll } else { Command::Ref }),
+            RefreshMode::AllBank => Some(if pc.any_open() {
+                Command::PreAll
+            } else {
+                Command::Ref
+            }),
             RefreshMode::PerBank => {
                 let t = self.target?;
                 let bank = pc.bank_id(t);

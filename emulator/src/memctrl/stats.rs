@@ -37,7 +37,11 @@ pub struct LogHistogram {
 impl LogHistogram {
     /// An empty histogram.
     pub fn new() -> Self {
-        LogHistogram { buckets: vec![0; 64 * LATENCY_SUB_BUCKETS as usize], min: u64::MAX, ..Default::default() }
+        LogHistogram {
+            buckets: vec![0; 64 * LATENCY_SUB_BUCKETS as usize],
+            min: u64::MAX,
+            ..Default::default()
+        }
     }
 
     fn index(v: u64) -> usize {
@@ -46,7 +50,8 @@ impl LogHistogram {
         }
         let e = 63 - v.leading_zeros(); // >= SUB_BITS + 1
         let shift = e - SUB_BITS;
-        ((u64::from(shift) + 1) * LATENCY_SUB_BUCKETS + ((v >> shift) - LATENCY_SUB_BUCKETS)) as usize
+        ((u64::from(shift) + 1) * LATENCY_SUB_BUCKETS + ((v >> shift) - LATENCY_SUB_BUCKETS))
+            as usize
     }
 
     fn upper(index: usize) -> u64 {
@@ -140,7 +145,10 @@ pub struct Occupancy {
 impl Occupancy {
     /// For a queue of `depth` entries.
     pub fn new(depth: usize) -> Self {
-        Occupancy { cycles: vec![0; depth + 1], since: 0 }
+        Occupancy {
+            cycles: vec![0; depth + 1],
+            since: 0,
+        }
     }
 
     /// The queue had `len` entries from the last change until `now`.
@@ -158,7 +166,12 @@ impl Occupancy {
         if total == 0 {
             return 0.0;
         }
-        let weighted: f64 = self.cycles.iter().enumerate().map(|(n, c)| n as f64 * *c as f64).sum();
+        let weighted: f64 = self
+            .cycles
+            .iter()
+            .enumerate()
+            .map(|(n, c)| n as f64 * *c as f64)
+            .sum();
         weighted / total as f64
     }
 
@@ -240,7 +253,10 @@ mod tests {
         assert!((h.mean() - 499.5).abs() < 1e-9);
         for v in [64u64, 65, 127, 128, 1 << 20, u64::MAX / 2] {
             let i = LogHistogram::index(v);
-            assert!(LogHistogram::upper(i) >= v && LogHistogram::upper(i) - v <= v / 32, "{v}");
+            assert!(
+                LogHistogram::upper(i) >= v && LogHistogram::upper(i) - v <= v / 32,
+                "{v}"
+            );
         }
     }
 }
