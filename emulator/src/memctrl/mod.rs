@@ -73,7 +73,7 @@ pub struct MemorySystem {
 }
 
 /// Figures of a finished run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
     /// Preset name.
     pub preset: String,
