@@ -73,6 +73,23 @@ impl ControllerConfig {
     }
 }
 
+/// What the front end queues at one controller: one or two column accesses in one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestPart {
+    /// Write (otherwise read).
+    pub write: bool,
+    /// Tag returned in the [`Completion`].
+    pub tag: u32,
+    /// Bank index within the pseudo-channel (group-major).
+    pub bank: usize,
+    /// Row.
+    pub row: u32,
+    /// First column access.
+    pub col: u32,
+    /// Column accesses (1 or 2).
+    pub bursts: u8,
+}
+
 /// A request part that finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
@@ -176,17 +193,16 @@ impl Controller {
 
     /// Queues a request part at `now`; it becomes visible to the scheduler after the
     /// command overhead. Returns the cycle at which the controller should be stepped, or
-    /// `None` if the queue is full.
-    pub fn enqueue(
-        &mut self,
-        now: Cycle,
-        write: bool,
-        tag: u32,
-        bank: usize,
-        row: u32,
-        col: u32,
-        bursts: u8,
-    ) -> Option<Cycle> {
+    /// `None` if the queue is full or the bank does not exist.
+    pub fn enqueue(&mut self, now: Cycle, part: RequestPart) -> Option<Cycle> {
+        let RequestPart {
+            write,
+            tag,
+            bank,
+            row,
+            col,
+            bursts,
+        } = part;
         if !self.has_room(write, 1) || bank >= self.pc.banks() {
             return None;
         }

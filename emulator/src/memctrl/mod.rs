@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
 
-pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand};
+pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand, RequestPart};
 pub use stats::{LogHistogram, Occupancy, RowClass};
 
 /// One memory request.
@@ -280,7 +280,15 @@ impl MemorySystem {
     ) {
         let bank = self.mapping.bank_index(d);
         if let Some(c) = self.controllers.get_mut(pc) {
-            if let Some(ready) = c.enqueue(now, write, tag, bank, d.row, d.col, bursts) {
+            let part = RequestPart {
+                write,
+                tag,
+                bank,
+                row: d.row,
+                col: d.col,
+                bursts,
+            };
+            if let Some(ready) = c.enqueue(now, part) {
                 if let Some(w) = self.wake.get_mut(pc) {
                     *w = (*w).min(ready);
                 }
