@@ -215,7 +215,10 @@ impl Gated {
     }
 }
 
-const NO_ROW: u32 = u32::MAX;
+/// The row value [`PseudoChannel::open_row_raw`] returns for a precharged bank.
+pub const CLOSED_ROW: u32 = u32::MAX;
+const NO_ROW: u32 = CLOSED_ROW;
+const MAX_BANKS: usize = crate::hbm::config::MAX_BANKS_PER_PSEUDO_CHANNEL as usize;
 
 #[derive(Debug, Clone)]
 struct Bank {
@@ -275,7 +278,7 @@ pub struct PseudoChannel {
     open_banks: u32,
     /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
     /// cache line instead of one per bank.
-    open_rows: Vec<u32>,
+    open_rows: [u32; MAX_BANKS],
     counts: [u64; COMMAND_KINDS],
 }
 
@@ -305,7 +308,7 @@ impl PseudoChannel {
             faw: [0; 4],
             faw_next: 0,
             open_banks: 0,
-            open_rows: vec![NO_ROW; groups * per],
+            open_rows: [NO_ROW; MAX_BANKS],
             counts: [0; COMMAND_KINDS],
         }
     }
@@ -339,10 +342,14 @@ impl PseudoChannel {
     /// The open row of a bank (flat index), if any.
     #[inline]
     pub fn open_row(&self, bank: usize) -> Option<u32> {
-        self.banks
-            .get(bank)
-            .map(|b| b.open_row)
-            .filter(|r| *r != NO_ROW)
+        self.open_rows.get(bank).copied().filter(|r| *r != NO_ROW)
+    }
+
+    /// The open row of a bank, or [`CLOSED_ROW`]; the bank index is taken modulo the
+    /// maximum bank count, so this never fails (the scheduler's inner loop).
+    #[inline(always)]
+    pub fn open_row_raw(&self, bank: usize) -> u32 {
+        self.open_rows[bank % MAX_BANKS]
     }
 
     /// Bit b set when bank b (flat index) has a row open.

@@ -130,6 +130,8 @@ pub struct RunReport {
     pub write_queue_mean: f64,
     /// Time-weighted read-queue occupancy, summed over pseudo-channels: cycles at each length.
     pub read_queue_histogram: Vec<u64>,
+    /// Time-weighted write-queue occupancy, summed over pseudo-channels.
+    pub write_queue_histogram: Vec<u64>,
     /// Fraction of time banks had a row open, averaged over all banks.
     pub bank_utilisation: f64,
     /// Fraction of time the data buses carried data.
@@ -456,6 +458,7 @@ impl MemorySystem {
             read_queue_mean: rq.mean(),
             write_queue_mean: wq.mean(),
             read_queue_histogram: rq.cycles,
+            write_queue_histogram: wq.cycles,
             bank_utilisation: if banks == 0 {
                 0.0
             } else {

@@ -11,6 +11,7 @@
 //! any entry is looked at: while they are closed the queue is not scanned at all.
 
 use crate::hbm::config::PagePolicy;
+use crate::hbm::timing::CLOSED_ROW;
 use crate::hbm::{Command, Cycle, PseudoChannel};
 
 use super::refresh::RefreshBlock;
@@ -88,7 +89,7 @@ pub fn pick_column(
     let mut seen = 0u64;
     for (i, e) in queue.iter().enumerate() {
         let b = usize::from(e.bank);
-        if seen & (1u64 << b) != 0 || pc.open_row(b) != Some(e.row) {
+        if seen & (1u64 << b) != 0 || pc.open_row_raw(b) != e.row {
             continue;
         }
         seen |= 1u64 << b;
@@ -134,10 +135,11 @@ pub fn pick_row(
         if seen & (1u64 << b) != 0 {
             continue;
         }
-        let open = pc.open_row(b);
-        if open == Some(e.row) {
+        let raw = pc.open_row_raw(b);
+        if raw == e.row {
             continue;
         }
+        let open = (raw != CLOSED_ROW).then_some(raw);
         seen |= 1u64 << b;
         let (cmd, t) = match open {
             Some(r) => {
