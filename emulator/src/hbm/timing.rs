@@ -265,6 +265,9 @@ struct Group {
 pub struct PseudoChannel {
     t: TimingCycles,
     banks_per_group: usize,
+    /// log2(banks_per_group): presets guarantee a power of two, and a shift keeps integer
+    /// division out of the hot path.
+    group_shift: u32,
     banks: Vec<Bank>,
     groups: Vec<Group>,
     act: Gated,
@@ -291,6 +294,7 @@ impl PseudoChannel {
         PseudoChannel {
             t: TimingCycles::from(&preset.timing),
             banks_per_group: per,
+            group_shift: per.trailing_zeros(),
             banks: vec![Bank::new(); groups * per],
             groups: vec![
                 Group {
@@ -334,8 +338,8 @@ impl PseudoChannel {
     #[inline]
     pub fn bank_id(&self, index: usize) -> BankId {
         BankId::new(
-            (index / self.banks_per_group) as u8,
-            (index % self.banks_per_group) as u8,
+            (index >> self.group_shift) as u8,
+            (index & (self.banks_per_group - 1)) as u8,
         )
     }
 
@@ -434,7 +438,7 @@ impl PseudoChannel {
                 gate: Gate::None,
             };
         };
-        let g = &self.groups[bank / self.banks_per_group];
+        let g = &self.groups[bank >> self.group_shift];
         b.act
             .max(g.act)
             .max(self.act)
@@ -453,7 +457,7 @@ impl PseudoChannel {
                 gate: Gate::None,
             };
         };
-        let g = &self.groups[bank / self.banks_per_group];
+        let g = &self.groups[bank >> self.group_shift];
         if write {
             b.wr.max(g.wr).max(self.wr).max(self.col_bus)
         } else {
@@ -639,7 +643,7 @@ impl PseudoChannel {
             Command::Act { bank, row } => {
                 let i = idx(self, bank);
                 self.open(i, row, at);
-                self.groups[i / self.banks_per_group]
+                self.groups[i >> self.group_shift]
                     .act
                     .raise(at + t.trrd_l, Gate::TrrdL);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
@@ -669,7 +673,7 @@ impl PseudoChannel {
             }
             Command::Rd { bank, .. } => {
                 let i = idx(self, bank);
-                let g = &mut self.groups[i / self.banks_per_group];
+                let g = &mut self.groups[i >> self.group_shift];
                 g.rd.raise(at + t.tccd_l, Gate::TccdL);
                 self.rd.raise(at + t.tccd_s, Gate::TccdS);
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
@@ -677,7 +681,7 @@ impl PseudoChannel {
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
-                let g = &mut self.groups[i / self.banks_per_group];
+                let g = &mut self.groups[i >> self.group_shift];
                 g.wr.raise(at + t.tccd_l, Gate::TccdL);
                 g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
                 if matches!(cmd, Command::Update { .. }) {

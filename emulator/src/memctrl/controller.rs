@@ -30,7 +30,7 @@ use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
 use super::refresh::{RefreshBlock, Refresher};
-use super::scheduler::{pick_column, pick_row, wanted_banks, Entry};
+use super::scheduler::{pick_column, pick_row, wanted_banks, BankQueues, Entry, Slot};
 use super::stats::{ControllerStats, RowClass};
 
 /// Settings of one controller (per run; defaults come from the preset).
@@ -113,8 +113,8 @@ pub struct LoggedCommand {
 pub struct Controller {
     pc: PseudoChannel,
     cfg: ControllerConfig,
-    reads: Vec<Entry>,
-    writes: Vec<Entry>,
+    reads: BankQueues,
+    writes: BankQueues,
     draining: bool,
     refresh: Refresher,
     nmc_owned: bool,
@@ -137,8 +137,8 @@ impl Controller {
         let pc = PseudoChannel::new(preset);
         let refresh = Refresher::new(cfg.refresh, pc.timing().trefi, pc.banks());
         Controller {
-            reads: Vec::with_capacity(cfg.queue_depth),
-            writes: Vec::with_capacity(cfg.queue_depth),
+            reads: BankQueues::new(pc.banks()),
+            writes: BankQueues::new(pc.banks()),
             stats: ControllerStats::new(cfg.queue_depth),
             bytes_per_column: u64::from(preset.organisation.bytes_per_column),
             pc,
@@ -208,6 +208,7 @@ impl Controller {
         }
         let ready = now + self.cfg.command_overhead;
         let e = Entry {
+            seq: 0,
             tag,
             row,
             ready,
@@ -217,7 +218,10 @@ impl Controller {
             bursts: bursts.max(1),
             class: RowClass::Hit,
         };
-        self.invalidate();
+        // A new entry cannot make anything ready before it is itself visible, and it can
+        // only delay others (a new hit holds back a PRE).
+        self.column_quiet_until = self.column_quiet_until.min(ready);
+        self.row_quiet_until = self.row_quiet_until.min(ready);
         if write {
             self.stats.write_queue.record(now, self.writes.len());
             self.writes.push(e);
@@ -341,7 +345,18 @@ impl Controller {
                             }
                         }
                     }
-                    self.invalidate();
+                    // The row pass must look again. An ACT creates row hits, ready no
+                    // earlier than the bank's column gates; a PRE only removes hits.
+                    self.row_quiet_until = 0;
+                    if let Command::Act { bank, .. } = cmd {
+                        if let Some(b) = self.pc.bank_index(bank) {
+                            let hit_at = self
+                                .pc
+                                .earliest_column(b, false)
+                                .min(self.pc.earliest_column(b, true));
+                            self.column_quiet_until = self.column_quiet_until.min(hit_at);
+                        }
+                    }
                     wake = now + 1;
                 }
                 None => self.row_quiet_until = w,
@@ -366,7 +381,7 @@ impl Controller {
     /// Issues the next column access of entry `i`; returns whether the entry finished.
     fn serve_column(
         &mut self,
-        i: usize,
+        i: Slot,
         write: bool,
         now: Cycle,
         done: &mut Vec<Completion>,

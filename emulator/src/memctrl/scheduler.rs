@@ -4,11 +4,14 @@
 //! its open row, so a conflict cannot steal a row from older hits that are merely waiting
 //! for tCCD.
 //!
-//! The queues are kept in arrival order, so "oldest" is the lowest index. Each pass also
-//! lowers `wake` to a cycle at or before which something could next become ready, so the
-//! controller can sleep until then instead of being stepped every cycle. Pseudo-channel-
-//! wide gates (data bus, tRRD_S, tFAW, command buses) are checked once per pass before
-//! any entry is looked at: while they are closed the queue is not scanned at all.
+//! Queues are kept per bank ([`BankQueues`]), each in arrival order, with a sequence
+//! number for age across banks. Within a bank only the oldest hit can be the column
+//! candidate and only the oldest non-hit the row candidate (younger entries of the same
+//! bank face the same gates and become visible later), so a pass costs one look per busy
+//! bank, not one per queued entry. Each pass also lowers `wake` to a cycle at or before
+//! which something could next become ready, so the controller can sleep until then.
+//! Pseudo-channel-wide gates (data bus, tRRD_S, tFAW, command buses) are checked once per
+//! pass before any bank is looked at.
 
 use crate::hbm::config::PagePolicy;
 use crate::hbm::timing::CLOSED_ROW;
@@ -20,12 +23,14 @@ use super::stats::RowClass;
 /// One queued request part: one or two column accesses in the same row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
+    /// Arrival order across all banks of the queue.
+    pub seq: u64,
+    /// First cycle the scheduler may act on this entry.
+    pub ready: Cycle,
     /// The front end's tag, returned on completion.
     pub tag: u32,
     /// Row.
     pub row: u32,
-    /// First cycle the scheduler may act on this entry.
-    pub ready: Cycle,
     /// First column access.
     pub col: u32,
     /// Bank index within the pseudo-channel.
@@ -38,149 +43,217 @@ pub struct Entry {
     pub class: RowClass,
 }
 
-/// Bit mask of banks any queued entry targets.
-pub fn wanted_banks(queues: [&[Entry]; 2]) -> u64 {
-    queues
-        .iter()
-        .flat_map(|q| q.iter())
-        .fold(0u64, |m, e| m | 1u64 << e.bank)
+/// Where an entry sits: (bank, position in the bank's queue).
+pub type Slot = (usize, usize);
+
+/// A request queue kept per bank, each bank's entries in arrival order.
+#[derive(Debug, Clone)]
+pub struct BankQueues {
+    banks: Vec<Vec<Entry>>,
+    nonempty: u64,
+    len: usize,
+    next_seq: u64,
 }
 
-/// Per-step memo of which banks have a queued row hit, filled in lazily so a queue full
-/// of conflicts costs one scan per bank rather than one per entry.
-#[derive(Debug, Default)]
-struct HitMemo {
-    checked: u64,
-    hit: u64,
-}
-
-impl HitMemo {
-    /// Whether any queued entry hits `row` (the open row) in `bank`.
-    #[inline]
-    fn has_hit(&mut self, queue: &[Entry], bank: u8, row: u32) -> bool {
-        let bit = 1u64 << bank;
-        if self.checked & bit == 0 {
-            self.checked |= bit;
-            if queue.iter().any(|e| e.bank == bank && e.row == row) {
-                self.hit |= bit;
-            }
+impl BankQueues {
+    /// Empty queues for `banks` banks.
+    pub fn new(banks: usize) -> Self {
+        BankQueues {
+            banks: vec![Vec::new(); banks],
+            nonempty: 0,
+            len: 0,
+            next_seq: 0,
         }
-        self.hit & bit != 0
     }
+
+    /// Entries queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bit b set when bank b has entries.
+    #[inline]
+    pub fn nonempty(&self) -> u64 {
+        self.nonempty
+    }
+
+    /// Appends an entry (its `seq` is assigned here).
+    pub fn push(&mut self, mut e: Entry) {
+        let b = usize::from(e.bank);
+        if let Some(q) = self.banks.get_mut(b) {
+            e.seq = self.next_seq;
+            self.next_seq += 1;
+            q.push(e);
+            self.nonempty |= 1u64 << b;
+            self.len += 1;
+        }
+    }
+
+    /// The entries of one bank, oldest first.
+    #[inline]
+    pub fn bank(&self, b: usize) -> &[Entry] {
+        self.banks.get(b).map_or(&[], Vec::as_slice)
+    }
+
+    /// An entry by slot.
+    #[inline]
+    pub fn get_mut(&mut self, (b, i): Slot) -> Option<&mut Entry> {
+        self.banks.get_mut(b)?.get_mut(i)
+    }
+
+    /// Removes an entry by slot.
+    pub fn remove(&mut self, (b, i): Slot) -> Option<Entry> {
+        let q = self.banks.get_mut(b)?;
+        if i >= q.len() {
+            return None;
+        }
+        let e = q.remove(i);
+        if q.is_empty() {
+            self.nonempty &= !(1u64 << b);
+        }
+        self.len -= 1;
+        Some(e)
+    }
+}
+
+/// Iterates the set bits of a mask, lowest first.
+#[inline]
+fn bits(mut m: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let b = m.trailing_zeros() as usize;
+        m &= m - 1;
+        Some(b)
+    })
+}
+
+/// Bit mask of banks any queued entry targets.
+pub fn wanted_banks(queues: [&BankQueues; 2]) -> u64 {
+    queues[0].nonempty() | queues[1].nonempty()
 }
 
 /// Picks the oldest row hit whose column command may issue at `now`.
 #[inline]
 pub fn pick_column(
-    queue: &[Entry],
+    queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     write: bool,
     block: RefreshBlock,
     wake: &mut Cycle,
-) -> Option<usize> {
+) -> Option<Slot> {
     let floor = pc.column_floor(write);
     if floor > now {
         *wake = (*wake).min(floor);
         return None;
     }
-    // Only the oldest hit of each bank can be the oldest ready one: younger hits to the
-    // same bank face the same gates and become visible later.
-    let mut seen = 0u64;
-    for (i, e) in queue.iter().enumerate() {
-        let b = usize::from(e.bank);
-        if seen & (1u64 << b) != 0 || pc.open_row_raw(b) != e.row {
+    let mut best: Option<(u64, Slot)> = None;
+    for b in bits(queue.nonempty()) {
+        let open = pc.open_row_raw(b);
+        if open == CLOSED_ROW {
             continue;
         }
-        seen |= 1u64 << b;
+        let Some(i) = queue.bank(b).iter().position(|e| e.row == open) else {
+            continue;
+        };
+        let e = &queue.bank(b)[i];
         if e.ready > now {
             *wake = (*wake).min(e.ready);
             continue;
         }
-        if block.blocks(b) {
+        if block.blocks(b) || best.is_some_and(|(s, _)| s < e.seq) {
             continue;
         }
         let t = pc.earliest_column(b, write);
         if t <= now {
-            return Some(i);
+            best = Some((e.seq, (b, i)));
+        } else {
+            *wake = (*wake).min(t);
         }
-        *wake = (*wake).min(t);
     }
-    None
+    best.map(|(_, slot)| slot)
 }
 
 /// The oldest ACT or PRE that may issue at `now`, for a request or (closed page) for an
 /// open row nobody hits any more. Returns the command and the entry it serves.
 #[inline]
 pub fn pick_row(
-    queue: &[Entry],
+    queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     block: RefreshBlock,
     policy: PagePolicy,
     wake: &mut Cycle,
-) -> Option<(Command, Option<usize>)> {
+) -> Option<(Command, Option<Slot>)> {
     let bus = pc.row_bus_free();
     if bus > now {
         *wake = (*wake).min(bus);
         return None;
     }
     let act_floor = pc.act_floor();
-    let mut memo = HitMemo::default();
-    // A row command serves a bank; only the oldest request of each bank that needs one
-    // is considered (younger ones face the same gates and become visible later).
-    let mut seen = 0u64;
-    for (i, e) in queue.iter().enumerate() {
-        let b = usize::from(e.bank);
-        if seen & (1u64 << b) != 0 {
+    let mut best: Option<(u64, Command, Slot)> = None;
+    for b in bits(queue.nonempty()) {
+        let entries = queue.bank(b);
+        let open = pc.open_row_raw(b);
+        let Some(i) = entries.iter().position(|e| e.row != open) else {
+            continue;
+        };
+        let e = &entries[i];
+        if best.as_ref().is_some_and(|(s, _, _)| *s < e.seq) {
+            // An older ready candidate exists; this one can only matter for `wake`, and
+            // the controller steps again right after issuing anyway.
             continue;
         }
-        let raw = pc.open_row_raw(b);
-        if raw == e.row {
-            continue;
-        }
-        let open = (raw != CLOSED_ROW).then_some(raw);
-        seen |= 1u64 << b;
-        let (cmd, t) = match open {
-            Some(r) => {
-                let t = pc.earliest_pre(b).max(e.ready);
-                if t <= now && memo.has_hit(queue, e.bank, r) {
-                    // Older or younger hits go first; their column gates set the wake.
-                    continue;
-                }
-                (
-                    Command::Pre {
-                        bank: pc.bank_id(b),
-                    },
-                    t,
-                )
+        let (cmd, t) = if open != CLOSED_ROW {
+            let t = pc.earliest_pre(b).max(e.ready);
+            if t <= now && entries.iter().any(|x| x.row == open) {
+                // Hits go first; their column gates set the wake.
+                continue;
             }
-            None => {
-                if block.blocks(b) {
-                    continue;
-                }
-                if act_floor > now {
-                    *wake = (*wake).min(act_floor.max(e.ready));
-                    continue;
-                }
-                (
-                    Command::Act {
-                        bank: pc.bank_id(b),
-                        row: e.row,
-                    },
-                    pc.earliest_act(b).max(e.ready),
-                )
+            (
+                Command::Pre {
+                    bank: pc.bank_id(b),
+                },
+                t,
+            )
+        } else {
+            if block.blocks(b) {
+                continue;
             }
+            if act_floor > now {
+                *wake = (*wake).min(act_floor.max(e.ready));
+                continue;
+            }
+            (
+                Command::Act {
+                    bank: pc.bank_id(b),
+                    row: e.row,
+                },
+                pc.earliest_act(b).max(e.ready),
+            )
         };
         if t <= now {
-            return Some((cmd, Some(i)));
+            best = Some((e.seq, cmd, (b, i)));
+        } else {
+            *wake = (*wake).min(t);
         }
-        *wake = (*wake).min(t);
+    }
+    if let Some((_, cmd, slot)) = best {
+        return Some((cmd, Some(slot)));
     }
     if policy == PagePolicy::Closed && pc.any_open() {
         for b in 0..pc.banks() {
-            let Some(r) = pc.open_row(b) else { continue };
-            if memo.has_hit(queue, b as u8, r) {
+            let open = pc.open_row_raw(b);
+            if open == CLOSED_ROW || queue.bank(b).iter().any(|x| x.row == open) {
                 continue;
             }
             let t = pc.earliest_pre(b);
