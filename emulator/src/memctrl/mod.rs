@@ -8,7 +8,8 @@
 //! A streaming run is busy nearly every cycle, so this costs no more than cycle stepping;
 //! random traffic, refresh and long gates (tRFC, tRC) leave many idle cycles that are
 //! skipped. The per-request path allocates nothing: request slots come from a free list
-//! sized to what the queues can hold, and queue entries are 24-byte values.
+//! sized to what the queues can hold, and queue entries are 32-byte values in per-bank
+//! vectors that keep their capacity.
 
 pub mod controller;
 pub mod refresh;
