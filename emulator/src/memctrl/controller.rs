@@ -232,15 +232,18 @@ impl Controller {
         Some(ready)
     }
 
-    fn update_drain_mode(&mut self) {
+    /// Whether the controller should be serving the write queue, given the queues now.
+    fn wants_drain(&self) -> bool {
         let w = self.writes.len();
         if self.draining {
-            if w == 0 || (w <= self.cfg.write_low && !self.reads.is_empty()) {
-                self.draining = false;
-            }
-        } else if w > 0 && (w >= self.cfg.write_high || self.reads.is_empty()) {
-            self.draining = true;
+            !(w == 0 || (w <= self.cfg.write_low && !self.reads.is_empty()))
+        } else {
+            w > 0 && (w >= self.cfg.write_high || self.reads.is_empty())
         }
+    }
+
+    fn update_drain_mode(&mut self) {
+        self.draining = self.wants_drain();
     }
 
     fn record(&mut self, cmd: &Command, at: Cycle) {
@@ -345,9 +348,24 @@ impl Controller {
                             }
                         }
                     }
-                    // The row pass must look again. An ACT creates row hits, ready no
-                    // earlier than the bank's column gates; a PRE only removes hits.
-                    self.row_quiet_until = 0;
+                    // Other banks' row candidates only move later when a command issues,
+                    // so `w` still bounds them; the served bank's next row command is its
+                    // PRE after an ACT, its ACT after a PRE. (Closed page: look again.)
+                    let served = match cmd {
+                        Command::Act { bank, .. } => {
+                            self.pc.bank_index(bank).map(|b| self.pc.earliest_pre(b))
+                        }
+                        Command::Pre { bank } => {
+                            self.pc.bank_index(bank).map(|b| self.pc.earliest_act(b))
+                        }
+                        _ => None,
+                    };
+                    self.row_quiet_until = match (policy, entry, served) {
+                        (PagePolicy::Open, Some(_), Some(t)) => w.min(t),
+                        _ => 0,
+                    };
+                    // An ACT creates row hits, ready no earlier than the bank's column
+                    // gates; a PRE only removes hits.
                     if let Command::Act { bank, .. } = cmd {
                         if let Some(b) = self.pc.bank_index(bank) {
                             let hit_at = self
@@ -365,13 +383,9 @@ impl Controller {
         } else if !row_done {
             wake = wake.min(self.row_quiet_until);
         }
-        // The other queue may need the scheduler when the drain mode flips.
-        let other_waiting = if write {
-            !self.reads.is_empty()
-        } else {
-            !self.writes.is_empty()
-        };
-        if other_waiting && wake == Cycle::MAX {
+        // A controller re-evaluates its drain mode every cycle: if what was issued (or
+        // queued) flips it, step again next cycle.
+        if self.wants_drain() != self.draining {
             now + 1
         } else {
             wake.max(now + 1)

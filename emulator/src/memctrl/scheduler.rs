@@ -184,7 +184,9 @@ pub fn pick_column(
 }
 
 /// The oldest ACT or PRE that may issue at `now`, for a request or (closed page) for an
-/// open row nobody hits any more. Returns the command and the entry it serves.
+/// open row nobody hits any more. Returns the command and the entry it serves. When a
+/// request's command is returned, `wake` covers every other bank's candidate (but not the
+/// closed-page precharges), so the caller can bound its next row pass with it.
 #[inline]
 pub fn pick_row(
     queue: &BankQueues,
@@ -208,11 +210,6 @@ pub fn pick_row(
             continue;
         };
         let e = &entries[i];
-        if best.as_ref().is_some_and(|(s, _, _)| *s < e.seq) {
-            // An older ready candidate exists; this one can only matter for `wake`, and
-            // the controller steps again right after issuing anyway.
-            continue;
-        }
         let (cmd, t) = if open != CLOSED_ROW {
             let t = pc.earliest_pre(b).max(e.ready);
             if t <= now && entries.iter().any(|x| x.row == open) {
@@ -242,6 +239,13 @@ pub fn pick_row(
             )
         };
         if t <= now {
+            // Every ready candidate but the oldest could issue next cycle.
+            if let Some((older, _, _)) = best {
+                *wake = (*wake).min(now + 1);
+                if older < e.seq {
+                    continue;
+                }
+            }
             best = Some((e.seq, cmd, (b, i)));
         } else {
             *wake = (*wake).min(t);
