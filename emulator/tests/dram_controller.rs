@@ -8,7 +8,9 @@
 use nmcp_emulator::hbm::config::{PagePolicy, RefreshMode};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, BankId, Command, Cycle, DramAddr, HbmPreset};
-use nmcp_emulator::memctrl::{Completion, Controller, ControllerConfig, MemorySystem, Request};
+use nmcp_emulator::memctrl::{
+    Completion, Controller, ControllerConfig, MemorySystem, Request, RequestPart,
+};
 
 fn hbm2() -> HbmPreset {
     HbmPreset::builtin("hbm2-2000").unwrap()
@@ -39,9 +41,16 @@ fn drive(c: &mut Controller, parts: &[Part], until: Cycle) -> Vec<Completion> {
             if at > now {
                 break;
             }
-            let ready = c
-                .enqueue(now, write, next_part as u32, bank, row, col, bursts)
-                .unwrap();
+            let tag = next_part as u32;
+            let part = RequestPart {
+                write,
+                tag,
+                bank,
+                row,
+                col,
+                bursts,
+            };
+            let ready = c.enqueue(now, part).unwrap();
             wake = wake.min(ready);
             next_part += 1;
         }
@@ -271,7 +280,15 @@ fn nmc_engine_can_own_the_pseudo_channel() {
     let mut c = controller(RefreshMode::Off, PagePolicy::Open, 32);
     c.acquire_for_nmc();
     let mut done = Vec::new();
-    c.enqueue(0, false, 0, 0, 5, 0, 1).unwrap();
+    let part = RequestPart {
+        write: false,
+        tag: 0,
+        bank: 0,
+        row: 5,
+        col: 0,
+        bursts: 1,
+    };
+    c.enqueue(0, part).unwrap();
     assert_eq!(c.step(10, &mut done), Cycle::MAX);
     assert!(
         c.log().is_empty(),

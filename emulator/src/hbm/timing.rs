@@ -215,7 +215,10 @@ impl Gated {
     }
 }
 
-const NO_ROW: u32 = u32::MAX;
+/// The row value [`PseudoChannel::open_row_raw`] returns for a precharged bank.
+pub const CLOSED_ROW: u32 = u32::MAX;
+const NO_ROW: u32 = CLOSED_ROW;
+const MAX_BANKS: usize = crate::hbm::config::MAX_BANKS_PER_PSEUDO_CHANNEL as usize;
 
 #[derive(Debug, Clone)]
 struct Bank {
@@ -262,6 +265,9 @@ struct Group {
 pub struct PseudoChannel {
     t: TimingCycles,
     banks_per_group: usize,
+    /// log2(banks_per_group): presets guarantee a power of two, and a shift keeps integer
+    /// division out of the hot path.
+    group_shift: u32,
     banks: Vec<Bank>,
     groups: Vec<Group>,
     act: Gated,
@@ -273,6 +279,9 @@ pub struct PseudoChannel {
     faw: [Cycle; 4],
     faw_next: usize,
     open_banks: u32,
+    /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
+    /// cache line instead of one per bank.
+    open_rows: [u32; MAX_BANKS],
     counts: [u64; COMMAND_KINDS],
 }
 
@@ -285,6 +294,7 @@ impl PseudoChannel {
         PseudoChannel {
             t: TimingCycles::from(&preset.timing),
             banks_per_group: per,
+            group_shift: per.trailing_zeros(),
             banks: vec![Bank::new(); groups * per],
             groups: vec![
                 Group {
@@ -302,6 +312,7 @@ impl PseudoChannel {
             faw: [0; 4],
             faw_next: 0,
             open_banks: 0,
+            open_rows: [NO_ROW; MAX_BANKS],
             counts: [0; COMMAND_KINDS],
         }
     }
@@ -327,18 +338,22 @@ impl PseudoChannel {
     #[inline]
     pub fn bank_id(&self, index: usize) -> BankId {
         BankId::new(
-            (index / self.banks_per_group) as u8,
-            (index % self.banks_per_group) as u8,
+            (index >> self.group_shift) as u8,
+            (index & (self.banks_per_group - 1)) as u8,
         )
     }
 
     /// The open row of a bank (flat index), if any.
     #[inline]
     pub fn open_row(&self, bank: usize) -> Option<u32> {
-        self.banks
-            .get(bank)
-            .map(|b| b.open_row)
-            .filter(|r| *r != NO_ROW)
+        self.open_rows.get(bank).copied().filter(|r| *r != NO_ROW)
+    }
+
+    /// The open row of a bank, or [`CLOSED_ROW`]; the bank index is taken modulo the
+    /// maximum bank count, so this never fails (the scheduler's inner loop).
+    #[inline(always)]
+    pub fn open_row_raw(&self, bank: usize) -> u32 {
+        self.open_rows[bank % MAX_BANKS]
     }
 
     /// Bit b set when bank b (flat index) has a row open.
@@ -372,6 +387,28 @@ impl PseudoChannel {
         })
     }
 
+    /// A lower bound on every column command's earliest cycle: the pseudo-channel-wide
+    /// gates alone. Lets a scheduler skip scanning its queue while the bus is busy.
+    #[inline]
+    pub fn column_floor(&self, write: bool) -> Cycle {
+        if write { self.wr.at } else { self.rd.at }.max(self.col_bus.at)
+    }
+
+    /// A lower bound on every ACT's earliest cycle (tRRD_S, tFAW, row bus).
+    #[inline]
+    pub fn act_floor(&self) -> Cycle {
+        self.act
+            .at
+            .max(self.faw[self.faw_next])
+            .max(self.row_bus.at)
+    }
+
+    /// Earliest cycle the row command bus is free.
+    #[inline]
+    pub fn row_bus_free(&self) -> Cycle {
+        self.row_bus.at
+    }
+
     /// Earliest cycle of an ACT to a closed bank (flat index).
     #[inline]
     pub fn earliest_act(&self, bank: usize) -> Cycle {
@@ -401,7 +438,7 @@ impl PseudoChannel {
                 gate: Gate::None,
             };
         };
-        let g = &self.groups[bank / self.banks_per_group];
+        let g = &self.groups[bank >> self.group_shift];
         b.act
             .max(g.act)
             .max(self.act)
@@ -420,7 +457,7 @@ impl PseudoChannel {
                 gate: Gate::None,
             };
         };
-        let g = &self.groups[bank / self.banks_per_group];
+        let g = &self.groups[bank >> self.group_shift];
         if write {
             b.wr.max(g.wr).max(self.wr).max(self.col_bus)
         } else {
@@ -572,6 +609,7 @@ impl PseudoChannel {
         let b = &mut self.banks[i];
         b.open_row = row;
         b.opened_at = at;
+        self.open_rows[i] = row;
         b.act.raise(at + t.trc, Gate::Trc);
         b.pre.raise(at + t.tras, Gate::Tras);
         b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
@@ -586,6 +624,7 @@ impl PseudoChannel {
             b.open_row = NO_ROW;
             b.open_cycles += at.saturating_sub(b.opened_at);
             self.open_banks -= 1;
+            self.open_rows[i] = NO_ROW;
         }
         b.act.raise(at + t.trp, Gate::Trp);
     }
@@ -604,7 +643,7 @@ impl PseudoChannel {
             Command::Act { bank, row } => {
                 let i = idx(self, bank);
                 self.open(i, row, at);
-                self.groups[i / self.banks_per_group]
+                self.groups[i >> self.group_shift]
                     .act
                     .raise(at + t.trrd_l, Gate::TrrdL);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
@@ -634,7 +673,7 @@ impl PseudoChannel {
             }
             Command::Rd { bank, .. } => {
                 let i = idx(self, bank);
-                let g = &mut self.groups[i / self.banks_per_group];
+                let g = &mut self.groups[i >> self.group_shift];
                 g.rd.raise(at + t.tccd_l, Gate::TccdL);
                 self.rd.raise(at + t.tccd_s, Gate::TccdS);
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
@@ -642,7 +681,7 @@ impl PseudoChannel {
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
-                let g = &mut self.groups[i / self.banks_per_group];
+                let g = &mut self.groups[i >> self.group_shift];
                 g.wr.raise(at + t.tccd_l, Gate::TccdL);
                 g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
                 if matches!(cmd, Command::Update { .. }) {

@@ -29,8 +29,8 @@
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
-use super::refresh::Refresher;
-use super::scheduler::{pick_column, pick_row, wanted_banks, Entry, HitCounts};
+use super::refresh::{RefreshBlock, Refresher};
+use super::scheduler::{pick_column, pick_row, wanted_banks, BankQueues, Entry, Slot};
 use super::stats::{ControllerStats, RowClass};
 
 /// Settings of one controller (per run; defaults come from the preset).
@@ -73,6 +73,23 @@ impl ControllerConfig {
     }
 }
 
+/// What the front end queues at one controller: one or two column accesses in one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestPart {
+    /// Write (otherwise read).
+    pub write: bool,
+    /// Tag returned in the [`Completion`].
+    pub tag: u32,
+    /// Bank index within the pseudo-channel (group-major).
+    pub bank: usize,
+    /// Row.
+    pub row: u32,
+    /// First column access.
+    pub col: u32,
+    /// Column accesses (1 or 2).
+    pub bursts: u8,
+}
+
 /// A request part that finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
@@ -96,14 +113,22 @@ pub struct LoggedCommand {
 pub struct Controller {
     pc: PseudoChannel,
     cfg: ControllerConfig,
-    reads: Vec<Entry>,
-    writes: Vec<Entry>,
+    reads: BankQueues,
+    writes: BankQueues,
     draining: bool,
     refresh: Refresher,
     nmc_owned: bool,
     bytes_per_column: u64,
     stats: ControllerStats,
     log: Option<Vec<LoggedCommand>>,
+    /// Until this cycle the column pass cannot find a ready command unless something
+    /// changes (an enqueue, a row command, a finished entry, refresh, the drain mode);
+    /// gates only move later when commands issue, so skipping the scan is exact.
+    column_quiet_until: Cycle,
+    /// The same for the row pass.
+    row_quiet_until: Cycle,
+    last_block: RefreshBlock,
+    last_write: bool,
 }
 
 impl Controller {
@@ -112,8 +137,8 @@ impl Controller {
         let pc = PseudoChannel::new(preset);
         let refresh = Refresher::new(cfg.refresh, pc.timing().trefi, pc.banks());
         Controller {
-            reads: Vec::with_capacity(cfg.queue_depth),
-            writes: Vec::with_capacity(cfg.queue_depth),
+            reads: BankQueues::new(pc.banks()),
+            writes: BankQueues::new(pc.banks()),
             stats: ControllerStats::new(cfg.queue_depth),
             bytes_per_column: u64::from(preset.organisation.bytes_per_column),
             pc,
@@ -122,6 +147,10 @@ impl Controller {
             refresh,
             nmc_owned: false,
             log: None,
+            column_quiet_until: 0,
+            row_quiet_until: 0,
+            last_block: RefreshBlock::default(),
+            last_write: false,
         }
     }
 
@@ -164,22 +193,22 @@ impl Controller {
 
     /// Queues a request part at `now`; it becomes visible to the scheduler after the
     /// command overhead. Returns the cycle at which the controller should be stepped, or
-    /// `None` if the queue is full.
-    pub fn enqueue(
-        &mut self,
-        now: Cycle,
-        write: bool,
-        tag: u32,
-        bank: usize,
-        row: u32,
-        col: u32,
-        bursts: u8,
-    ) -> Option<Cycle> {
+    /// `None` if the queue is full or the bank does not exist.
+    pub fn enqueue(&mut self, now: Cycle, part: RequestPart) -> Option<Cycle> {
+        let RequestPart {
+            write,
+            tag,
+            bank,
+            row,
+            col,
+            bursts,
+        } = part;
         if !self.has_room(write, 1) || bank >= self.pc.banks() {
             return None;
         }
         let ready = now + self.cfg.command_overhead;
         let e = Entry {
+            seq: 0,
             tag,
             row,
             ready,
@@ -189,6 +218,10 @@ impl Controller {
             bursts: bursts.max(1),
             class: RowClass::Hit,
         };
+        // A new entry cannot make anything ready before it is itself visible, and it can
+        // only delay others (a new hit holds back a PRE).
+        self.column_quiet_until = self.column_quiet_until.min(ready);
+        self.row_quiet_until = self.row_quiet_until.min(ready);
         if write {
             self.stats.write_queue.record(now, self.writes.len());
             self.writes.push(e);
@@ -199,15 +232,18 @@ impl Controller {
         Some(ready)
     }
 
-    fn update_drain_mode(&mut self) {
+    /// Whether the controller should be serving the write queue, given the queues now.
+    fn wants_drain(&self) -> bool {
         let w = self.writes.len();
         if self.draining {
-            if w == 0 || (w <= self.cfg.write_low && !self.reads.is_empty()) {
-                self.draining = false;
-            }
-        } else if w > 0 && (w >= self.cfg.write_high || self.reads.is_empty()) {
-            self.draining = true;
+            !(w == 0 || (w <= self.cfg.write_low && !self.reads.is_empty()))
+        } else {
+            w > 0 && (w >= self.cfg.write_high || self.reads.is_empty())
         }
+    }
+
+    fn update_drain_mode(&mut self) {
+        self.draining = self.wants_drain();
     }
 
     fn record(&mut self, cmd: &Command, at: Cycle) {
@@ -234,7 +270,6 @@ impl Controller {
         self.update_drain_mode();
         let write = self.draining;
         let mut wake = Cycle::MAX;
-        let mut issued = false;
         let per_bank_due =
             self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
         let (wanted, open) = if per_bank_due {
@@ -246,12 +281,30 @@ impl Controller {
             (0, 0)
         };
         let block = self.refresh.block(now, wanted, open);
+        if block != self.last_block || write != self.last_write {
+            self.last_block = block;
+            self.last_write = write;
+            self.invalidate();
+        }
 
-        let mut hits: HitCounts = [0; 64];
-        let queue = if write { &self.writes } else { &self.reads };
-        if let Some(i) = pick_column(queue, &self.pc, now, write, block, &mut hits, &mut wake) {
-            self.serve_column(i, write, now, done, &mut hits);
-            issued = true;
+        if now >= self.column_quiet_until {
+            let mut w = Cycle::MAX;
+            let queue = if write { &self.writes } else { &self.reads };
+            match pick_column(queue, &self.pc, now, write, block, &mut w) {
+                Some(i) => {
+                    if self.serve_column(i, write, now, done) {
+                        // Fewer hits may free a PRE.
+                        self.row_quiet_until = 0;
+                    }
+                    self.column_quiet_until = 0;
+                    // The next column command cannot come before the bus-wide gates open.
+                    wake = wake.min(self.pc.column_floor(write));
+                }
+                None => self.column_quiet_until = w,
+            }
+            wake = wake.min(w);
+        } else {
+            wake = wake.min(self.column_quiet_until);
         }
 
         // Row command bus: refresh first, then FR-FCFS.
@@ -263,67 +316,98 @@ impl Controller {
                 if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
                     self.refresh.refreshed(&cmd, &self.pc);
                 }
+                self.invalidate();
                 row_done = true;
-                issued = true;
+                wake = now + 1;
             } else {
                 wake = wake.min(t);
             }
         } else {
             wake = wake.min(self.refresh.next_due());
         }
-        if !row_done {
+        if !row_done && now >= self.row_quiet_until {
+            let mut w = Cycle::MAX;
             let queue = if write { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            if let Some((cmd, entry)) =
-                pick_row(queue, &self.pc, now, block, &hits, policy, &mut wake)
-            {
-                self.issue_internal(&cmd, now);
-                if let Some(i) = entry {
-                    let q = if write {
-                        &mut self.writes
-                    } else {
-                        &mut self.reads
-                    };
-                    if let Some(e) = q.get_mut(i) {
-                        match cmd {
-                            Command::Pre { .. } => e.class = RowClass::Conflict,
-                            Command::Act { .. } if e.class == RowClass::Hit => {
-                                e.class = RowClass::Miss
+            match pick_row(queue, &self.pc, now, block, policy, &mut w) {
+                Some((cmd, entry)) => {
+                    self.issue_internal(&cmd, now);
+                    if let Some(i) = entry {
+                        let q = if write {
+                            &mut self.writes
+                        } else {
+                            &mut self.reads
+                        };
+                        if let Some(e) = q.get_mut(i) {
+                            match cmd {
+                                Command::Pre { .. } => e.class = RowClass::Conflict,
+                                Command::Act { .. } if e.class == RowClass::Hit => {
+                                    e.class = RowClass::Miss
+                                }
+                                _ => {}
                             }
-                            _ => {}
                         }
                     }
+                    // Other banks' row candidates only move later when a command issues,
+                    // so `w` still bounds them; the served bank's next row command is its
+                    // PRE after an ACT, its ACT after a PRE. (Closed page: look again.)
+                    let served = match cmd {
+                        Command::Act { bank, .. } => {
+                            self.pc.bank_index(bank).map(|b| self.pc.earliest_pre(b))
+                        }
+                        Command::Pre { bank } => {
+                            self.pc.bank_index(bank).map(|b| self.pc.earliest_act(b))
+                        }
+                        _ => None,
+                    };
+                    self.row_quiet_until = match (policy, entry, served) {
+                        (PagePolicy::Open, Some(_), Some(t)) => w.min(t),
+                        _ => 0,
+                    };
+                    // An ACT creates row hits, ready no earlier than the bank's column
+                    // gates; a PRE only removes hits.
+                    if let Command::Act { bank, .. } = cmd {
+                        if let Some(b) = self.pc.bank_index(bank) {
+                            let hit_at = self
+                                .pc
+                                .earliest_column(b, false)
+                                .min(self.pc.earliest_column(b, true));
+                            self.column_quiet_until = self.column_quiet_until.min(hit_at);
+                        }
+                    }
+                    wake = now + 1;
                 }
-                issued = true;
+                None => self.row_quiet_until = w,
             }
+            wake = wake.min(w);
+        } else if !row_done {
+            wake = wake.min(self.row_quiet_until);
         }
-        // The other queue may need the scheduler when the drain mode flips.
-        let other_waiting = if write {
-            !self.reads.is_empty()
-        } else {
-            !self.writes.is_empty()
-        };
-        if issued || (other_waiting && wake == Cycle::MAX) {
+        // A controller re-evaluates its drain mode every cycle: if what was issued (or
+        // queued) flips it, step again next cycle.
+        if self.wants_drain() != self.draining {
             now + 1
         } else {
             wake.max(now + 1)
         }
     }
 
+    /// Issues the next column access of entry `i`; returns whether the entry finished.
     fn serve_column(
         &mut self,
-        i: usize,
+        i: Slot,
         write: bool,
         now: Cycle,
         done: &mut Vec<Completion>,
-        hits: &mut HitCounts,
-    ) {
+    ) -> bool {
         let q = if write {
             &mut self.writes
         } else {
             &mut self.reads
         };
-        let Some(e) = q.get_mut(i) else { return };
+        let Some(e) = q.get_mut(i) else {
+            return false;
+        };
         let col = e.col + u32::from(e.bursts - e.bursts_left);
         let bank = self.pc.bank_id(usize::from(e.bank));
         let cmd = if write {
@@ -366,14 +450,20 @@ impl Controller {
                 self.stats.reads += 1;
             }
             self.stats.classify(entry.class);
-            if let Some(h) = hits.get_mut(usize::from(entry.bank)) {
-                *h = h.saturating_sub(1);
-            }
             done.push(Completion {
                 tag: entry.tag,
                 at: data_end,
             });
         }
+        finished
+    }
+
+    /// Forgets what the scheduler learnt about quiet periods: something changed that can
+    /// make a command ready earlier than the passes last computed.
+    #[inline]
+    fn invalidate(&mut self) {
+        self.column_quiet_until = 0;
+        self.row_quiet_until = 0;
     }
 
     /// Closes the occupancy histograms at `now` (call once at the end of a run).
@@ -391,6 +481,7 @@ impl Controller {
     /// Hands the pseudo-channel back to normal scheduling; returns the cycle to step at.
     pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
         self.nmc_owned = false;
+        self.invalidate();
         now
     }
 
@@ -412,6 +503,7 @@ impl Controller {
     /// Issues a command on behalf of an NMC engine, under full timing checks.
     pub fn issue_external(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
         self.pc.issue(cmd, at)?;
+        self.invalidate();
         self.record(cmd, at);
         if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
             self.refresh.refreshed(cmd, &self.pc);

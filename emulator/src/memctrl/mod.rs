@@ -8,7 +8,8 @@
 //! A streaming run is busy nearly every cycle, so this costs no more than cycle stepping;
 //! random traffic, refresh and long gates (tRFC, tRC) leave many idle cycles that are
 //! skipped. The per-request path allocates nothing: request slots come from a free list
-//! sized to what the queues can hold, and queue entries are 24-byte values.
+//! sized to what the queues can hold, and queue entries are 32-byte values in per-bank
+//! vectors that keep their capacity.
 
 pub mod controller;
 pub mod refresh;
@@ -22,7 +23,7 @@ use serde::Serialize;
 use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
 
-pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand};
+pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand, RequestPart};
 pub use stats::{LogHistogram, Occupancy, RowClass};
 
 /// One memory request.
@@ -73,7 +74,7 @@ pub struct MemorySystem {
 }
 
 /// Figures of a finished run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
     /// Preset name.
     pub preset: String,
@@ -130,6 +131,8 @@ pub struct RunReport {
     pub write_queue_mean: f64,
     /// Time-weighted read-queue occupancy, summed over pseudo-channels: cycles at each length.
     pub read_queue_histogram: Vec<u64>,
+    /// Time-weighted write-queue occupancy, summed over pseudo-channels.
+    pub write_queue_histogram: Vec<u64>,
     /// Fraction of time banks had a row open, averaged over all banks.
     pub bank_utilisation: f64,
     /// Fraction of time the data buses carried data.
@@ -280,7 +283,15 @@ impl MemorySystem {
     ) {
         let bank = self.mapping.bank_index(d);
         if let Some(c) = self.controllers.get_mut(pc) {
-            if let Some(ready) = c.enqueue(now, write, tag, bank, d.row, d.col, bursts) {
+            let part = RequestPart {
+                write,
+                tag,
+                bank,
+                row: d.row,
+                col: d.col,
+                bursts,
+            };
+            if let Some(ready) = c.enqueue(now, part) {
                 if let Some(w) = self.wake.get_mut(pc) {
                     *w = (*w).min(ready);
                 }
@@ -448,6 +459,7 @@ impl MemorySystem {
             read_queue_mean: rq.mean(),
             write_queue_mean: wq.mean(),
             read_queue_histogram: rq.cycles,
+            write_queue_histogram: wq.cycles,
             bank_utilisation: if banks == 0 {
                 0.0
             } else {

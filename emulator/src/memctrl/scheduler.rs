@@ -4,11 +4,17 @@
 //! its open row, so a conflict cannot steal a row from older hits that are merely waiting
 //! for tCCD.
 //!
-//! The queues are kept in arrival order, so "oldest" is the lowest index. Each pass also
-//! computes the earliest future cycle at which something could become ready, so the
-//! controller can sleep until then instead of being stepped every cycle.
+//! Queues are kept per bank ([`BankQueues`]), each in arrival order, with a sequence
+//! number for age across banks. Within a bank only the oldest hit can be the column
+//! candidate and only the oldest non-hit the row candidate (younger entries of the same
+//! bank face the same gates and become visible later), so a pass costs one look per busy
+//! bank, not one per queued entry. Each pass also lowers `wake` to a cycle at or before
+//! which something could next become ready, so the controller can sleep until then.
+//! Pseudo-channel-wide gates (data bus, tRRD_S, tFAW, command buses) are checked once per
+//! pass before any bank is looked at.
 
-use crate::hbm::config::{PagePolicy, MAX_BANKS_PER_PSEUDO_CHANNEL};
+use crate::hbm::config::PagePolicy;
+use crate::hbm::timing::CLOSED_ROW;
 use crate::hbm::{Command, Cycle, PseudoChannel};
 
 use super::refresh::RefreshBlock;
@@ -17,12 +23,14 @@ use super::stats::RowClass;
 /// One queued request part: one or two column accesses in the same row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
+    /// Arrival order across all banks of the queue.
+    pub seq: u64,
+    /// First cycle the scheduler may act on this entry.
+    pub ready: Cycle,
     /// The front end's tag, returned on completion.
     pub tag: u32,
     /// Row.
     pub row: u32,
-    /// First cycle the scheduler may act on this entry.
-    pub ready: Cycle,
     /// First column access.
     pub col: u32,
     /// Bank index within the pseudo-channel.
@@ -35,115 +43,233 @@ pub struct Entry {
     pub class: RowClass,
 }
 
-/// Per-bank count of queued entries that hit the bank's open row.
-pub type HitCounts = [u16; MAX_BANKS_PER_PSEUDO_CHANNEL as usize];
+/// Where an entry sits: (bank, position in the bank's queue).
+pub type Slot = (usize, usize);
 
-/// Bit mask of banks any queued entry targets.
-pub fn wanted_banks(queues: [&[Entry]; 2]) -> u64 {
-    queues
-        .iter()
-        .flat_map(|q| q.iter())
-        .fold(0u64, |m, e| m | 1u64 << e.bank)
+/// A request queue kept per bank, each bank's entries in arrival order.
+#[derive(Debug, Clone)]
+pub struct BankQueues {
+    banks: Vec<Vec<Entry>>,
+    nonempty: u64,
+    len: usize,
+    next_seq: u64,
 }
 
-/// First pass: counts row hits per bank and picks the oldest hit whose column command may
-/// issue at `now`.
+impl BankQueues {
+    /// Empty queues for `banks` banks.
+    pub fn new(banks: usize) -> Self {
+        BankQueues {
+            banks: vec![Vec::new(); banks],
+            nonempty: 0,
+            len: 0,
+            next_seq: 0,
+        }
+    }
+
+    /// Entries queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bit b set when bank b has entries.
+    #[inline]
+    pub fn nonempty(&self) -> u64 {
+        self.nonempty
+    }
+
+    /// Appends an entry (its `seq` is assigned here).
+    pub fn push(&mut self, mut e: Entry) {
+        let b = usize::from(e.bank);
+        if let Some(q) = self.banks.get_mut(b) {
+            e.seq = self.next_seq;
+            self.next_seq += 1;
+            q.push(e);
+            self.nonempty |= 1u64 << b;
+            self.len += 1;
+        }
+    }
+
+    /// The entries of one bank, oldest first.
+    #[inline]
+    pub fn bank(&self, b: usize) -> &[Entry] {
+        self.banks.get(b).map_or(&[], Vec::as_slice)
+    }
+
+    /// An entry by slot.
+    #[inline]
+    pub fn get_mut(&mut self, (b, i): Slot) -> Option<&mut Entry> {
+        self.banks.get_mut(b)?.get_mut(i)
+    }
+
+    /// Removes an entry by slot.
+    pub fn remove(&mut self, (b, i): Slot) -> Option<Entry> {
+        let q = self.banks.get_mut(b)?;
+        if i >= q.len() {
+            return None;
+        }
+        let e = q.remove(i);
+        if q.is_empty() {
+            self.nonempty &= !(1u64 << b);
+        }
+        self.len -= 1;
+        Some(e)
+    }
+}
+
+/// Iterates the set bits of a mask, lowest first.
+#[inline]
+fn bits(mut m: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let b = m.trailing_zeros() as usize;
+        m &= m - 1;
+        Some(b)
+    })
+}
+
+/// Bit mask of banks any queued entry targets.
+pub fn wanted_banks(queues: [&BankQueues; 2]) -> u64 {
+    queues[0].nonempty() | queues[1].nonempty()
+}
+
+/// Picks the oldest row hit whose column command may issue at `now`.
 #[inline]
 pub fn pick_column(
-    queue: &[Entry],
+    queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     write: bool,
     block: RefreshBlock,
-    hits: &mut HitCounts,
     wake: &mut Cycle,
-) -> Option<usize> {
-    let mut pick = None;
-    for (i, e) in queue.iter().enumerate() {
-        let b = usize::from(e.bank);
-        if pc.open_row(b) != Some(e.row) {
+) -> Option<Slot> {
+    let floor = pc.column_floor(write);
+    if floor > now {
+        *wake = (*wake).min(floor);
+        return None;
+    }
+    let mut best: Option<(u64, Slot)> = None;
+    for b in bits(queue.nonempty()) {
+        let open = pc.open_row_raw(b);
+        if open == CLOSED_ROW {
             continue;
         }
-        if let Some(h) = hits.get_mut(b) {
-            *h += 1;
-        }
+        let Some(i) = queue.bank(b).iter().position(|e| e.row == open) else {
+            continue;
+        };
+        let e = &queue.bank(b)[i];
         if e.ready > now {
             *wake = (*wake).min(e.ready);
             continue;
         }
-        if pick.is_some() || block.blocks(b) {
+        if block.blocks(b) || best.is_some_and(|(s, _)| s < e.seq) {
             continue;
         }
         let t = pc.earliest_column(b, write);
         if t <= now {
-            pick = Some(i);
+            best = Some((e.seq, (b, i)));
         } else {
             *wake = (*wake).min(t);
         }
     }
-    pick
+    best.map(|(_, slot)| slot)
 }
 
-/// Second pass: the oldest ACT or PRE that may issue at `now`, for a request or (closed
-/// page) for an open row nobody hits any more. Returns the command and the entry it serves.
+/// The oldest ACT or PRE that may issue at `now`, for a request or (closed page) for an
+/// open row nobody hits any more. Returns the command and the entry it serves. When a
+/// request's command is returned, `wake` covers every other bank's candidate (but not the
+/// closed-page precharges), so the caller can bound its next row pass with it.
 #[inline]
 pub fn pick_row(
-    queue: &[Entry],
+    queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     block: RefreshBlock,
-    hits: &HitCounts,
     policy: PagePolicy,
     wake: &mut Cycle,
-) -> Option<(Command, Option<usize>)> {
-    for (i, e) in queue.iter().enumerate() {
-        let b = usize::from(e.bank);
-        let (cmd, t) = match pc.open_row(b) {
-            Some(r) if r == e.row => continue,
-            Some(_) => {
-                if hits.get(b).copied().unwrap_or(0) > 0 {
-                    continue;
-                }
-                (
-                    Command::Pre {
-                        bank: pc.bank_id(b),
-                    },
-                    pc.earliest_pre(b),
-                )
-            }
-            None => {
-                if block.blocks(b) {
-                    continue;
-                }
-                (
-                    Command::Act {
-                        bank: pc.bank_id(b),
-                        row: e.row,
-                    },
-                    pc.earliest_act(b),
-                )
-            }
+) -> Option<(Command, Option<Slot>)> {
+    let bus = pc.row_bus_free();
+    if bus > now {
+        *wake = (*wake).min(bus);
+        return None;
+    }
+    let act_floor = pc.act_floor();
+    let mut best: Option<(u64, Command, Slot)> = None;
+    for b in bits(queue.nonempty()) {
+        let entries = queue.bank(b);
+        let open = pc.open_row_raw(b);
+        let Some(i) = entries.iter().position(|e| e.row != open) else {
+            continue;
         };
-        let t = t.max(e.ready);
+        let e = &entries[i];
+        let (cmd, t) = if open != CLOSED_ROW {
+            let t = pc.earliest_pre(b).max(e.ready);
+            if t <= now && entries.iter().any(|x| x.row == open) {
+                // Hits go first; their column gates set the wake.
+                continue;
+            }
+            (
+                Command::Pre {
+                    bank: pc.bank_id(b),
+                },
+                t,
+            )
+        } else {
+            if block.blocks(b) {
+                continue;
+            }
+            if act_floor > now {
+                *wake = (*wake).min(act_floor.max(e.ready));
+                continue;
+            }
+            (
+                Command::Act {
+                    bank: pc.bank_id(b),
+                    row: e.row,
+                },
+                pc.earliest_act(b).max(e.ready),
+            )
+        };
         if t <= now {
-            return Some((cmd, Some(i)));
+            // Every ready candidate but the oldest could issue next cycle.
+            if let Some((older, _, _)) = best {
+                *wake = (*wake).min(now + 1);
+                if older < e.seq {
+                    continue;
+                }
+            }
+            best = Some((e.seq, cmd, (b, i)));
+        } else {
+            *wake = (*wake).min(t);
         }
-        *wake = (*wake).min(t);
+    }
+    if let Some((_, cmd, slot)) = best {
+        return Some((cmd, Some(slot)));
     }
     if policy == PagePolicy::Closed && pc.any_open() {
         for b in 0..pc.banks() {
-            if pc.open_row(b).is_some() && hits.get(b).copied().unwrap_or(0) == 0 {
-                let t = pc.earliest_pre(b);
-                if t <= now {
-                    return Some((
-                        Command::Pre {
-                            bank: pc.bank_id(b),
-                        },
-                        None,
-                    ));
-                }
-                *wake = (*wake).min(t);
+            let open = pc.open_row_raw(b);
+            if open == CLOSED_ROW || queue.bank(b).iter().any(|x| x.row == open) {
+                continue;
             }
+            let t = pc.earliest_pre(b);
+            if t <= now {
+                return Some((
+                    Command::Pre {
+                        bank: pc.bank_id(b),
+                    },
+                    None,
+                ));
+            }
+            *wake = (*wake).min(t);
         }
     }
     None

@@ -1,12 +1,283 @@
-//! `nmcp mem`. (Filled in by issue 2.)
+//! `nmcp mem`: run a memory trace or a synthetic pattern through the HBM model and print
+//! achieved bandwidth next to the preset's peak, latency, row-buffer and command figures,
+//! and the simulator's own speed.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+use nmcp_emulator::hbm::config::{PagePolicy, RefreshMode, DEFAULT_PRESET};
+use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
+use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
+use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport};
+use nmcp_emulator::trace::{parse_trace, Pattern, Synthetic, TraceFormat};
 
 use super::CmdResult;
 
+/// Default request count: about a second of wall time for a stream in a release build.
+const DEFAULT_REQUESTS: u64 = 1_000_000;
+
+/// Progress bars appear only for runs longer than this.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Trace file format.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum FormatArg {
+    /// `ADDR R|W CYCLE` lines.
+    Dramsim3,
+    /// `LD|ST ADDR` lines.
+    Ramulator,
+}
+
+/// Synthetic pattern.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum PatternArg {
+    /// Consecutive addresses.
+    Stream,
+    /// Uniformly random addresses.
+    Random,
+}
+
+/// Row-buffer policy.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum PageArg {
+    /// Keep rows open.
+    Open,
+    /// Close rows no queued request hits.
+    Closed,
+}
+
+/// Refresh mode.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum RefreshArg {
+    /// REF to all banks every tREFI.
+    AllBank,
+    /// REFpb to one bank every tREFI / banks.
+    PerBank,
+    /// No refresh.
+    Off,
+}
+
 /// Arguments of `nmcp mem`.
 #[derive(clap::Args, Debug)]
-pub struct MemArgs {}
+pub struct MemArgs {
+    /// Built-in preset (see `nmcp presets`).
+    #[arg(long, default_value = DEFAULT_PRESET, conflicts_with = "preset_file")]
+    preset: String,
+    /// A preset TOML file (start from `nmcp presets --dump hbm2-2000`).
+    #[arg(long, value_name = "FILE")]
+    preset_file: Option<PathBuf>,
+    /// Trace file to run instead of a synthetic pattern.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Trace format (detected from the first line when omitted).
+    #[arg(long, value_enum, requires = "trace")]
+    format: Option<FormatArg>,
+    /// Synthetic pattern.
+    #[arg(long, value_enum, default_value = "stream", conflicts_with = "trace")]
+    pattern: PatternArg,
+    /// Synthetic request count.
+    #[arg(long, default_value_t = DEFAULT_REQUESTS, conflicts_with = "trace")]
+    requests: u64,
+    /// Request size in bytes: 32 or 64.
+    #[arg(long, default_value_t = 64)]
+    size: u32,
+    /// Fraction of synthetic requests that are writes.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "trace")]
+    write_ratio: f64,
+    /// Seed of the synthetic generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read and write queue depth per pseudo-channel (default: the preset's).
+    #[arg(long)]
+    queue_depth: Option<usize>,
+    /// Row-buffer policy (default: the preset's).
+    #[arg(long, value_enum)]
+    page: Option<PageArg>,
+    /// Refresh mode (default: the preset's).
+    #[arg(long, value_enum)]
+    refresh: Option<RefreshArg>,
+    /// Address mapping: `stream` (the preset's), `page-interleaved`, or a bit order such as
+    /// `ro-ba-bg-co-pc-ch` (MSB to LSB; `co:1` takes one bit of a field).
+    #[arg(long)]
+    mapping: Option<String>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load_preset(args: &MemArgs) -> Result<HbmPreset, Box<dyn std::error::Error>> {
+    match &args.preset_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            HbmPreset::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()).into())
+        }
+        None => Ok(HbmPreset::builtin(&args.preset)?),
+    }
+}
 
 /// Runs `nmcp mem`.
-pub fn run(_args: MemArgs) -> CmdResult {
-    Err("not built yet".into())
+pub fn run(args: MemArgs) -> CmdResult {
+    if args.size != 32 && args.size != 64 {
+        return Err(format!("--size must be 32 or 64, not {}", args.size).into());
+    }
+    if !(0.0..=1.0).contains(&args.write_ratio) {
+        return Err(format!("--write-ratio must be in [0, 1], not {}", args.write_ratio).into());
+    }
+    let preset = load_preset(&args)?;
+    let mapping_name = args.mapping.as_deref().unwrap_or(STREAM_MAPPING);
+    let mapping = AddressMapping::named(mapping_name, &preset)
+        .map_err(|e| format!("--mapping {mapping_name}: {e}"))?;
+    let depth = args
+        .queue_depth
+        .unwrap_or(preset.controller.queue_depth as usize);
+    if depth == 0 {
+        return Err("--queue-depth must be at least 1".into());
+    }
+    let mut cfg = ControllerConfig::with_depth(&preset, depth);
+    if let Some(p) = args.page {
+        cfg.page_policy = match p {
+            PageArg::Open => PagePolicy::Open,
+            PageArg::Closed => PagePolicy::Closed,
+        };
+    }
+    if let Some(r) = args.refresh {
+        cfg.refresh = match r {
+            RefreshArg::AllBank => RefreshMode::AllBank,
+            RefreshArg::PerBank => RefreshMode::PerBank,
+            RefreshArg::Off => RefreshMode::Off,
+        };
+    }
+
+    let (source, total): (Box<dyn Iterator<Item = Request>>, u64) = match &args.trace {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            let format = args.format.map(|f| match f {
+                FormatArg::Dramsim3 => TraceFormat::DramSim3,
+                FormatArg::Ramulator => TraceFormat::Ramulator,
+            });
+            let reqs = parse_trace(&text, format, args.size)
+                .map_err(|e| format!("{}:{e}", path.display()))?;
+            let n = reqs.len() as u64;
+            (Box::new(reqs.into_iter()), n)
+        }
+        None => {
+            let pattern = match args.pattern {
+                PatternArg::Stream => Pattern::Stream,
+                PatternArg::Random => Pattern::Random,
+            };
+            let gen = Synthetic::new(
+                pattern,
+                args.requests,
+                args.size,
+                preset.capacity_bytes(),
+                args.write_ratio,
+                args.seed,
+            );
+            (Box::new(gen), args.requests)
+        }
+    };
+
+    let mut system = MemorySystem::new(&preset, mapping, cfg);
+    let start = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    let report = system.run(source, |accepted| {
+        if bar.is_none() && start.elapsed() > PROGRESS_AFTER {
+            let b = ProgressBar::new(total);
+            if let Ok(style) =
+                ProgressStyle::with_template("{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})")
+            {
+                b.set_style(style);
+            }
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            b.set_position(accepted);
+        }
+    });
+    let wall = start.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let speed = if wall > 0.0 {
+        report.requests as f64 / wall
+    } else {
+        0.0
+    };
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("wall_seconds".into(), wall.into());
+            o.insert("requests_per_second".into(), speed.into());
+            o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
+        }
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        print_table(&report, preset.organisation.tck_ns, wall, speed);
+    }
+    Ok(())
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
+    let entries = r.row_hits + r.row_misses + r.row_conflicts;
+    println!(
+        "preset        {} ({} pseudo-channels), mapping {}, {} page, {} refresh, queues {}",
+        r.preset, r.pseudo_channels, r.mapping, r.page_policy, r.refresh, r.queue_depth
+    );
+    println!(
+        "requests      {} ({} reads, {} writes), {} bytes in {} cycles ({:.1} us)",
+        r.requests,
+        r.reads,
+        r.writes,
+        r.bytes,
+        r.cycles,
+        r.simulated_ns / 1e3
+    );
+    println!(
+        "bandwidth     {:.1} GB/s of {:.1} GB/s peak ({:.2} % of peak)",
+        r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak
+    );
+    println!(
+        "read latency  mean {:.1} cycles ({:.1} ns), p99 {} cycles, min {}, max {}",
+        r.read_latency_mean,
+        r.read_latency_mean * tck_ns,
+        r.read_latency_p99,
+        r.read_latency_min,
+        r.read_latency_max
+    );
+    println!(
+        "row buffer    hits {} ({:.1} %), misses {} ({:.1} %), conflicts {} ({:.1} %)",
+        r.row_hits,
+        pct(r.row_hits, entries),
+        r.row_misses,
+        pct(r.row_misses, entries),
+        r.row_conflicts,
+        pct(r.row_conflicts, entries)
+    );
+    let cmds: Vec<String> = r.commands.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("commands      {}", cmds.join(", "));
+    println!(
+        "utilisation   data bus {:.1} %, banks with a row open {:.1} %, mean read queue {:.1} / {}",
+        100.0 * r.data_bus_utilisation,
+        100.0 * r.bank_utilisation,
+        r.read_queue_mean,
+        r.queue_depth
+    );
+    println!(
+        "simulator     {} requests in {:.3} s = {:.2} M requests/s",
+        r.requests,
+        wall,
+        speed / 1e6
+    );
 }
