@@ -29,7 +29,7 @@ fn small_model_functional_run_matches_reference_and_respects_bounds() {
     let mut args = SMALL.to_vec();
     args.extend(["--functional", "--steps", "2", "--ts-sweep"]);
     let v = json(&args);
-    let err = v["max_rel_error"].as_f64().unwrap();
+    let err = v["max_error_vs_term_scale"].as_f64().unwrap();
     assert!(err <= 1e-5, "max relative error {err}");
     let bound = v["physical_bound"].as_f64().unwrap();
     let s = v["speedup"][0].as_f64().unwrap();
@@ -95,7 +95,7 @@ fn npy_in_and_out() {
         "--json",
     ]);
     assert_eq!(v["tensors"], 2);
-    assert!(v["max_rel_error"].as_f64().unwrap() <= 1e-5);
+    assert!(v["max_error_vs_term_scale"].as_f64().unwrap() <= 1e-5);
     let w2 = read_npy(&out.join("dense.w.npy"));
     assert_eq!(w2.len(), 300);
     assert!(

@@ -105,22 +105,77 @@ fn l2(xs: impl Iterator<Item = f32>) -> f32 {
     xs.map(|x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt() as f32
 }
 
+/// Running magnitudes of the terms each output element has been formed from, over all
+/// steps so far (a forward error analysis of the LAMB recurrences):
+///
+/// - `w_t = w_{t-1} - d_t` with `d_t = lr * ratio * u`: `S_w(t) = S_w(t-1) + |d_t|`, from
+///   `S_w(0) = |w_0|`;
+/// - `m_t = b1 m_{t-1} + (1 - b1) g'`: `S_m(t) = b1 S_m(t-1) + |(1 - b1) g'|`;
+/// - `v_t = b2 v_{t-1} + (1 - b2) g'^2`: `S_v(t) = b2 S_v(t-1) + (1 - b2) g'^2`.
+///
+/// Two correct FP32 implementations that round differently (another summation order of
+/// the norms, a folded constant, an FMA) differ by a few ulps of these terms. Where an
+/// element is a small difference of large terms (m near a sign change, w crossing zero),
+/// that difference is large relative to the element itself, so plain relative error is
+/// ill-posed there; relative to `S` it is not. Where nothing cancels, `S` equals the
+/// element's magnitude and the two measures agree.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TermScales {
+    /// S_w per element.
+    pub w: Vec<f64>,
+    /// S_m per element.
+    pub m: Vec<f64>,
+    /// S_v per element.
+    pub v: Vec<f64>,
+}
+
 /// One LAMB step over all tensors, in place. Returns the global gradient norm.
 pub fn step(tensors: &mut [TensorState], h: &LambHyper) -> f32 {
+    let mut scales = Vec::new();
+    step_tracking(tensors, h, &mut scales)
+}
+
+/// [`step`], also advancing each element's [`TermScales`] (initialised from the state on
+/// the first call, when `scales` is empty).
+pub fn step_tracking(
+    tensors: &mut [TensorState],
+    h: &LambHyper,
+    scales: &mut Vec<TermScales>,
+) -> f32 {
+    if scales.len() != tensors.len() {
+        *scales = tensors
+            .iter()
+            .map(|t| {
+                let abs = |x: &[f32]| x.iter().map(|v| f64::from(v.abs())).collect();
+                TermScales {
+                    w: abs(&t.w),
+                    m: abs(&t.m),
+                    v: abs(&t.v),
+                }
+            })
+            .collect();
+    }
     let g_norm = l2(tensors.iter().flat_map(|t| t.g.iter().copied()));
     let clip = h.clip_divisor(g_norm);
     let (bc1, bc2) = h.bias_factors();
-    for t in tensors.iter_mut() {
-        let mut u = vec![0.0f32; t.w.len()];
-        for (((u, w), g), (m, v)) in u
+    let (b1, b2) = (f64::from(h.beta1), f64::from(h.beta2));
+    for (t, sc) in tensors.iter_mut().zip(scales.iter_mut()) {
+        let n = t.w.len();
+        let mut u = vec![0.0f32; n];
+        for ((((u, w), g), (m, v)), (sm, sv)) in u
             .iter_mut()
             .zip(&t.w)
             .zip(&t.g)
             .zip(t.m.iter_mut().zip(t.v.iter_mut()))
+            .zip(sc.m.iter_mut().zip(sc.v.iter_mut()))
         {
             let g = g / clip;
-            *m = h.beta1 * *m + (1.0 - h.beta1) * g;
-            *v = h.beta2 * *v + (1.0 - h.beta2) * g * g;
+            let (m1, m2) = (h.beta1 * *m, (1.0 - h.beta1) * g);
+            let (v1, v2) = (h.beta2 * *v, (1.0 - h.beta2) * g * g);
+            *sm = b1 * *sm + f64::from(m2.abs());
+            *sv = b2 * *sv + f64::from(v2.abs());
+            *m = m1 + m2;
+            *v = v1 + v2;
             let mh = *m * bc1;
             let vh = *v * bc2;
             *u = mh / (vh.sqrt() + h.eps) + h.weight_decay * w;
@@ -128,8 +183,10 @@ pub fn step(tensors: &mut [TensorState], h: &LambHyper) -> f32 {
         let p = l2(t.w.iter().copied());
         let un = l2(u.iter().copied());
         let ratio = h.trust_ratio(p, un);
-        for (w, u) in t.w.iter_mut().zip(&u) {
-            *w -= h.lr * ratio * u;
+        for ((w, u), sw) in t.w.iter_mut().zip(&u).zip(sc.w.iter_mut()) {
+            let d = h.lr * ratio * u;
+            *sw += f64::from(d.abs());
+            *w -= d;
         }
     }
     g_norm

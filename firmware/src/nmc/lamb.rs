@@ -14,12 +14,20 @@
 //!    tensor's stage 1 is queued while the reductions travel to the host and back.
 //! 3. When both norms of a tensor are back: write `-lr * ratio` and run stage 2.
 //!
-//! Scalar registers (written once per step, except `s7` per tensor):
-//! `s0` wd, `s1` b1, `s2` (1-b1)/clip, `s3` b2, `s4` (1-b2)/clip^2,
-//! `s5` bc1/sqrt(bc2), `s6` eps/sqrt(bc2), `s7` -lr*ratio. Folding the clip divisor into
-//! `s2`/`s4` and the bias corrections into `s5`/`s6` is exact algebra
-//! (`m*bc1 / (sqrt(v*bc2) + eps) = m*(bc1/sqrt(bc2)) / (sqrt(v) + eps/sqrt(bc2))`) and
-//! saves the ALU a multiply per element for each.
+//! Scalar registers: `s0` wd, `s1` b1, `s2` 1-b1, `s3` b2, `s4` 1-b2,
+//! `s5` bc1/sqrt(bc2), `s6` eps/sqrt(bc2) (written once per step, after the global norm),
+//! and `s7`, the per-command operand: the clip divisor before each stage 1, `-lr * ratio`
+//! before each stage 2. The engines execute commands and register writes in order, so a
+//! stage 1 queued behind another tensor's stage 2 still sees its own `s7`.
+//!
+//! Numerics: m and v are computed with the reference's operations in the reference's
+//! order (`b1*m + (1-b1)*g'`, `b2*v + ((1-b2)*g')*g'`, with `g' = g / clip` a correctly
+//! rounded DIV), so they are bit-identical to an FP32 implementation of SPEC 4.1: m
+//! suffers cancellation, and any other rounding would show as a large relative error
+//! there. The update u folds the bias corrections into two scalars
+//! (`m*bc1 / (sqrt(v*bc2) + eps) = m*(bc1/sqrt(bc2)) / (sqrt(v) + eps/sqrt(bc2))`), which
+//! is exact algebra and only changes roundings of a quantity without cancellation. When
+//! the clip divisor is 1 the firmware loads g without the DIV.
 
 use core::fmt;
 
@@ -283,6 +291,7 @@ pub struct LambSequencer {
     pending: Deque<(NmcTicket, Norm), MAX_PENDING_REDUCTIONS>,
     last_ticket: Option<NmcTicket>,
     global_norm: f32,
+    clip: f32,
     /// The descriptor of the tensor the pipeline front is on (read once, used by five
     /// emissions).
     front_desc: Option<(u32, TensorDesc)>,
@@ -300,6 +309,7 @@ impl Default for LambSequencer {
             pending: Deque::new(),
             last_ticket: None,
             global_norm: 0.0,
+            clip: 1.0,
             front_desc: None,
             work: SequencerWork::default(),
         }
@@ -327,16 +337,6 @@ fn bin(op: BinaryOp, dst: Loc, a: Src, b: Src) -> Instr {
         dst,
         src0: a,
         src1: SrcImm::from(b),
-    }
-}
-
-fn fma(dst: Loc, a: Src, b: Src, c: Src) -> Instr {
-    Instr::Fma {
-        dtype: DType::F32,
-        dst,
-        src0: a,
-        src1: b,
-        src2: c,
     }
 }
 
@@ -423,31 +423,44 @@ pub mod programs {
         Ok(b.finish(g, cols(g, t, index)?, u16::from(MAX_CHUNK)))
     }
 
-    /// Stage 1: m, v and u (with weight decay when `with_decay`).
+    /// Stage 1: m, v and u (with weight decay when `with_decay`); divides g by `s7` when
+    /// `clipped`.
     pub fn stage1(
         g: &NmcGeometry,
         t: &TensorDesc,
         index: u32,
         with_decay: bool,
+        clipped: bool,
     ) -> Result<MacroCommand, SequencerError> {
         let (g0, m1, v2, x3) = (ts(0)?, ts(1)?, ts(2)?, ts(3)?);
         let mem = Loc::Mem;
         let mut b = Builder::new();
-        b.phase(t.g_row, &[mov(g0, mem)])?;
+        let load_g = if clipped {
+            Instr::Div {
+                dst: g0,
+                src0: src(mem),
+                src1: sreg(7)?,
+            }
+        } else {
+            mov(g0, mem)
+        };
+        b.phase(t.g_row, &[load_g])?;
         b.phase(
             t.m_row,
             &[
                 bin(BinaryOp::Mul, m1, src(mem), sreg(1)?),
-                fma(m1, src(g0), sreg(2)?, src(m1)),
+                bin(BinaryOp::Mul, x3, src(g0), sreg(2)?),
+                bin(BinaryOp::Add, m1, src(m1), src(x3)),
                 mov(mem, m1),
             ],
         )?;
         b.phase(
             t.v_row,
             &[
-                bin(BinaryOp::Mul, v2, src(g0), src(g0)),
+                bin(BinaryOp::Mul, v2, src(g0), sreg(4)?),
+                bin(BinaryOp::Mul, v2, src(v2), src(g0)),
                 bin(BinaryOp::Mul, x3, src(mem), sreg(3)?),
-                fma(v2, src(v2), sreg(4)?, src(x3)),
+                bin(BinaryOp::Add, v2, src(x3), src(v2)),
                 mov(mem, v2),
                 Instr::Special {
                     op: SpecialOp::Sqrt,
@@ -455,17 +468,22 @@ pub mod programs {
                     src: v2,
                 },
                 bin(BinaryOp::Add, v2, src(v2), sreg(6)?),
-                Instr::Special {
-                    op: SpecialOp::Rcp,
-                    dst: v2,
-                    src: v2,
-                },
                 bin(BinaryOp::Mul, m1, src(m1), sreg(5)?),
-                bin(BinaryOp::Mul, m1, src(m1), src(v2)),
+                Instr::Div {
+                    dst: m1,
+                    src0: src(m1),
+                    src1: src(v2),
+                },
             ],
         )?;
         if with_decay {
-            b.phase(t.w_row, &[fma(m1, src(mem), sreg(0)?, src(m1))])?;
+            b.phase(
+                t.w_row,
+                &[
+                    bin(BinaryOp::Mul, x3, src(mem), sreg(0)?),
+                    bin(BinaryOp::Add, m1, src(m1), src(x3)),
+                ],
+            )?;
         }
         b.phase(t.u_row, &[mov(mem, m1)])?;
         let chunk = g.ts_entries / STAGE1_SLOTS;
@@ -496,18 +514,22 @@ pub mod programs {
     }
 }
 
-/// Scalar values of step `p` given the global gradient norm.
-pub fn stage1_scalars(p: &LambParams, global_norm: f32) -> [f32; 7] {
-    let clip = if p.max_grad_norm > 0.0 && global_norm > p.max_grad_norm {
+/// The clip divisor for a global gradient norm.
+pub fn clip_divisor(p: &LambParams, global_norm: f32) -> f32 {
+    if p.max_grad_norm > 0.0 && global_norm > p.max_grad_norm {
         global_norm / p.max_grad_norm
     } else {
         1.0
-    };
+    }
+}
+
+/// Scalar registers s0..s6 of a step (see the module documentation).
+pub fn stage1_scalars(p: &LambParams) -> [f32; 7] {
     let (bc1, bc2) = if p.bias_correction {
-        let t = p.step.max(1) as i32;
+        let t = p.step.max(1) as f32;
         (
-            1.0 / (1.0 - libm::powf(p.beta1, t as f32)),
-            1.0 / (1.0 - libm::powf(p.beta2, t as f32)),
+            1.0 / (1.0 - libm::powf(p.beta1, t)),
+            1.0 / (1.0 - libm::powf(p.beta2, t)),
         )
     } else {
         (1.0, 1.0)
@@ -516,9 +538,9 @@ pub fn stage1_scalars(p: &LambParams, global_norm: f32) -> [f32; 7] {
     [
         p.weight_decay,
         p.beta1,
-        (1.0 - p.beta1) / clip,
+        1.0 - p.beta1,
         p.beta2,
-        (1.0 - p.beta2) / (clip * clip),
+        1.0 - p.beta2,
         bc1 / sq_bc2,
         p.eps / sq_bc2,
     ]
@@ -700,7 +722,8 @@ impl LambSequencer {
             Norm::Global => {
                 self.global_norm = libm::sqrtf(sum.max(0.0));
                 let job = self.job.ok_or(SequencerError::UnexpectedResult)?;
-                for (reg, v) in (0u8..).zip(stage1_scalars(&job.params, self.global_norm)) {
+                self.clip = clip_divisor(&job.params, self.global_norm);
+                for (reg, v) in (0u8..).zip(stage1_scalars(&job.params)) {
                     // Scalar writes queue behind nothing but reductions here; the engines
                     // always accept them (they are ordered markers, not commands).
                     if !self.write_scalar(&job, reg, v, p)? {
@@ -800,10 +823,14 @@ impl LambSequencer {
             }
         };
         let ok = match self.front.sub {
-            0 => self.submit(
-                &programs::stage1(&job.geometry, &t, i, job.params.weight_decay != 0.0)?,
-                p,
-            )?,
+            0 => {
+                let clipped = self.clip != 1.0;
+                let decay = job.params.weight_decay != 0.0;
+                let cmd = programs::stage1(&job.geometry, &t, i, decay, clipped)?;
+                // The scalar write is idempotent: if the engine is full, both are simply
+                // repeated on the next event.
+                self.write_scalar(job, 7, self.clip, p)? && self.submit(&cmd, p)?
+            }
             1 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.w_row, i)?, p)?,
             2 => self.reduce(job, Norm::Weight(i), p)?,
             3 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.u_row, i)?, p)?,
