@@ -1036,7 +1036,7 @@ mod tests {
                 src1: nmcp_isa::nmc::Src::Mem,
             }
             .column_slots(),
-            5
+            6
         );
     }
 
