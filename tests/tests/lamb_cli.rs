@@ -27,7 +27,7 @@ const SMALL: [&str; 8] = [
 #[test]
 fn small_model_functional_run_matches_reference_and_respects_bounds() {
     let mut args = SMALL.to_vec();
-    args.extend(["--functional", "--steps", "2", "--ts-sweep"]);
+    args.extend(["--functional", "--steps", "2", "--ts-sweep", "--breakdown"]);
     let v = json(&args);
     let err = v["max_error_vs_term_scale"].as_f64().unwrap();
     assert!(err <= 1e-5, "max relative error {err}");
@@ -51,6 +51,23 @@ fn small_model_functional_run_matches_reference_and_respects_bounds() {
         );
         last = x;
     }
+    // Removing an overhead never makes NMC slower, and nothing passes the bounds.
+    let b: Vec<f64> = v["breakdown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["speedup_vs_ideal_100"].as_f64().unwrap())
+        .collect();
+    assert_eq!(b.len(), 6);
+    assert!((b[0] - s).abs() < 1e-9 * s, "{b:?} vs {s}");
+    assert!(
+        b[1] >= b[0] && b[2] >= b[0] && b[3] >= b[1].max(b[2]) * 0.999,
+        "{b:?}"
+    );
+    assert!(
+        b[3] <= b[4] && b[4] <= b[5] && (b[5] - bound).abs() < 1e-9,
+        "{b:?}"
+    );
     assert!(v["activations"].as_u64().unwrap() > 0);
     assert!(v["gpu_bytes"].as_u64().unwrap() == 13 * 4 * v["parameters"].as_u64().unwrap() * 2);
 }

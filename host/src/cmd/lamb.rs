@@ -38,6 +38,10 @@ pub struct LambArgs {
     /// Also run a TS-size sweep (timing only).
     #[arg(long)]
     ts_sweep: bool,
+    /// Also show where NMC time goes: the same step without refresh, without host round
+    /// trips, with the largest TS, and the bounds (timing only).
+    #[arg(long)]
+    breakdown: bool,
     /// LAMB steps to run.
     #[arg(long, default_value_t = 1)]
     steps: u32,
@@ -109,6 +113,13 @@ struct Timing {
 }
 
 #[derive(Debug, Serialize)]
+struct Variant {
+    what: String,
+    nmc_seconds: f64,
+    speedup_vs_ideal_100: f64,
+}
+
+#[derive(Debug, Serialize)]
 struct Report {
     model: String,
     preset: String,
@@ -140,6 +151,7 @@ struct Report {
     /// Worst plain |nmc - ref| / |ref| (large only where an element cancels).
     max_plain_rel_error: Option<f64>,
     ts_sweep: Vec<Timing>,
+    breakdown: Vec<Variant>,
     wall_seconds: f64,
     dram_commands_per_second: f64,
 }
@@ -345,6 +357,49 @@ pub fn run(a: LambArgs) -> CmdResult {
             (p, 1.0 / (1.0 - f + f / speedup[0]))
         })
         .collect();
+    let mut breakdown = Vec::new();
+    if a.breakdown {
+        let mut timed = |label: &str,
+                         p: &HbmPreset,
+                         c: LambRunConfig|
+         -> Result<(), Box<dyn std::error::Error>> {
+            let mut r = LambRun::new(p.clone(), &elements, c)?;
+            let cyc: u64 = (0..a.steps)
+                .map(|_| r.step().map(|o| o.cycles))
+                .sum::<Result<u64, _>>()?;
+            let sec = cyc as f64 * tck;
+            breakdown.push(Variant {
+                what: label.to_string(),
+                nmc_seconds: sec,
+                speedup_vs_ideal_100: gpu_s[0] / sec,
+            });
+            Ok(())
+        };
+        let mut no_ref = preset.clone();
+        no_ref.refresh.mode = nmcp_emulator::hbm::config::RefreshMode::Off;
+        timed("as configured", &preset, config(a.ts, false))?;
+        timed("without refresh", &no_ref, config(a.ts, false))?;
+        let mut c = config(a.ts, false);
+        c.system.host_reduction_ns = 0.0;
+        timed("without host round-trip latency", &preset, c.clone())?;
+        c.system.ts_entries = 256;
+        timed(
+            "  ... and TS 256 (64-column chunks), no refresh",
+            &no_ref,
+            c,
+        )?;
+        let bound_s = gpu_s[0] / program_bound;
+        breakdown.push(Variant {
+            what: "no row switches at all (program bound)".into(),
+            nmc_seconds: bound_s,
+            speedup_vs_ideal_100: program_bound,
+        });
+        breakdown.push(Variant {
+            what: "only memory-touching instructions cost a slot (physical bound)".into(),
+            nmc_seconds: gpu_s[0] / physical_bound,
+            speedup_vs_ideal_100: physical_bound,
+        });
+    }
     let mut sweep = Vec::new();
     if a.ts_sweep {
         let bar = indicatif::ProgressBar::new(SWEEP.len() as u64);
@@ -407,6 +462,7 @@ pub fn run(a: LambArgs) -> CmdResult {
         max_error_vs_term_scale: max_err.map(|e| e.0),
         max_plain_rel_error: max_err.map(|e| e.1),
         ts_sweep: sweep,
+        breakdown,
         wall_seconds: wall_s,
         dram_commands_per_second: totals.commands_total as f64 / wall_s,
     };
@@ -488,6 +544,21 @@ fn print_report(r: &Report) {
                 t.speedup_vs_ideal_100,
                 t.speedup_vs_ideal_90,
                 t.speedup_vs_ideal_80
+            );
+        }
+    }
+    if !r.breakdown.is_empty() {
+        println!();
+        println!(
+            "{:<64} {:>12} {:>8}",
+            "where the time goes", "NMC time", "vs 100%"
+        );
+        for v in &r.breakdown {
+            println!(
+                "{:<64} {:>12} {:>7.2}x",
+                v.what,
+                ms(v.nmc_seconds),
+                v.speedup_vs_ideal_100
             );
         }
     }
