@@ -590,6 +590,7 @@ impl LambSequencer {
         if self.is_running() {
             return Err(SequencerError::Busy.into());
         }
+        debug!("LAMB step {} over {} tensors", job.params.step, job.tensors);
         if job.tensors == 0 {
             return Err(SequencerError::NoTensors.into());
         }
@@ -723,6 +724,10 @@ impl LambSequencer {
                 self.global_norm = libm::sqrtf(sum.max(0.0));
                 let job = self.job.ok_or(SequencerError::UnexpectedResult)?;
                 self.clip = clip_divisor(&job.params, self.global_norm);
+                debug!(
+                    "global gradient norm {}, clip divisor {}",
+                    self.global_norm, self.clip
+                );
                 for (reg, v) in (0u8..).zip(stage1_scalars(&job.params)) {
                     // Scalar writes queue behind nothing but reductions here; the engines
                     // always accept them (they are ordered markers, not commands).
