@@ -502,6 +502,36 @@ fn run_eval(c: &Common) -> CmdResult {
             (def - 1.0) * 100.0,
             paper_def
         );
+        let go = s.all_over_default.get(2).copied().unwrap_or(1.0);
+        let paper_go = match s.n {
+            2 => "+5 %",
+            4 | 8 => "+9 %",
+            _ => "+10 %",
+        };
+        println!(
+            "{:<44}{:>+9.1}%{:>14}",
+            format!("GO-Kernels over Default, {} GEMMs", s.n),
+            (go - 1.0) * 100.0,
+            paper_go
+        );
+        let oracle = s.all_over_default.get(4).copied().unwrap_or(1.0);
+        println!(
+            "{:<44}{:>+9.1}%{:>14}",
+            format!("Oracle over Default, {} GEMMs", s.n),
+            (oracle - 1.0) * 100.0,
+            "-"
+        );
+        println!(
+            "{:<44}{:>10}{:>14}",
+            format!("improve/unchanged/degrade, {} GEMMs", s.n),
+            format!(
+                "{:.0}/{:.0}/{:.0} %",
+                s.split[0] * 100.0,
+                s.split[1] * 100.0,
+                s.split[2] * 100.0
+            ),
+            "64/29/7 %"
+        );
         let gl = s.all_over_default.get(3).copied().unwrap_or(1.0);
         println!(
             "{:<44}{:>+9.1}%{:>13}%",
