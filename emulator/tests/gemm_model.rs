@@ -289,3 +289,18 @@ fn dispatcher_launch_rate_costs_more_for_more_workgroups() {
         "launch cost small tiles {small} ns, large {large} ns"
     );
 }
+
+#[test]
+fn gpu_half_and_quarter_scale_cus_and_llc_but_not_hbm() {
+    let full = GpuConfig::mi100();
+    for (name, cus, llc_mb) in [("mi100-half", 64, 4u64), ("mi100-quarter", 32, 2)] {
+        let g = GpuConfig::preset(name).expect("preset");
+        assert_eq!((g.cus, g.llc_bytes), (cus, llc_mb << 20), "{name}");
+        assert_eq!(g.hbm_bytes_per_ns, full.hbm_bytes_per_ns, "{name}");
+        assert!(g.llc_banks < full.llc_banks && g.llc_banks >= 1, "{name}");
+        // A GEMM that fills the full GPU for several waves runs slower on fewer CUs.
+        let s = f16(4096, 4096, 1024, false, false);
+        assert!(best(&g, &s).1 > best(&full, &s).1, "{name}");
+    }
+    assert!(GpuConfig::preset("mi100-eighth").is_none());
+}
