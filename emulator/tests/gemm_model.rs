@@ -193,3 +193,114 @@ fn engine_reports_every_kernel_once_in_time_order_and_is_deterministic() {
         assert!(time(disp[0]) <= time(done[0]));
     }
 }
+
+/// The catalog kernel with these tiles, the most threads, no split, with prefetch.
+fn kernel_with_tile(mt0: u16, mt1: u16) -> nmcp_emulator::gpu::catalog::CatalogKernel {
+    Catalog::standard()
+        .kernels()
+        .iter()
+        .filter(|k| k.mt0 == mt0 && k.mt1 == mt1 && k.split_u == 1)
+        .max_by_key(|k| (k.threads, k.prefetch, k.depth_u))
+        .copied()
+        .expect("tile in catalog")
+}
+
+#[test]
+fn hbm_row_locality_is_lost_as_more_kernels_stream() {
+    let cal = Calibration::default();
+    assert_eq!(cal.hbm_row_factor(1), 1.0);
+    let mut last = 1.0;
+    for s in 2..=16 {
+        let f = cal.hbm_row_factor(s);
+        assert!(f < last, "factor must fall with streams: {s} -> {f}");
+        assert!(f > 1.0 / cal.hbm_row_miss_cost, "bounded by all-miss: {f}");
+        last = f;
+    }
+    // A memory-bound GEMM: the penalty relative to perfect row locality grows with the
+    // number of concurrent copies.
+    let g = GpuConfig::mi100();
+    let s = f16(8192, 128, 8192, false, false);
+    let k = kernel_with_tile(64, 64);
+    let no_rows = Calibration {
+        hbm_row_miss_cost: 1.0,
+        ..cal
+    };
+    let penalty = |copies: u32| {
+        let with = concurrent_time(&g, &cal, &s, &k, copies).expect("runs");
+        let without = concurrent_time(&g, &no_rows, &s, &k, copies).expect("runs");
+        with / without
+    };
+    let (p1, p2, p8) = (penalty(1), penalty(2), penalty(8));
+    assert!((p1 - 1.0).abs() < 1e-9, "one kernel is one stream: {p1}");
+    assert!(p8 > p2 && p2 >= 1.0, "penalty 2: {p2}, 8: {p8}");
+}
+
+#[test]
+fn cu_l1_bandwidth_limits_low_intensity_tiles_and_is_shared_by_residents() {
+    let g = GpuConfig::mi100();
+    let s = f16(4096, 4096, 1024, false, false);
+    let small = kernel_with_tile(16, 16);
+    let large = kernel_with_tile(128, 128);
+    let with_l1 = |bytes: f64| Calibration {
+        l1_bytes_per_cycle: bytes,
+        ..Calibration::default()
+    };
+    let t = |cal: &Calibration, k| isolated_time(&g, cal, &s, k).expect("runs");
+    // Less L1 bandwidth never helps; the small tile (more bytes per FLOP) feels it first.
+    let (s_wide, s_def, s_narrow) = (
+        t(&with_l1(1e9), &small),
+        t(&with_l1(64.0), &small),
+        t(&with_l1(16.0), &small),
+    );
+    assert!(
+        s_wide <= s_def && s_def < s_narrow,
+        "{s_wide} {s_def} {s_narrow}"
+    );
+    let slow_small = s_narrow / s_wide;
+    let slow_large = t(&with_l1(16.0), &large) / t(&with_l1(1e9), &large);
+    assert!(
+        slow_small > slow_large,
+        "small {slow_small} large {slow_large}"
+    );
+}
+
+#[test]
+fn dispatcher_launch_rate_costs_more_for_more_workgroups() {
+    let g = GpuConfig::mi100();
+    let s = f16(2048, 2048, 256, false, false);
+    let rate = |w: f64| Calibration {
+        waves_launched_per_cycle: w,
+        ..Calibration::default()
+    };
+    let cost = |k| {
+        let fast = isolated_time(&g, &rate(1e9), &s, k).expect("runs");
+        let def = isolated_time(&g, &rate(4.0), &s, k).expect("runs");
+        let slow = isolated_time(&g, &rate(1.0), &s, k).expect("runs");
+        assert!(fast <= def && def < slow, "{fast} {def} {slow}");
+        slow - fast
+    };
+    // 16x16 tiles launch 64 times the workgroups of 128x128 tiles.
+    let (small, large) = (
+        cost(&kernel_with_tile(16, 16)),
+        cost(&kernel_with_tile(128, 128)),
+    );
+    assert!(
+        small > large,
+        "launch cost small tiles {small} ns, large {large} ns"
+    );
+}
+
+#[test]
+fn gpu_half_and_quarter_scale_cus_and_llc_but_not_hbm() {
+    let full = GpuConfig::mi100();
+    for (name, cus, llc_mb) in [("mi100-half", 64, 4u64), ("mi100-quarter", 32, 2)] {
+        let g = GpuConfig::preset(name).expect("preset");
+        assert_eq!((g.cus, g.llc_bytes), (cus, llc_mb << 20), "{name}");
+        assert_eq!(g.hbm_bytes_per_ns, full.hbm_bytes_per_ns, "{name}");
+        assert!(g.llc_banks < full.llc_banks && g.llc_banks >= 1, "{name}");
+        // A GEMM that fills the full GPU for several waves runs slower on fewer CUs.
+        let s = f16(4096, 4096, 1024, false, false);
+        assert!(best(&g, &s).1 > best(&full, &s).1, "{name}");
+    }
+    assert!(GpuConfig::preset("mi100-eighth").is_none());
+}

@@ -146,7 +146,9 @@ fn replay_runs_good_packets_and_rejects_bad_ones() {
         assert!(l["completed_ns"].is_number(), "{l}");
     }
 
-    let out = nmcp(&["cp", "replay", &dump]);
+    // The sample's kernel objects are not catalog kernels: the GEMM model resolves
+    // them from their metadata. CD 1 from a constant predictor (no training needed).
+    let out = nmcp(&["cp", "replay", &dump, "--cd", "1"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("rejected ext_magic"), "{text}");

@@ -83,6 +83,25 @@ fn quick_tune_train_eval_produce_consistent_json() {
         assert!(s["all_over_sequential"][4].as_f64().expect("oracle") >= 1.0 - 1e-9);
     }
     assert!(eval["gemms"].as_array().is_some_and(|g| !g.is_empty()));
+    // The CP charge comes from replaying the firmware: more queues to scan cost more,
+    // and one decision at CD 16 is cheaper than fifteen at CD 1.
+    let charges = eval["cp_charges"].as_array().expect("cp charges");
+    let busy = |n: u64, cd: u64| {
+        charges
+            .iter()
+            .find(|c| c["n"] == n && c["cd"] == cd)
+            .and_then(|c| c["busy_ns"].as_f64())
+            .expect("charge")
+    };
+    assert!(busy(2, 2) > 0.0 && busy(16, 16) > busy(2, 2));
+    assert!(busy(16, 1) > busy(16, 16));
+    // Heterogeneous mixes are evaluated in every scenario.
+    let hetero = eval["hetero"].as_array().expect("hetero");
+    assert_eq!(hetero.len(), 4);
+    for h in hetero {
+        assert!(h["pairs"].as_u64().is_some_and(|p| p > 0), "{h}");
+        assert!((h["over_default"][1].as_f64().expect("default") - 1.0).abs() < 1e-12);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -106,8 +106,36 @@ impl GpuConfig {
         }
     }
 
-    /// A built-in preset by name (`mi100`, `t3-table-8.1`, optionally suffixed `/2`, `/4`).
+    /// GPU-Half and GPU-Quarter of dissertation 7.5.9 (Fig. 7.17): the MI100 with 64 CUs
+    /// and 4 MB LLC, or 32 CUs and 2 MB LLC; LLC banks scale with the LLC, HBM bandwidth
+    /// stays (the dissertation scales compute with memory bandwidth fixed). Unlike
+    /// `mi100/2` (60 CUs: the tuning's resource constraint) these are whole GPUs.
+    pub fn mi100_scaled(cus: u32, llc_mb: u64) -> Self {
+        let mut g = Self::mi100();
+        g.name = format!("mi100-{cus}cu");
+        g.llc_banks = (g.llc_banks as u64 * llc_mb / 8).max(1) as u32;
+        g.cus = cus;
+        g.llc_bytes = llc_mb << 20;
+        g
+    }
+
+    /// A built-in preset by name: `mi100`, `mi100-half` (GPU-Half), `mi100-quarter`
+    /// (GPU-Quarter), `t3-table-8.1`; the first and last optionally suffixed `/2`, `/4`
+    /// (resource-constrained variants).
     pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "mi100-half" | "gpu-half" => {
+                let mut g = Self::mi100_scaled(64, 4);
+                g.name = "mi100-half".into();
+                return Some(g);
+            }
+            "mi100-quarter" | "gpu-quarter" => {
+                let mut g = Self::mi100_scaled(32, 2);
+                g.name = "mi100-quarter".into();
+                return Some(g);
+            }
+            _ => {}
+        }
         let (base, div) = match name.split_once('/') {
             Some((b, d)) => (b, d.parse::<u32>().ok()?),
             None => (name, 1),

@@ -59,6 +59,9 @@ struct Cohort {
     fixed_left: f64,
     work_left: f64,
     rate: f64,
+    /// Placed in the current placement pass; the dispatcher's launch delay is still to
+    /// be added to its fixed phase.
+    awaiting_launch: bool,
 }
 
 impl Cohort {
@@ -99,6 +102,8 @@ pub struct GpuSim {
     rr: usize,
     launches: usize,
     workgroups_done: u64,
+    /// When the workgroup dispatcher has launched every wave placed so far.
+    dispatcher_free: Nanos,
 }
 
 impl GpuSim {
@@ -132,6 +137,7 @@ impl GpuSim {
             rr: 0,
             launches: 0,
             workgroups_done: 0,
+            dispatcher_free: 0.0,
         }
     }
 
@@ -214,6 +220,7 @@ impl GpuSim {
             grid: (1, 1, 1),
             panel_bytes: (0.0, 0.0),
             wg_fixed_ns: launch.workgroup_time.max(0.0),
+            waves_per_wg: f64::from(waves),
         }
     }
 
@@ -409,6 +416,36 @@ impl GpuSim {
         if nk == 0 {
             return;
         }
+        let resident_waves = |s: &Self| -> f64 {
+            s.kernels
+                .iter()
+                .map(|k| k.resident as f64 * k.cost.waves_per_wg)
+                .sum()
+        };
+        let waves_before = resident_waves(self);
+        self.place_rounds(now, nk);
+        // The dispatcher launches the waves placed in this pass one after another (after
+        // any it is still launching): their workgroups start over [start, end]; every
+        // cohort of the pass starts at the midpoint, so the pass's cohorts stay identical.
+        let waves = (resident_waves(self) - waves_before).max(0.0);
+        let launch_rate = self.cal.waves_launched_per_cycle * self.gpu.clock_ghz;
+        let delay = if launch_rate > 0.0 && waves > 0.0 {
+            let start = self.dispatcher_free.max(now);
+            let end = start + waves / launch_rate;
+            self.dispatcher_free = end;
+            0.5 * (start + end) - now
+        } else {
+            0.0
+        };
+        for c in &mut self.cohorts {
+            if c.awaiting_launch {
+                c.awaiting_launch = false;
+                c.fixed_left += delay;
+            }
+        }
+    }
+
+    fn place_rounds(&mut self, now: Nanos, nk: usize) {
         loop {
             let order: Vec<usize> = (0..nk)
                 .map(|i| (self.rr + i) % nk)
@@ -512,6 +549,7 @@ impl GpuSim {
                 fixed_left: fixed,
                 work_left: work,
                 rate: 0.0,
+                awaiting_launch: true,
             });
         }
     }
@@ -560,10 +598,44 @@ impl GpuSim {
             hbm.push(k.cost.hbm_bytes(k.resident as f64, miss));
             llc.push(k.cost.wg_llc_bytes);
         }
-        for (bytes, capacity) in [
-            (&hbm, self.gpu.hbm_sustained()),
-            (&llc, self.gpu.llc_bytes_per_ns()),
-        ] {
+        // Per-CU L1 bandwidth: the residents of a CU group share it; over-demand slows
+        // them all in proportion (like the matrix units).
+        let l1_per_cu = self.cal.l1_bytes_per_cycle * self.gpu.clock_ghz;
+        if l1_per_cu > 0.0 {
+            let mut l1_demand = vec![0.0f64; self.groups.len()];
+            for (j, &ci) in idx.iter().enumerate() {
+                if let (Some(c), Some(r), Some(b)) =
+                    (self.cohorts.get(ci), rates.get(j), llc.get(j))
+                {
+                    if let Some(d) = l1_demand.get_mut(c.group) {
+                        *d += c.per_cu as f64 * r * b;
+                    }
+                }
+            }
+            for (j, &ci) in idx.iter().enumerate() {
+                let over = self
+                    .cohorts
+                    .get(ci)
+                    .and_then(|c| l1_demand.get(c.group))
+                    .copied()
+                    .unwrap_or(0.0)
+                    / l1_per_cu;
+                if over > 1.0 {
+                    if let Some(r) = rates.get_mut(j) {
+                        *r /= over;
+                    }
+                }
+            }
+        }
+        // Kernels fetching from HBM at once: each is a stream competing for row buffers.
+        let mut streaming: Vec<usize> = idx
+            .iter()
+            .filter_map(|&ci| self.cohorts.get(ci).map(|c| c.kernel))
+            .collect();
+        streaming.sort_unstable();
+        streaming.dedup();
+        let hbm_capacity = self.gpu.hbm_sustained() * self.cal.hbm_row_factor(streaming.len());
+        for (bytes, capacity) in [(&hbm, hbm_capacity), (&llc, self.gpu.llc_bytes_per_ns())] {
             if let Some(l) = water_level(&counts, &rates, bytes, capacity) {
                 for (r, b) in rates.iter_mut().zip(bytes.iter()) {
                     if *b > 0.0 {

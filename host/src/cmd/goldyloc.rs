@@ -2,7 +2,7 @@
 
 use super::CmdResult;
 use crate::goldyloc::cache::Cache;
-use crate::goldyloc::eval::{evaluate, EvalReport, CONFIGS};
+use crate::goldyloc::eval::{evaluate, EvalReport, CONFIGS, HETERO_CONFIGS};
 use crate::goldyloc::train::{dataset, real_features, train, TrainedModel, DEFAULT_SEED};
 use crate::goldyloc::tune::{tune_all, TunedGemm};
 use crate::goldyloc::Context;
@@ -20,6 +20,9 @@ use std::time::Instant;
 const QUICK_PER_APP: usize = 3;
 /// Every how many extra dataset GEMMs `--quick` keeps one.
 const QUICK_EXTRA_STRIDE: usize = 25;
+/// Every how many heterogeneous pairs (consecutive distinct GEMMs of an app) the full
+/// evaluation simulates (each pair costs a few 16-kernel simulations per scenario).
+const HETERO_STRIDE: usize = 6;
 
 /// Arguments of `nmcp goldyloc`.
 #[derive(clap::Args, Debug)]
@@ -46,7 +49,9 @@ struct Common {
     /// Neither read nor write cached step results.
     #[arg(long)]
     no_cache: bool,
-    /// GPU preset: mi100 or t3-table-8.1.
+    /// GPU preset: mi100, mi100-half (GPU-Half: 64 CUs, 4 MB LLC), mi100-quarter
+    /// (GPU-Quarter: 32 CUs, 2 MB LLC) or t3-table-8.1. Tuning, training and evaluation
+    /// all run on that GPU.
     #[arg(long, default_value = "mi100")]
     gpu: String,
     /// Evaluate a user GEMM list (CSV: M,N,K,transA,transB,dtype[,count]) instead of the networks.
@@ -85,12 +90,17 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
 struct Prepared {
     ctx: Context,
     eval: Vec<(String, GemmShape)>,
+    hetero: Vec<(String, GemmShape, GemmShape)>,
     shapes: Vec<GemmShape>,
 }
 
 fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
-    let gpu = GpuConfig::preset(&c.gpu)
-        .ok_or_else(|| format!("unknown GPU preset `{}` (mi100, t3-table-8.1)", c.gpu))?;
+    let gpu = GpuConfig::preset(&c.gpu).ok_or_else(|| {
+        format!(
+            "unknown GPU preset `{}` (mi100, mi100-half, mi100-quarter, t3-table-8.1)",
+            c.gpu
+        )
+    })?;
     let cache = (!c.no_cache).then(Cache::default_location);
     let mut ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
     ctx.knn = c.knn;
@@ -123,7 +133,20 @@ fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
         base
     };
     let shapes = unique_shapes(eval.iter().map(|e| &e.1).chain(extra.iter()));
-    Ok(Prepared { ctx, eval, shapes })
+    let hetero: Vec<(String, GemmShape, GemmShape)> = eval
+        .windows(2)
+        .filter_map(|w| match w {
+            [a, b] if a.0 == b.0 && a.1 != b.1 => Some((a.0.clone(), a.1, b.1)),
+            _ => None,
+        })
+        .step_by(if c.quick { 1 } else { HETERO_STRIDE })
+        .collect();
+    Ok(Prepared {
+        ctx,
+        eval,
+        hetero,
+        shapes,
+    })
 }
 
 fn tuned(p: &Prepared) -> (Vec<TunedGemm>, f64) {
@@ -223,6 +246,57 @@ fn trained(p: &Prepared, tuned: &[TunedGemm], seed: u64) -> (TrainedModel, f64) 
     (m, t0.elapsed().as_secs_f64())
 }
 
+/// The predictor `nmcp goldyloc train` would produce for `gpu` (full dataset, default
+/// seed), through the same cached steps: instant when cached, a full tune + train
+/// otherwise (a note goes to stderr first).
+pub fn default_predictor(
+    gpu: &str,
+) -> Result<crate::goldyloc::train::PredictorFile, Box<dyn std::error::Error>> {
+    let c = Common {
+        quick: false,
+        no_cache: false,
+        gpu: gpu.to_string(),
+        gemms: None,
+        knn: false,
+        seed: DEFAULT_SEED,
+        out: None,
+        json: true,
+        csv: None,
+        svg: None,
+    };
+    let p = prepare(&c)?;
+    eprintln!(
+        "loading the trained predictor for {gpu} from the cache {} (tuning and training first if not cached)",
+        p.ctx
+            .cache
+            .as_ref()
+            .map_or_else(String::new, |c| c.dir().display().to_string())
+    );
+    let (tuned, _) = tuned(&p);
+    let (model, _) = trained(&p, &tuned, DEFAULT_SEED);
+    Ok(model.fixed)
+}
+
+/// The GO library (GEMM extension records) of one application's evaluated GEMMs on
+/// `gpu`, tuned through the cached tuning step.
+pub fn app_library(gpu: &str, app: &str) -> Result<Vec<GemmExt>, Box<dyn std::error::Error>> {
+    let g = GpuConfig::preset(gpu).ok_or_else(|| format!("unknown GPU preset `{gpu}`"))?;
+    let shapes: Vec<GemmShape> = unique_shapes(
+        evaluated_gemms()
+            .iter()
+            .filter(|a| a.app == app)
+            .map(|a| &a.shape),
+    );
+    if shapes.is_empty() {
+        let mut apps: Vec<String> = evaluated_gemms().into_iter().map(|a| a.app).collect();
+        apps.dedup();
+        return Err(format!("no application `{app}` (one of: {})", apps.join(", ")).into());
+    }
+    let ctx = Context::new(g, Some(Cache::default_location()), false);
+    let tuned = tune_all(&ctx, &shapes);
+    Ok(tuned.iter().map(|t| t.to_ext(&ctx.catalog)).collect())
+}
+
 fn run_train(c: &Common) -> CmdResult {
     let p = prepare(c)?;
     let (tuned, tune_secs) = tuned(&p);
@@ -276,12 +350,12 @@ fn full_eval(
         .iter()
         .map(|t| real_features(t, &p.ctx.catalog, &res))
         .collect();
-    let eval: Vec<(String, GemmShape)> = if accuracy_only {
-        Vec::new()
+    let (eval, hetero) = if accuracy_only {
+        (Vec::new(), Vec::new())
     } else {
-        p.eval.clone()
+        (p.eval.clone(), p.hetero.clone())
     };
-    evaluate(&p.ctx, tuned, &feats, model, &eval)
+    evaluate(&p.ctx, tuned, &feats, model, &eval, &hetero)
 }
 
 const PAPER_ACCURACY: [f64; 4] = [82.0, 70.0, 62.0, 47.0];
@@ -380,6 +454,39 @@ fn run_eval(c: &Common) -> CmdResult {
             println!();
         }
     }
+    println!("\n== CP time charged to GOLDYLOC (firmware replay, CpCostModel 1.5 GHz, 31-cycle memory) ==");
+    println!("dissertation: ~0.32 us to read/write 32 queues, 8 us per inspect+predict+write");
+    for ch in &report.cp_charges {
+        println!(
+            "  {:>2} GEMMs at CD {:>2}: {:>7} cycles, {:>3} decisions, {:>5} memory accesses, {:>7.3} us busy, {:.3} us per decision",
+            ch.n,
+            ch.cd,
+            ch.cycles,
+            ch.decisions,
+            ch.mem_accesses,
+            ch.busy_ns / 1e3,
+            ch.per_decision_ns / 1e3
+        );
+    }
+    println!("\n== heterogeneous mixes (n/2 + n/2 of two sizes), geomean over Default ==");
+    print!("{:<8}{:>7}", "n", "pairs");
+    for name in HETERO_CONFIGS {
+        print!("{:>12}", short(name));
+    }
+    println!("{:>10}", "mixed");
+    for h in &report.hetero {
+        println!(
+            "{:<8}{:>7}{:>12.3}{:>12.3}{:>12.3}{:>12.3}{:>9.0}%",
+            h.n,
+            h.pairs,
+            h.over_default[0],
+            h.over_default[1],
+            h.over_default[2],
+            h.over_default[3],
+            h.mixed_share * 100.0
+        );
+    }
+    println!("dissertation: GO-Kernels +3-10 %, GOLDYLOC +15 % over Default at 16");
     println!("\n== next to the dissertation ==");
     println!("{:<44}{:>10}{:>14}", "", "model", "dissertation");
     for (s, paper) in report.scenarios.iter().zip(PAPER_GOLDYLOC_OVER_DEFAULT) {
@@ -394,6 +501,36 @@ fn run_eval(c: &Common) -> CmdResult {
             format!("Default over Sequential, {} GEMMs", s.n),
             (def - 1.0) * 100.0,
             paper_def
+        );
+        let go = s.all_over_default.get(2).copied().unwrap_or(1.0);
+        let paper_go = match s.n {
+            2 => "+5 %",
+            4 | 8 => "+9 %",
+            _ => "+10 %",
+        };
+        println!(
+            "{:<44}{:>+9.1}%{:>14}",
+            format!("GO-Kernels over Default, {} GEMMs", s.n),
+            (go - 1.0) * 100.0,
+            paper_go
+        );
+        let oracle = s.all_over_default.get(4).copied().unwrap_or(1.0);
+        println!(
+            "{:<44}{:>+9.1}%{:>14}",
+            format!("Oracle over Default, {} GEMMs", s.n),
+            (oracle - 1.0) * 100.0,
+            "-"
+        );
+        println!(
+            "{:<44}{:>10}{:>14}",
+            format!("improve/unchanged/degrade, {} GEMMs", s.n),
+            format!(
+                "{:.0}/{:.0}/{:.0} %",
+                s.split[0] * 100.0,
+                s.split[1] * 100.0,
+                s.split[2] * 100.0
+            ),
+            "64/29/7 %"
         );
         let gl = s.all_over_default.get(3).copied().unwrap_or(1.0);
         println!(

@@ -1,23 +1,27 @@
 //! The configurations of dissertation 7.4.5 / SPEC 5.5 on `n` independent copies of each
 //! evaluated GEMM, `n` in {2, 4, 8, 16}.
 //!
-//! With CD `c` < `n`, the CP dispatches `n / c` rounds of `c` concurrent GEMMs; each
-//! round pays the queue read and write of the CP decision ([`CP_QUEUE_IO_NS`]); the
-//! predictor's own latency is hidden behind the previous kernels (7.4.4.2).
+//! With CD `c` < `n`, the CP dispatches `n / c` rounds of `c` concurrent GEMMs. GOLDYLOC
+//! is charged the time the firmware CP itself spends: the `n`-queue scenario is replayed
+//! through the real firmware (`CpSystem`) at CD `c`, and the CP's busy time (its memory
+//! accesses and operations under `CpCostModel`: 1.5 GHz, 31-cycle memory latency) is
+//! added in full, not overlapped with the kernels (an upper bound; 7.5.5 hides most of it).
 
 use super::train::TrainedModel;
 use super::tune::TunedGemm;
 use super::{geomean, Context};
+use nmcp_emulator::gpu::catalog::CatalogKernel;
 use nmcp_emulator::gpu::gemm::GemmShape;
-use nmcp_emulator::gpu::sim::{isolated_time, makespan_partitioned};
-use nmcp_firmware::cp::features::FEATURE_COUNT;
+use nmcp_emulator::gpu::queue::{demo, sample};
+use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_partitioned};
+use nmcp_emulator::gpu::system::{CpSystem, CpSystemConfig, FixedTimeEngine};
+use nmcp_firmware::cp::features::{CuResources, FEATURE_COUNT, FRAC_BITS};
+use nmcp_firmware::cp::{decide, CdPredictor, CpWork, GemmCandidate, CLASS_COUNT};
 use nmcp_isa::gemm_ext::CONCURRENCY_DEGREES;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Queue read plus write per CP decision (7.4.4.2: ~0.32 us each).
-pub const CP_QUEUE_IO_NS: f64 = 640.0;
 /// Oracle runs sequentially unless a CD gains at least this much.
 pub const ORACLE_MIN_GAIN: f64 = 1.05;
 /// A speedup within this band of 1 counts as unchanged.
@@ -34,6 +38,118 @@ pub const CONFIGS: [&str; 7] = [
     "CU-Partition",
     "Resource-Partition",
 ];
+
+/// The CP's own time in one scenario, from a replay of the firmware.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CpCharge {
+    /// Available GEMMs (queues with a GEMM at the head).
+    pub n: u32,
+    /// Concurrency degree the predictor answered.
+    pub cd: u8,
+    /// CP cycles over the whole replay (every handler: doorbells, decisions, dispatch
+    /// and completion events).
+    pub cycles: u64,
+    /// Concurrency decisions taken.
+    pub decisions: u64,
+    /// CP busy time over the replay, ns (what GOLDYLOC is charged).
+    pub busy_ns: f64,
+    /// Busy time per decision, ns.
+    pub per_decision_ns: f64,
+    /// Device-memory accesses of the replay.
+    pub mem_accesses: u64,
+}
+
+/// A predictor that answers `cd` for every GEMM (a constant class).
+pub fn constant_predictor(cd: u8) -> Option<CdPredictor> {
+    let class = CONCURRENCY_DEGREES.iter().position(|&d| d == cd)?;
+    let mut p = CdPredictor {
+        bias_q16: [0; CLASS_COUNT],
+        ..CdPredictor::default()
+    };
+    *p.bias_q16.get_mut(class)? = 1 << FRAC_BITS;
+    Some(p)
+}
+
+/// Replays `n` GEMMs (one per queue, the demo's three-kernel record) through the firmware
+/// CP with a predictor answering `cd`, and reads off the CP's work and time.
+pub fn cp_charge(n: u32, cd: u8, resources: &CuResources) -> CpCharge {
+    let mut charge = CpCharge {
+        n,
+        cd,
+        ..CpCharge::default()
+    };
+    let Some(predictor) = constant_predictor(cd) else {
+        return charge;
+    };
+    let cfg = CpSystemConfig {
+        queues: n.clamp(1, 32) as usize,
+        ring_packets: 16,
+        predictor,
+        resources: *resources,
+        ..CpSystemConfig::default()
+    };
+    let Ok(mut sys) = CpSystem::new(cfg, FixedTimeEngine::new(resources.cus, 8, 1000.0)) else {
+        return charge;
+    };
+    let ext = sample::gemm_ext(1024, 1024, 1024, demo::KO_BASE);
+    let ext_addr = demo::EXT_BASE;
+    if sys.memory_mut().write(ext_addr, &ext.encode()).is_err() {
+        return charge;
+    }
+    for q in 0..n.min(32) {
+        let sig = demo::SIGNAL_BASE + u64::from(q) * 8;
+        let q8 = u8::try_from(q).unwrap_or(0);
+        if sys
+            .enqueue(q8, &sample::gemm_dispatch(&ext, ext_addr, sig), 0.0)
+            .is_err()
+            || sys.ring_doorbell(q8, 0.0).is_err()
+        {
+            return charge;
+        }
+    }
+    let summary = sys.run(1_000_000);
+    let work = sys.cp_work();
+    charge.cycles = summary.cp_cycles;
+    charge.decisions = work.decisions;
+    charge.busy_ns = summary.cp_busy_ns;
+    charge.per_decision_ns = summary.cp_busy_ns / work.decisions.max(1) as f64;
+    charge.mem_accesses = work.mem_accesses;
+    charge
+}
+
+/// Heterogeneous mix (7.5.7): `n/2` instances of each of two GEMM sizes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeteroResult {
+    /// Application.
+    pub app: String,
+    /// The two sizes.
+    pub gemms: (String, String),
+    /// Available GEMMs (both sizes together).
+    pub n: u32,
+    /// Time of Sequential, Default, GO-Kernels, GOLDYLOC, ns.
+    pub time_ns: [f64; 4],
+    /// GOLDYLOC ran all `n` together (both sizes predicted >= n); otherwise two
+    /// homogeneous groups of `n/2`.
+    pub mixed: bool,
+    /// Predicted CD of each size.
+    pub predicted: (u8, u8),
+}
+
+/// Configurations of the heterogeneous evaluation.
+pub const HETERO_CONFIGS: [&str; 4] = ["Sequential", "Default", "GO-Kernels", "GOLDYLOC"];
+
+/// Heterogeneous summary of one scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeteroSummary {
+    /// Available GEMMs.
+    pub n: u32,
+    /// Pairs evaluated.
+    pub pairs: usize,
+    /// Geomean over Default of Sequential, Default, GO-Kernels, GOLDYLOC.
+    pub over_default: [f64; 4],
+    /// Share of pairs GOLDYLOC ran mixed.
+    pub mixed_share: f64,
+}
 
 /// One GEMM in one scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,6 +223,12 @@ pub struct EvalReport {
     pub disagreements: Vec<(String, u8, u8)>,
     /// Training accuracy.
     pub train_accuracy: f64,
+    /// CP charge per scenario and CD (from the firmware replay).
+    pub cp_charges: Vec<CpCharge>,
+    /// Heterogeneous mixes per scenario.
+    pub hetero: Vec<HeteroSummary>,
+    /// Heterogeneous mixes, per pair.
+    pub hetero_pairs: Vec<HeteroResult>,
 }
 
 fn cd_of(i: usize) -> u8 {
@@ -128,8 +250,28 @@ pub fn evaluate(
     features: &[Option<(Vec<f64>, [i64; FEATURE_COUNT])>],
     model: &TrainedModel,
     eval: &[(String, GemmShape)],
+    hetero: &[(String, GemmShape, GemmShape)],
 ) -> EvalReport {
     let predictor = model.fixed.to_predictor();
+    let res = ctx.gpu.cu_resources();
+    let cp_charges: Vec<CpCharge> = SCENARIOS
+        .iter()
+        .flat_map(|&n| {
+            CONCURRENCY_DEGREES
+                .iter()
+                .filter(move |&&c| u32::from(c) <= n)
+                .map(move |&c| (n, c))
+        })
+        .collect::<Vec<_>>()
+        .par_iter()
+        .map(|&(n, c)| cp_charge(n, c, &res))
+        .collect();
+    let cp_ns = |n: u32, c: u32| -> f64 {
+        cp_charges
+            .iter()
+            .find(|x| x.n == n && u32::from(x.cd) == c)
+            .map_or(0.0, |x| x.busy_ns)
+    };
     let by_shape: BTreeMap<String, usize> = tuned
         .iter()
         .enumerate()
@@ -156,9 +298,9 @@ pub fn evaluate(
             let c = pred.min(n).max(1);
             let rounds = nf / f64::from(c);
             let goldyloc = if c == 1 {
-                seq + nf * CP_QUEUE_IO_NS
+                seq + cp_ns(n, c)
             } else {
-                rounds * (t.go_time(cd_index(c)) + CP_QUEUE_IO_NS)
+                rounds * t.go_time(cd_index(c)) + cp_ns(n, c)
             };
             let best = t.best_cd_index(n);
             let oracle_cd = if t.speedup(best) >= ORACLE_MIN_GAIN {
@@ -297,8 +439,7 @@ pub fn evaluate(
             }
         }
     }
-    let mut uniq: Vec<&str> = eval.iter().map(|e| e.0.as_str()).collect();
-    uniq.dedup();
+    let (hetero, hetero_pairs) = evaluate_hetero(ctx, tuned, &predictor, hetero, &cp_ns);
     EvalReport {
         gpu: ctx.gpu.name.clone(),
         gemm_count: eval.len(),
@@ -309,5 +450,143 @@ pub fn evaluate(
         fixed_point_agreement_all: agree_all.0 as f64 / agree_all.1.max(1) as f64,
         disagreements,
         train_accuracy: model.train_accuracy,
+        cp_charges,
+        hetero,
+        hetero_pairs,
     }
+}
+
+/// Heterogeneous mixes of 7.5.7: for each pair of sizes (a, b) and `n` in the scenarios,
+/// `n/2` instances of each. Sequential runs them back to back with isolated kernels;
+/// Default runs all `n` concurrently with isolated kernels; GO-Kernels all `n` with the
+/// GO kernel of CD `n`; GOLDYLOC asks the firmware's own `decide` round after round on
+/// the GEMMs left (all together only if both sizes predict >= n, otherwise homogeneous
+/// groups) and runs each round's chosen set with the chosen kernels, rounds back to back.
+fn evaluate_hetero(
+    ctx: &Context,
+    tuned: &[TunedGemm],
+    predictor: &CdPredictor,
+    pairs: &[(String, GemmShape, GemmShape)],
+    cp_ns: &(dyn Fn(u32, u32) -> f64 + Sync),
+) -> (Vec<HeteroSummary>, Vec<HeteroResult>) {
+    let by_shape: BTreeMap<String, usize> = tuned
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.shape.label(), i))
+        .collect();
+    let res = ctx.gpu.cu_resources();
+    let kernel = |ko: u64| -> Option<CatalogKernel> { ctx.catalog.by_kernel_object(ko).copied() };
+    let jobs: Vec<(&(String, GemmShape, GemmShape), u32)> = pairs
+        .iter()
+        .flat_map(|p| SCENARIOS.iter().map(move |&n| (p, n)))
+        .collect();
+    let pb = ctx.bar(jobs.len(), "mixes");
+    let results: Vec<HeteroResult> = jobs
+        .par_iter()
+        .filter_map(|&((app, a, b), n)| {
+            let ta = tuned.get(*by_shape.get(&a.label())?)?;
+            let tb = tuned.get(*by_shape.get(&b.label())?)?;
+            let ca = GemmCandidate::new(&ta.to_ext(&ctx.catalog), &res).ok()?;
+            let cb = GemmCandidate::new(&tb.to_ext(&ctx.catalog), &res).ok()?;
+            let half = n / 2;
+            let iso = |c: &GemmCandidate| kernel(c.kernel_object_for(1));
+            let seq = f64::from(half) * (ta.t_isolated + tb.t_isolated);
+            let mut runs_default = Vec::new();
+            let mut runs_go = Vec::new();
+            let cd_n = u8::try_from(n).unwrap_or(16);
+            for _ in 0..half {
+                runs_default.push((*a, iso(&ca)?));
+                runs_default.push((*b, iso(&cb)?));
+                runs_go.push((*a, kernel(ca.kernel_object_for(cd_n))?));
+                runs_go.push((*b, kernel(cb.kernel_object_for(cd_n))?));
+            }
+            let default = makespan(&ctx.gpu, &ctx.cal, &runs_default)?.0;
+            let go = makespan(&ctx.gpu, &ctx.cal, &runs_go)?.0;
+            // GOLDYLOC: interleaved queue heads, decided round by round by the firmware.
+            let mut left: Vec<(GemmShape, GemmCandidate)> = (0..n)
+                .map(|i| if i % 2 == 0 { (*a, ca) } else { (*b, cb) })
+                .collect();
+            let mut work = CpWork::default();
+            let mut goldyloc = 0.0;
+            let mut mixed = false;
+            while !left.is_empty() {
+                let cands: Vec<GemmCandidate> = left.iter().map(|x| x.1).collect();
+                let d = decide(&cands, predictor, &mut work);
+                mixed |= d.mixed;
+                let cd = d.cd.max(1);
+                let mut chosen: Vec<usize> = d.chosen.iter().map(|&i| usize::from(i)).collect();
+                if chosen.is_empty() {
+                    chosen.push(0);
+                }
+                let runs: Vec<(GemmShape, CatalogKernel)> = chosen
+                    .iter()
+                    .filter_map(|&i| {
+                        let (s, c) = left.get(i)?;
+                        let ko = if d.baseline {
+                            c.kernel_object_for(1)
+                        } else {
+                            c.kernel_object_for(cd)
+                        };
+                        Some((*s, kernel(ko)?))
+                    })
+                    .collect();
+                goldyloc += makespan(&ctx.gpu, &ctx.cal, &runs)?.0;
+                chosen.sort_unstable();
+                for &i in chosen.iter().rev() {
+                    if i < left.len() {
+                        left.remove(i);
+                    }
+                }
+            }
+            let pa = predictor.predict_cd(&ca.features);
+            let pbd = predictor.predict_cd(&cb.features);
+            let charged_cd = if mixed {
+                n
+            } else {
+                u32::from(pa.min(pbd)).min(half).max(1)
+            };
+            goldyloc += cp_ns(n, u32::from(tabulated_cd_floor(charged_cd)));
+            pb.inc(1);
+            Some(HeteroResult {
+                app: app.clone(),
+                gemms: (a.label(), b.label()),
+                n,
+                time_ns: [seq, default, go, goldyloc],
+                mixed,
+                predicted: (pa, pbd),
+            })
+        })
+        .collect();
+    pb.finish_and_clear();
+    let summaries = SCENARIOS
+        .iter()
+        .map(|&n| {
+            let rows: Vec<&HeteroResult> = results.iter().filter(|r| r.n == n).collect();
+            let mut over_default = [1.0; 4];
+            for (c, slot) in over_default.iter_mut().enumerate() {
+                *slot = geomean(
+                    rows.iter()
+                        .filter_map(|r| Some(r.time_ns.get(1)? / r.time_ns.get(c)?)),
+                );
+            }
+            HeteroSummary {
+                n,
+                pairs: rows.len(),
+                over_default,
+                mixed_share: rows.iter().filter(|r| r.mixed).count() as f64
+                    / rows.len().max(1) as f64,
+            }
+        })
+        .collect();
+    (summaries, results)
+}
+
+/// The tabulated CD at or below a degree (the CP charge is replayed per tabulated CD).
+fn tabulated_cd_floor(cd: u32) -> u8 {
+    CONCURRENCY_DEGREES
+        .iter()
+        .rev()
+        .find(|&&c| u32::from(c) <= cd)
+        .copied()
+        .unwrap_or(1)
 }
