@@ -260,6 +260,20 @@ struct Group {
     wr: Gated,
 }
 
+/// The maximum, over every bank (or every bank group), of its ACT, RD and WR gates: what
+/// an all-bank command waits for.
+///
+/// Gates only ever rise, so the maximum over the units equals the largest value any unit
+/// was ever raised to, and a running maximum updated at each raise is exact. It turns
+/// the all-bank commands' earliest cycle (the NMC engine's hot path: one per column
+/// command) from a walk over every bank into a handful of loads.
+#[derive(Debug, Clone, Copy, Default)]
+struct GateMax {
+    act: Cycle,
+    rd: Cycle,
+    wr: Cycle,
+}
+
 /// Timing and row state of one pseudo-channel.
 #[derive(Debug, Clone)]
 pub struct PseudoChannel {
@@ -282,6 +296,14 @@ pub struct PseudoChannel {
     /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
     /// cache line instead of one per bank.
     open_rows: [u32; MAX_BANKS],
+    /// PRE gate shared by every bank: all-bank column commands raise it instead of each
+    /// bank's own (a bank's PRE gate is the later of the two), so the engine's hot path
+    /// does not walk the banks.
+    all_pre: Gated,
+    /// Running maxima of the bank-level gates, for all-bank commands.
+    bank_max: GateMax,
+    /// Running maxima of the bank-group-level gates, for all-bank commands.
+    group_max: GateMax,
     counts: [u64; COMMAND_KINDS],
 }
 
@@ -313,6 +335,9 @@ impl PseudoChannel {
             faw_next: 0,
             open_banks: 0,
             open_rows: [NO_ROW; MAX_BANKS],
+            all_pre: Gated::ZERO,
+            bank_max: GateMax::default(),
+            group_max: GateMax::default(),
             counts: [0; COMMAND_KINDS],
         }
     }
@@ -419,7 +444,7 @@ impl PseudoChannel {
     #[inline]
     pub fn earliest_pre(&self, bank: usize) -> Cycle {
         match self.banks.get(bank) {
-            Some(b) => b.pre.at.max(self.row_bus.at),
+            Some(b) => self.pre_gate(b).at.max(self.row_bus.at),
             None => Cycle::MAX,
         }
     }
@@ -465,6 +490,12 @@ impl PseudoChannel {
         }
     }
 
+    /// A bank's PRE gate: its own, or the all-bank one if later.
+    #[inline]
+    fn pre_gate(&self, b: &Bank) -> Gated {
+        b.pre.max(self.all_pre)
+    }
+
     fn all_banks(&self, f: impl Fn(&Bank) -> Gated) -> Gated {
         self.banks.iter().map(f).fold(Gated::ZERO, Gated::max)
     }
@@ -481,7 +512,7 @@ impl PseudoChannel {
         let g = match *cmd {
             Command::Act { bank: b, .. } => self.act_gate(bank(b)),
             Command::Pre { bank: b } => match self.banks.get(bank(b)) {
-                Some(x) => x.pre.max(self.row_bus),
+                Some(x) => self.pre_gate(x).max(self.row_bus),
                 None => Gated {
                     at: Cycle::MAX,
                     gate: Gate::None,
@@ -492,7 +523,7 @@ impl PseudoChannel {
                     if b.open_row == NO_ROW {
                         Gated::ZERO
                     } else {
-                        b.pre
+                        self.pre_gate(b)
                     }
                 })
                 .max(self.row_bus),
@@ -539,6 +570,53 @@ impl PseudoChannel {
     /// The earliest cycle `cmd` may issue as far as timing goes.
     pub fn earliest(&self, cmd: &Command) -> Cycle {
         self.earliest_with_gate(cmd).0
+    }
+
+    /// The same cycle as [`Self::earliest`] without naming the gate, so the all-bank
+    /// commands read the running maxima instead of walking every bank.
+    #[inline]
+    fn earliest_fast(&self, cmd: &Command) -> Cycle {
+        match *cmd {
+            Command::AbRd { .. } => self
+                .bank_max
+                .rd
+                .max(self.group_max.rd)
+                .max(self.rd.at)
+                .max(self.col_bus.at),
+            Command::AbWr { .. } => self
+                .bank_max
+                .wr
+                .max(self.group_max.wr)
+                .max(self.wr.at)
+                .max(self.col_bus.at),
+            Command::AbAct { .. } => {
+                let newest = self.faw.iter().copied().max().unwrap_or(0);
+                self.bank_max
+                    .act
+                    .max(self.group_max.act)
+                    .max(self.act.at)
+                    .max(newest)
+                    .max(self.row_bus.at)
+            }
+            Command::Ref => self.bank_max.act.max(self.row_bus.at),
+            _ => self.earliest(cmd),
+        }
+    }
+
+    /// Issues `cmd` at its earliest legal cycle, but not before `not_before`, and returns
+    /// that cycle: the NMC engine's hot path.
+    ///
+    /// Unlike [`Self::issue`] this neither re-derives the gate nor checks the banks'
+    /// state in release builds: the caller issues at the earliest cycle by construction
+    /// and must know the state is right (an engine that tracks its own open row does).
+    /// Debug builds (and so the tests) check both against the checked path.
+    pub fn issue_at_earliest(&mut self, cmd: &Command, not_before: Cycle) -> Cycle {
+        debug_assert_eq!(self.check_state(cmd), Ok(()), "issue_at_earliest: {cmd}");
+        let earliest = self.earliest_fast(cmd);
+        debug_assert_eq!(earliest, self.earliest(cmd), "running maxima for {cmd}");
+        let at = earliest.max(not_before);
+        self.apply(cmd, at);
+        at
     }
 
     /// Checks that `cmd` finds its bank(s) in the right state.
@@ -614,6 +692,10 @@ impl PseudoChannel {
         b.pre.raise(at + t.tras, Gate::Tras);
         b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
         b.wr.raise(at + t.trcdwr, Gate::TrcdWr);
+        let m = &mut self.bank_max;
+        m.act = m.act.max(at + t.trc);
+        m.rd = m.rd.max(at + t.trcdrd);
+        m.wr = m.wr.max(at + t.trcdwr);
         self.open_banks += 1;
     }
 
@@ -627,6 +709,7 @@ impl PseudoChannel {
             self.open_rows[i] = NO_ROW;
         }
         b.act.raise(at + t.trp, Gate::Trp);
+        self.bank_max.act = self.bank_max.act.max(at + t.trp);
     }
 
     /// Applies a command already checked by [`Self::issue`].
@@ -646,6 +729,7 @@ impl PseudoChannel {
                 self.groups[i >> self.group_shift]
                     .act
                     .raise(at + t.trrd_l, Gate::TrrdL);
+                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
                 self.faw[self.faw_next] = at + t.tfaw;
                 self.faw_next = (self.faw_next + 1) % self.faw.len();
@@ -657,6 +741,7 @@ impl PseudoChannel {
                 for g in &mut self.groups {
                     g.act.raise(at + t.trrd_l, Gate::TrrdL);
                 }
+                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
                 self.faw = [at + t.tfaw; 4];
             }
@@ -675,6 +760,7 @@ impl PseudoChannel {
                 let i = idx(self, bank);
                 let g = &mut self.groups[i >> self.group_shift];
                 g.rd.raise(at + t.tccd_l, Gate::TccdL);
+                self.group_max.rd = self.group_max.rd.max(at + t.tccd_l);
                 self.rd.raise(at + t.tccd_s, Gate::TccdS);
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
                 self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
@@ -688,6 +774,9 @@ impl PseudoChannel {
                     g.wr.raise(at + t.tccdwl, Gate::Tccdwl);
                     g.rd.raise(at + t.tccdwl, Gate::Tccdwl);
                 }
+                let (g_rd, g_wr) = (g.rd.at, g.wr.at);
+                self.group_max.rd = self.group_max.rd.max(g_rd);
+                self.group_max.wr = self.group_max.wr.max(g_wr);
                 self.wr.raise(at + t.tccd_s, Gate::TccdS);
                 self.rd.raise(at + t.wr_to_rd_s, Gate::WtrS);
                 self.banks[i]
@@ -699,31 +788,33 @@ impl PseudoChannel {
                     g.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
                     g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 }
+                self.group_max.rd = self.group_max.rd.max(at + t.tccd_l);
+                self.group_max.wr = self.group_max.wr.max(at + t.tccd_l);
                 self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                for b in &mut self.banks {
-                    b.pre.raise(at + t.trtp, Gate::Trtp);
-                }
+                self.all_pre.raise(at + t.trtp, Gate::Trtp);
             }
             Command::AbWr { .. } => {
                 for g in &mut self.groups {
                     g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                     g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
                 }
+                self.group_max.wr = self.group_max.wr.max(at + t.tccd_l);
+                self.group_max.rd = self.group_max.rd.max(at + t.wr_to_rd_l);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
-                for b in &mut self.banks {
-                    b.pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
-                }
+                self.all_pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
             }
             Command::Ref => {
                 for b in &mut self.banks {
                     b.act.raise(at + t.trfc, Gate::Trfc);
                 }
+                self.bank_max.act = self.bank_max.act.max(at + t.trfc);
             }
             Command::RefPb { bank } => {
                 let i = idx(self, bank);
                 self.banks[i].act.raise(at + t.trfcpb, Gate::TrfcPb);
+                self.bank_max.act = self.bank_max.act.max(at + t.trfcpb);
             }
         }
     }

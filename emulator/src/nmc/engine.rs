@@ -235,16 +235,17 @@ impl PcEngine {
         )
     }
 
-    fn issue(&mut self, cmd: Command) -> Result<Cycle, EngineError> {
-        let at = self.timing.earliest(&cmd).max(self.now);
-        self.timing.issue(&cmd, at)?;
-        self.now = at;
-        Ok(at)
+    /// Issues `cmd` as early as timing allows, in program order (never before the
+    /// previous command). The engine tracks the open row itself, so it uses the unchecked
+    /// fast path; debug builds still check every command.
+    fn issue(&mut self, cmd: Command) -> Cycle {
+        self.now = self.timing.issue_at_earliest(&cmd, self.now);
+        self.now
     }
 
     fn close_rows(&mut self) -> Result<(), EngineError> {
         if self.timing.any_open() {
-            self.issue(Command::PreAll)?;
+            self.issue(Command::PreAll);
         }
         self.open_row = None;
         Ok(())
@@ -255,7 +256,7 @@ impl PcEngine {
     fn refresh_if_due(&mut self) -> Result<(), EngineError> {
         while self.refresh && self.now >= self.next_refresh {
             self.close_rows()?;
-            self.issue(Command::Ref)?;
+            self.issue(Command::Ref);
             self.stats.refreshes += 1;
             self.next_refresh += self.trefi;
         }
@@ -285,11 +286,11 @@ impl PcEngine {
         }
         self.close_rows()?;
         match single {
-            None => self.issue(Command::AbAct { row })?,
+            None => self.issue(Command::AbAct { row }),
             Some(b) => self.issue(Command::Act {
                 bank: self.bank_id(b),
                 row,
-            })?,
+            }),
         };
         self.open_row = Some(row);
         self.stats.activations += 1;
@@ -366,7 +367,7 @@ impl PcEngine {
                                 col,
                             },
                         };
-                        self.issue(c)?;
+                        self.issue(c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
                     if let Some(st) = store.as_deref_mut() {
