@@ -397,9 +397,9 @@ impl PcEngine {
         k: u8,
     ) -> Result<(), EngineError> {
         let writes = sc.instrs.iter().any(Instr::writes_memory);
-        let banks: Vec<usize> = match single {
-            Some(b) => vec![b],
-            None => (0..self.banks).collect(),
+        let banks = match single {
+            Some(b) => b..b + 1,
+            None => 0..self.banks,
         };
         for b in banks {
             let mut data = store.read_column(self.index, b, row, col);
