@@ -783,24 +783,17 @@ impl PseudoChannel {
                     .pre
                     .raise(at + t.wr_to_pre, Gate::WriteRecovery);
             }
+            // An all-bank column command blocks every bank group for tCCD_L (and a write
+            // delays reads by the same-group turnaround). The pseudo-channel-wide gates get
+            // exactly those values, and every column gate takes the maximum of its bank
+            // group's gate and the pseudo-channel's, so raising the groups as well would
+            // change no cycle: they are left alone.
             Command::AbRd { .. } => {
-                for g in &mut self.groups {
-                    g.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
-                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                }
-                self.group_max.rd = self.group_max.rd.max(at + t.tccd_l);
-                self.group_max.wr = self.group_max.wr.max(at + t.tccd_l);
                 self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.all_pre.raise(at + t.trtp, Gate::Trtp);
             }
             Command::AbWr { .. } => {
-                for g in &mut self.groups {
-                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                    g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
-                }
-                self.group_max.wr = self.group_max.wr.max(at + t.tccd_l);
-                self.group_max.rd = self.group_max.rd.max(at + t.wr_to_rd_l);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
                 self.all_pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);

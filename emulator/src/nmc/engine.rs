@@ -343,13 +343,19 @@ impl PcEngine {
         let mut chunk_start = 0u32;
         while chunk_start < cmd.col_count {
             let n = chunk.min(cmd.col_count - chunk_start);
+            let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
             for (phase, sc) in cmd.phases.iter().zip(&scripts) {
+                // Row and column of the chunk's first column; later ones step through the
+                // row (one division per chunk, not per column).
+                let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
+                let mut col = (chunk_first % u64::from(cpr)) as u32;
                 for k in 0..n {
-                    let lin = u64::from(cmd.col_start) + u64::from(chunk_start + k);
-                    let row = u64::from(phase.base_row) + lin / u64::from(cpr);
-                    let row = u32::try_from(row)
-                        .map_err(|_| EngineError::OutOfRange(format!("row {row}")))?;
-                    let col = (lin % u64::from(cpr)) as u32;
+                    if col == cpr {
+                        col = 0;
+                        row_index += 1;
+                    }
+                    let row = u32::try_from(row_index)
+                        .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                     self.refresh_if_due()?;
                     self.open(row, single)?;
                     for op in &sc.ops {
@@ -373,6 +379,7 @@ impl PcEngine {
                     if let Some(st) = store.as_deref_mut() {
                         self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
                     }
+                    col += 1;
                 }
             }
             chunk_start += n;
