@@ -260,8 +260,8 @@ struct Group {
     wr: Gated,
 }
 
-/// The maximum, over every bank (or every bank group), of its ACT, RD and WR gates: what
-/// an all-bank command waits for.
+/// The maximum, over every bank (or every bank group), of its ACT, PRE, RD and WR gates:
+/// what an all-bank command waits for.
 ///
 /// Gates only ever rise, so the maximum over the units equals the largest value any unit
 /// was ever raised to, and a running maximum updated at each raise is exact. It turns
@@ -270,6 +270,8 @@ struct Group {
 #[derive(Debug, Clone, Copy, Default)]
 struct GateMax {
     act: Cycle,
+    /// Banks only (bank groups have no PRE gate); excludes the shared `all_pre`.
+    pre: Cycle,
     rd: Cycle,
     wr: Cycle,
 }
@@ -599,6 +601,11 @@ impl PseudoChannel {
                     .max(self.row_bus.at)
             }
             Command::Ref => self.bank_max.act.max(self.row_bus.at),
+            // PREA waits for the open banks only; with every bank open (the NMC engine's
+            // case) that is the maximum over all banks.
+            Command::PreAll if self.open_banks as usize == self.banks.len() => {
+                self.bank_max.pre.max(self.all_pre.at).max(self.row_bus.at)
+            }
             _ => self.earliest(cmd),
         }
     }
@@ -610,6 +617,7 @@ impl PseudoChannel {
     /// state in release builds: the caller issues at the earliest cycle by construction
     /// and must know the state is right (an engine that tracks its own open row does).
     /// Debug builds (and so the tests) check both against the checked path.
+    #[inline]
     pub fn issue_at_earliest(&mut self, cmd: &Command, not_before: Cycle) -> Cycle {
         debug_assert_eq!(self.check_state(cmd), Ok(()), "issue_at_earliest: {cmd}");
         let earliest = self.earliest_fast(cmd);
@@ -694,6 +702,7 @@ impl PseudoChannel {
         b.wr.raise(at + t.trcdwr, Gate::TrcdWr);
         let m = &mut self.bank_max;
         m.act = m.act.max(at + t.trc);
+        m.pre = m.pre.max(at + t.tras);
         m.rd = m.rd.max(at + t.trcdrd);
         m.wr = m.wr.max(at + t.trcdwr);
         self.open_banks += 1;
@@ -713,6 +722,7 @@ impl PseudoChannel {
     }
 
     /// Applies a command already checked by [`Self::issue`].
+    #[inline]
     fn apply(&mut self, cmd: &Command, at: Cycle) {
         let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
@@ -764,6 +774,7 @@ impl PseudoChannel {
                 self.rd.raise(at + t.tccd_s, Gate::TccdS);
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
                 self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
+                self.bank_max.pre = self.bank_max.pre.max(at + t.trtp);
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
@@ -782,6 +793,7 @@ impl PseudoChannel {
                 self.banks[i]
                     .pre
                     .raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                self.bank_max.pre = self.bank_max.pre.max(at + t.wr_to_pre);
             }
             // An all-bank column command blocks every bank group for tCCD_L (and a write
             // delays reads by the same-group turnaround). The pseudo-channel-wide gates get

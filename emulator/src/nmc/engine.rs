@@ -237,7 +237,9 @@ impl PcEngine {
 
     /// Issues `cmd` as early as timing allows, in program order (never before the
     /// previous command). The engine tracks the open row itself, so it uses the unchecked
-    /// fast path; debug builds still check every command.
+    /// fast path; debug builds still check every command. Inlined so the command's kind
+    /// is known where it is built and the timing state's dispatch on it folds away.
+    #[inline(always)]
     fn issue(&mut self, cmd: Command) -> Cycle {
         self.now = self.timing.issue_at_earliest(&cmd, self.now);
         self.now
