@@ -35,7 +35,9 @@ pub enum EngineError {
     },
     /// A bank or row outside the device.
     OutOfRange(String),
-    /// The DRAM timing state refused a command (an engine bug if it ever happens).
+    /// The DRAM timing state refused a command. The engine issues through the unchecked
+    /// fast path (debug builds assert the state instead), so it does not produce this
+    /// today; the variant stays for checked issuing and for callers that match on it.
     Timing(TimingError),
     /// A bank ALU refused an instruction.
     Alu(AluError),
@@ -245,34 +247,31 @@ impl PcEngine {
         self.now
     }
 
-    fn close_rows(&mut self) -> Result<(), EngineError> {
+    fn close_rows(&mut self) {
         if self.timing.any_open() {
             self.issue(Command::PreAll);
         }
         self.open_row = None;
-        Ok(())
     }
 
     /// Refresh due: close, refresh every bank, and leave the rows closed (the caller
     /// re-opens).
-    fn refresh_if_due(&mut self) -> Result<(), EngineError> {
+    fn refresh_if_due(&mut self) {
         while self.refresh && self.now >= self.next_refresh {
-            self.close_rows()?;
+            self.close_rows();
             self.issue(Command::Ref);
             self.stats.refreshes += 1;
             self.next_refresh += self.trefi;
         }
-        Ok(())
     }
 
-    fn enter(&mut self, mode: Mode) -> Result<(), EngineError> {
+    fn enter(&mut self, mode: Mode) {
         if self.mode != mode {
-            self.close_rows()?;
+            self.close_rows();
             self.now += self.mode_switch;
             self.mode = mode;
             self.stats.mode_switches += 1;
         }
-        Ok(())
     }
 
     /// Opens `row` (in every bank, or in `single`).
@@ -286,7 +285,7 @@ impl PcEngine {
         if self.open_row == Some(row) {
             return Ok(());
         }
-        self.close_rows()?;
+        self.close_rows();
         match single {
             None => self.issue(Command::AbAct { row }),
             Some(b) => self.issue(Command::Act {
@@ -338,7 +337,7 @@ impl PcEngine {
             Mode::SingleBank
         } else {
             Mode::AllBank
-        })?;
+        });
         let first = self.now;
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
@@ -358,7 +357,7 @@ impl PcEngine {
                     }
                     let row = u32::try_from(row_index)
                         .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
-                    self.refresh_if_due()?;
+                    self.refresh_if_due();
                     self.open(row, single)?;
                     for op in &sc.ops {
                         let c = match (op, single) {
@@ -388,7 +387,7 @@ impl PcEngine {
         }
         // The job ends when its last write could be followed by a precharge: close the
         // rows so the next job (or ordinary traffic) starts from a known state.
-        self.close_rows()?;
+        self.close_rows();
         self.stats.macro_commands += 1;
         self.stats.busy_cycles += self.now - first;
         Ok(self.now)
