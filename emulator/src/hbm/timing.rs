@@ -260,6 +260,22 @@ struct Group {
     wr: Gated,
 }
 
+/// The maximum, over every bank (or every bank group), of its ACT, PRE, RD and WR gates:
+/// what an all-bank command waits for.
+///
+/// Gates only ever rise, so the maximum over the units equals the largest value any unit
+/// was ever raised to, and a running maximum updated at each raise is exact. It turns
+/// the all-bank commands' earliest cycle (the NMC engine's hot path: one per column
+/// command) from a walk over every bank into a handful of loads.
+#[derive(Debug, Clone, Copy, Default)]
+struct GateMax {
+    act: Cycle,
+    /// Banks only (bank groups have no PRE gate); excludes the shared `all_pre`.
+    pre: Cycle,
+    rd: Cycle,
+    wr: Cycle,
+}
+
 /// Timing and row state of one pseudo-channel.
 #[derive(Debug, Clone)]
 pub struct PseudoChannel {
@@ -282,6 +298,14 @@ pub struct PseudoChannel {
     /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
     /// cache line instead of one per bank.
     open_rows: [u32; MAX_BANKS],
+    /// PRE gate shared by every bank: all-bank column commands raise it instead of each
+    /// bank's own (a bank's PRE gate is the later of the two), so the engine's hot path
+    /// does not walk the banks.
+    all_pre: Gated,
+    /// Running maxima of the bank-level gates, for all-bank commands.
+    bank_max: GateMax,
+    /// Running maxima of the bank-group-level gates, for all-bank commands.
+    group_max: GateMax,
     counts: [u64; COMMAND_KINDS],
 }
 
@@ -313,6 +337,9 @@ impl PseudoChannel {
             faw_next: 0,
             open_banks: 0,
             open_rows: [NO_ROW; MAX_BANKS],
+            all_pre: Gated::ZERO,
+            bank_max: GateMax::default(),
+            group_max: GateMax::default(),
             counts: [0; COMMAND_KINDS],
         }
     }
@@ -419,7 +446,7 @@ impl PseudoChannel {
     #[inline]
     pub fn earliest_pre(&self, bank: usize) -> Cycle {
         match self.banks.get(bank) {
-            Some(b) => b.pre.at.max(self.row_bus.at),
+            Some(b) => self.pre_gate(b).at.max(self.row_bus.at),
             None => Cycle::MAX,
         }
     }
@@ -465,6 +492,12 @@ impl PseudoChannel {
         }
     }
 
+    /// A bank's PRE gate: its own, or the all-bank one if later.
+    #[inline]
+    fn pre_gate(&self, b: &Bank) -> Gated {
+        b.pre.max(self.all_pre)
+    }
+
     fn all_banks(&self, f: impl Fn(&Bank) -> Gated) -> Gated {
         self.banks.iter().map(f).fold(Gated::ZERO, Gated::max)
     }
@@ -481,7 +514,7 @@ impl PseudoChannel {
         let g = match *cmd {
             Command::Act { bank: b, .. } => self.act_gate(bank(b)),
             Command::Pre { bank: b } => match self.banks.get(bank(b)) {
-                Some(x) => x.pre.max(self.row_bus),
+                Some(x) => self.pre_gate(x).max(self.row_bus),
                 None => Gated {
                     at: Cycle::MAX,
                     gate: Gate::None,
@@ -492,7 +525,7 @@ impl PseudoChannel {
                     if b.open_row == NO_ROW {
                         Gated::ZERO
                     } else {
-                        b.pre
+                        self.pre_gate(b)
                     }
                 })
                 .max(self.row_bus),
@@ -539,6 +572,59 @@ impl PseudoChannel {
     /// The earliest cycle `cmd` may issue as far as timing goes.
     pub fn earliest(&self, cmd: &Command) -> Cycle {
         self.earliest_with_gate(cmd).0
+    }
+
+    /// The same cycle as [`Self::earliest`] without naming the gate, so the all-bank
+    /// commands read the running maxima instead of walking every bank.
+    #[inline]
+    fn earliest_fast(&self, cmd: &Command) -> Cycle {
+        match *cmd {
+            Command::AbRd { .. } => self
+                .bank_max
+                .rd
+                .max(self.group_max.rd)
+                .max(self.rd.at)
+                .max(self.col_bus.at),
+            Command::AbWr { .. } => self
+                .bank_max
+                .wr
+                .max(self.group_max.wr)
+                .max(self.wr.at)
+                .max(self.col_bus.at),
+            Command::AbAct { .. } => {
+                let newest = self.faw.iter().copied().max().unwrap_or(0);
+                self.bank_max
+                    .act
+                    .max(self.group_max.act)
+                    .max(self.act.at)
+                    .max(newest)
+                    .max(self.row_bus.at)
+            }
+            Command::Ref => self.bank_max.act.max(self.row_bus.at),
+            // PREA waits for the open banks only; with every bank open (the NMC engine's
+            // case) that is the maximum over all banks.
+            Command::PreAll if self.open_banks as usize == self.banks.len() => {
+                self.bank_max.pre.max(self.all_pre.at).max(self.row_bus.at)
+            }
+            _ => self.earliest(cmd),
+        }
+    }
+
+    /// Issues `cmd` at its earliest legal cycle, but not before `not_before`, and returns
+    /// that cycle: the NMC engine's hot path.
+    ///
+    /// Unlike [`Self::issue`] this neither re-derives the gate nor checks the banks'
+    /// state in release builds: the caller issues at the earliest cycle by construction
+    /// and must know the state is right (an engine that tracks its own open row does).
+    /// Debug builds (and so the tests) check both against the checked path.
+    #[inline]
+    pub fn issue_at_earliest(&mut self, cmd: &Command, not_before: Cycle) -> Cycle {
+        debug_assert_eq!(self.check_state(cmd), Ok(()), "issue_at_earliest: {cmd}");
+        let earliest = self.earliest_fast(cmd);
+        debug_assert_eq!(earliest, self.earliest(cmd), "running maxima for {cmd}");
+        let at = earliest.max(not_before);
+        self.apply(cmd, at);
+        at
     }
 
     /// Checks that `cmd` finds its bank(s) in the right state.
@@ -614,6 +700,11 @@ impl PseudoChannel {
         b.pre.raise(at + t.tras, Gate::Tras);
         b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
         b.wr.raise(at + t.trcdwr, Gate::TrcdWr);
+        let m = &mut self.bank_max;
+        m.act = m.act.max(at + t.trc);
+        m.pre = m.pre.max(at + t.tras);
+        m.rd = m.rd.max(at + t.trcdrd);
+        m.wr = m.wr.max(at + t.trcdwr);
         self.open_banks += 1;
     }
 
@@ -627,9 +718,11 @@ impl PseudoChannel {
             self.open_rows[i] = NO_ROW;
         }
         b.act.raise(at + t.trp, Gate::Trp);
+        self.bank_max.act = self.bank_max.act.max(at + t.trp);
     }
 
     /// Applies a command already checked by [`Self::issue`].
+    #[inline]
     fn apply(&mut self, cmd: &Command, at: Cycle) {
         let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
@@ -646,6 +739,7 @@ impl PseudoChannel {
                 self.groups[i >> self.group_shift]
                     .act
                     .raise(at + t.trrd_l, Gate::TrrdL);
+                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
                 self.faw[self.faw_next] = at + t.tfaw;
                 self.faw_next = (self.faw_next + 1) % self.faw.len();
@@ -657,6 +751,7 @@ impl PseudoChannel {
                 for g in &mut self.groups {
                     g.act.raise(at + t.trrd_l, Gate::TrrdL);
                 }
+                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
                 self.act.raise(at + t.trrd_s, Gate::TrrdS);
                 self.faw = [at + t.tfaw; 4];
             }
@@ -675,9 +770,11 @@ impl PseudoChannel {
                 let i = idx(self, bank);
                 let g = &mut self.groups[i >> self.group_shift];
                 g.rd.raise(at + t.tccd_l, Gate::TccdL);
+                self.group_max.rd = self.group_max.rd.max(at + t.tccd_l);
                 self.rd.raise(at + t.tccd_s, Gate::TccdS);
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
                 self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
+                self.bank_max.pre = self.bank_max.pre.max(at + t.trtp);
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
@@ -688,42 +785,41 @@ impl PseudoChannel {
                     g.wr.raise(at + t.tccdwl, Gate::Tccdwl);
                     g.rd.raise(at + t.tccdwl, Gate::Tccdwl);
                 }
+                let (g_rd, g_wr) = (g.rd.at, g.wr.at);
+                self.group_max.rd = self.group_max.rd.max(g_rd);
+                self.group_max.wr = self.group_max.wr.max(g_wr);
                 self.wr.raise(at + t.tccd_s, Gate::TccdS);
                 self.rd.raise(at + t.wr_to_rd_s, Gate::WtrS);
                 self.banks[i]
                     .pre
                     .raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                self.bank_max.pre = self.bank_max.pre.max(at + t.wr_to_pre);
             }
+            // An all-bank column command blocks every bank group for tCCD_L (and a write
+            // delays reads by the same-group turnaround). The pseudo-channel-wide gates get
+            // exactly those values, and every column gate takes the maximum of its bank
+            // group's gate and the pseudo-channel's, so raising the groups as well would
+            // change no cycle: they are left alone.
             Command::AbRd { .. } => {
-                for g in &mut self.groups {
-                    g.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
-                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                }
                 self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                for b in &mut self.banks {
-                    b.pre.raise(at + t.trtp, Gate::Trtp);
-                }
+                self.all_pre.raise(at + t.trtp, Gate::Trtp);
             }
             Command::AbWr { .. } => {
-                for g in &mut self.groups {
-                    g.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                    g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
-                }
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
-                for b in &mut self.banks {
-                    b.pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
-                }
+                self.all_pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
             }
             Command::Ref => {
                 for b in &mut self.banks {
                     b.act.raise(at + t.trfc, Gate::Trfc);
                 }
+                self.bank_max.act = self.bank_max.act.max(at + t.trfc);
             }
             Command::RefPb { bank } => {
                 let i = idx(self, bank);
                 self.banks[i].act.raise(at + t.trfcpb, Gate::TrfcPb);
+                self.bank_max.act = self.bank_max.act.max(at + t.trfcpb);
             }
         }
     }

@@ -35,7 +35,9 @@ pub enum EngineError {
     },
     /// A bank or row outside the device.
     OutOfRange(String),
-    /// The DRAM timing state refused a command (an engine bug if it ever happens).
+    /// The DRAM timing state refused a command. The engine issues through the unchecked
+    /// fast path (debug builds assert the state instead), so it does not produce this
+    /// today; the variant stays for checked issuing and for callers that match on it.
     Timing(TimingError),
     /// A bank ALU refused an instruction.
     Alu(AluError),
@@ -235,41 +237,41 @@ impl PcEngine {
         )
     }
 
-    fn issue(&mut self, cmd: Command) -> Result<Cycle, EngineError> {
-        let at = self.timing.earliest(&cmd).max(self.now);
-        self.timing.issue(&cmd, at)?;
-        self.now = at;
-        Ok(at)
+    /// Issues `cmd` as early as timing allows, in program order (never before the
+    /// previous command). The engine tracks the open row itself, so it uses the unchecked
+    /// fast path; debug builds still check every command. Inlined so the command's kind
+    /// is known where it is built and the timing state's dispatch on it folds away.
+    #[inline(always)]
+    fn issue(&mut self, cmd: Command) -> Cycle {
+        self.now = self.timing.issue_at_earliest(&cmd, self.now);
+        self.now
     }
 
-    fn close_rows(&mut self) -> Result<(), EngineError> {
+    fn close_rows(&mut self) {
         if self.timing.any_open() {
-            self.issue(Command::PreAll)?;
+            self.issue(Command::PreAll);
         }
         self.open_row = None;
-        Ok(())
     }
 
     /// Refresh due: close, refresh every bank, and leave the rows closed (the caller
     /// re-opens).
-    fn refresh_if_due(&mut self) -> Result<(), EngineError> {
+    fn refresh_if_due(&mut self) {
         while self.refresh && self.now >= self.next_refresh {
-            self.close_rows()?;
-            self.issue(Command::Ref)?;
+            self.close_rows();
+            self.issue(Command::Ref);
             self.stats.refreshes += 1;
             self.next_refresh += self.trefi;
         }
-        Ok(())
     }
 
-    fn enter(&mut self, mode: Mode) -> Result<(), EngineError> {
+    fn enter(&mut self, mode: Mode) {
         if self.mode != mode {
-            self.close_rows()?;
+            self.close_rows();
             self.now += self.mode_switch;
             self.mode = mode;
             self.stats.mode_switches += 1;
         }
-        Ok(())
     }
 
     /// Opens `row` (in every bank, or in `single`).
@@ -283,13 +285,13 @@ impl PcEngine {
         if self.open_row == Some(row) {
             return Ok(());
         }
-        self.close_rows()?;
+        self.close_rows();
         match single {
-            None => self.issue(Command::AbAct { row })?,
+            None => self.issue(Command::AbAct { row }),
             Some(b) => self.issue(Command::Act {
                 bank: self.bank_id(b),
                 row,
-            })?,
+            }),
         };
         self.open_row = Some(row);
         self.stats.activations += 1;
@@ -335,21 +337,27 @@ impl PcEngine {
             Mode::SingleBank
         } else {
             Mode::AllBank
-        })?;
+        });
         let first = self.now;
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
         let mut chunk_start = 0u32;
         while chunk_start < cmd.col_count {
             let n = chunk.min(cmd.col_count - chunk_start);
+            let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
             for (phase, sc) in cmd.phases.iter().zip(&scripts) {
+                // Row and column of the chunk's first column; later ones step through the
+                // row (one division per chunk, not per column).
+                let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
+                let mut col = (chunk_first % u64::from(cpr)) as u32;
                 for k in 0..n {
-                    let lin = u64::from(cmd.col_start) + u64::from(chunk_start + k);
-                    let row = u64::from(phase.base_row) + lin / u64::from(cpr);
-                    let row = u32::try_from(row)
-                        .map_err(|_| EngineError::OutOfRange(format!("row {row}")))?;
-                    let col = (lin % u64::from(cpr)) as u32;
-                    self.refresh_if_due()?;
+                    if col == cpr {
+                        col = 0;
+                        row_index += 1;
+                    }
+                    let row = u32::try_from(row_index)
+                        .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                    self.refresh_if_due();
                     self.open(row, single)?;
                     for op in &sc.ops {
                         let c = match (op, single) {
@@ -366,19 +374,20 @@ impl PcEngine {
                                 col,
                             },
                         };
-                        self.issue(c)?;
+                        self.issue(c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
                     if let Some(st) = store.as_deref_mut() {
                         self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
                     }
+                    col += 1;
                 }
             }
             chunk_start += n;
         }
         // The job ends when its last write could be followed by a precharge: close the
         // rows so the next job (or ordinary traffic) starts from a known state.
-        self.close_rows()?;
+        self.close_rows();
         self.stats.macro_commands += 1;
         self.stats.busy_cycles += self.now - first;
         Ok(self.now)
@@ -396,9 +405,9 @@ impl PcEngine {
         k: u8,
     ) -> Result<(), EngineError> {
         let writes = sc.instrs.iter().any(Instr::writes_memory);
-        let banks: Vec<usize> = match single {
-            Some(b) => vec![b],
-            None => (0..self.banks).collect(),
+        let banks = match single {
+            Some(b) => b..b + 1,
+            None => 0..self.banks,
         };
         for b in banks {
             let mut data = store.read_column(self.index, b, row, col);

@@ -1,0 +1,45 @@
+//! Pins the DRAM-command model's cost of one small LAMB step, so a change to the timing
+//! state or the NMC engine that alters any simulated figure (for example a speed-up of
+//! the simulator that is not exact) fails here.
+//!
+//! The pinned numbers were produced by the DRAM-command model itself (commit aeb6b99,
+//! before the hot-path rework) — they are not figures from the dissertation, and a
+//! deliberate change to the model is expected to re-pin them.
+
+use nmcp_emulator::hbm::HbmPreset;
+use nmcp_emulator::lamb::reference::LambHyper;
+use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::lamb::ModelPreset;
+use nmcp_emulator::nmc::system::{NmcSystemConfig, NmcTotals};
+
+/// One timing-only LAMB step of a one-layer, d_model = 64 transformer on hbm2-2000 (with
+/// its default refresh), engines run one after another.
+fn small_step() -> (u64, NmcTotals) {
+    let model = ModelPreset::custom("pinned", 1, 64, 256);
+    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
+    let preset = HbmPreset::builtin("hbm2-2000").expect("built-in preset");
+    let config = LambRunConfig {
+        system: NmcSystemConfig {
+            functional: false,
+            parallel: false,
+            ..NmcSystemConfig::default()
+        },
+        hyper: LambHyper::default(),
+    };
+    let mut run = LambRun::new(preset, &elements, config).expect("layout fits");
+    let outcome = run.step().expect("step runs");
+    (outcome.cycles, run.totals())
+}
+
+#[test]
+fn small_lamb_step_cycles_and_commands_are_pinned() {
+    let (cycles, totals) = small_step();
+    println!("cycles {cycles}, totals {totals:?}");
+    assert_eq!(cycles, 266_187, "step cycles");
+    assert_eq!(totals.commands_total, 617_536, "DRAM commands");
+    assert_eq!(totals.engines.column_commands, 560_320, "column commands");
+    assert_eq!(totals.engines.activations, 28_064, "activations");
+    assert_eq!(totals.engines.refreshes, 1_088, "refreshes");
+    // Summed over the engines, so it also pins each pseudo-channel's own finishing cycle.
+    assert_eq!(totals.engines.busy_cycles, 4_118_288, "engine busy cycles");
+}
