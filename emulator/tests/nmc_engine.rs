@@ -25,13 +25,13 @@ fn system(refresh: RefreshMode) -> NmcSystem {
     )
 }
 
-/// Address of (pc, bank, row, col) in the linear layout of hbm2-2000 (16 PCs x 16 banks).
+/// Address of (pc, flat bank, row, col) in the linear layout of hbm2-2000 (16 PCs x 16
+/// banks; flat bank = bank group * 4 + bank).
 fn addr(pc: u64, bank: u64, row: u64, col: u64) -> u64 {
-    // LSB first: 5 offset bits, ch (3) + pc (1) = global PC index with ch in the low bits,
-    // bg (2) + ba (2) = flat bank, col (5), row.
-    let ch = pc / 2;
-    let pcb = pc % 2;
-    let stripe = ch | (pcb << 3) | (bank << 4);
+    // LSB first: 5 offset bits, ch (3), pc (1), bg (2), ba (2), col (5), row.
+    let (ch, pcb) = (pc / 2, pc % 2);
+    let (bg, ba) = (bank / 4, bank % 4);
+    let stripe = ch | (pcb << 3) | (bg << 4) | (ba << 6);
     ((row * 32 + col) << 13) | (stripe << 5)
 }
 
@@ -73,7 +73,7 @@ fn fill(sys: &mut NmcSystem) -> Vec<(u64, f32)> {
 #[test]
 fn layout_helper_matches_the_mapping() {
     let sys = system(RefreshMode::Off);
-    for (pc, bank, row, col) in [(0, 0, 0, 0), (3, 5, 7, 9), (15, 15, 63, 31)] {
+    for (pc, bank, row, col) in [(0, 0, 0, 0), (3, 5, 7, 9), (0, 6, 3, 1), (15, 15, 63, 31)] {
         let d = sys.mapping().decode(addr(pc, bank, row, col));
         assert_eq!(sys.mapping().pseudo_channel_index(&d) as u64, pc);
         assert_eq!(sys.mapping().bank_index(&d) as u64, bank);
@@ -173,4 +173,100 @@ fn ts_overflow_and_bad_channels_are_errors() {
         sys.submit(&far),
         Err(nmcp_firmware::platform::NmcError::OutOfRange)
     );
+}
+
+fn kinds(sys: &NmcSystem) -> Vec<(u64, String)> {
+    sys.engines()[0]
+        .log()
+        .iter()
+        .map(|(t, c)| (*t, format!("{c:?}")))
+        .collect()
+}
+
+#[test]
+fn all_bank_command_sequence_for_two_phases() {
+    let mut sys = system(RefreshMode::Off);
+    sys.engines_mut()[0].set_logging(true);
+    let cmd = parse_macro(
+        ".macro channels=0+1 mode=all col_start=0 col_count=4 chunk=2\n\
+         .phase row=0\n  mov.f32 ts0, mem\n\
+         .phase row=8\n  add.f32 ts0, ts0, mem\n  mov.f32 mem, ts0\n.end\n",
+    )
+    .unwrap();
+    sys.submit(&cmd).unwrap();
+    let got: Vec<String> = kinds(&sys).into_iter().map(|(_, c)| c).collect();
+    let mut want = Vec::new();
+    for chunk in [0u32, 2] {
+        want.push("AbAct { row: 0 }".to_string());
+        for c in chunk..chunk + 2 {
+            want.push(format!("AbRd {{ col: {c} }}"));
+        }
+        want.push("PreAll".to_string());
+        want.push("AbAct { row: 8 }".to_string());
+        for c in chunk..chunk + 2 {
+            want.push(format!("AbRd {{ col: {c} }}"));
+            want.push(format!("AbWr {{ col: {c} }}"));
+        }
+        want.push("PreAll".to_string());
+    }
+    assert_eq!(got, want);
+    // Cycles of the first row visit, from hbm2-2000 (t0 = after the 96-cycle mode switch):
+    // AB-ACT t0; AB-RD +tRCDRD = 14; AB-RD +tCCD_L = 18; PREA at max(ACT + tRAS = 34,
+    // RD + tRTP = 23) = 34; AB-ACT at PREA + tRP = 48 (= tRC too).
+    let t: Vec<u64> = kinds(&sys).into_iter().map(|(t, _)| t).collect();
+    let t0 = t[0];
+    assert_eq!(t0, 96);
+    assert_eq!(&t[1..5], &[t0 + 14, t0 + 18, t0 + 34, t0 + 48]);
+}
+
+#[test]
+fn single_bank_read_modify_write_is_an_op_and_store_update() {
+    let mut sys = system(RefreshMode::Off);
+    sys.engines_mut()[0].set_logging(true);
+    // bank group 1, bank 2 = flat bank 6.
+    let a = addr(0, 6, 3, 0);
+    let vals: Vec<f32> = (0..32).map(|i| i as f32 * 0.5 - 3.0).collect();
+    sys.memory_mut().write_f32(a, &vals[..8]);
+    for c in 1..4 {
+        sys.memory_mut()
+            .write_f32(addr(0, 6, 3, c), &vals[8 * c as usize..8 * c as usize + 8]);
+    }
+    sys.write_scalar(
+        nmcp_isa::nmc::ChannelRange { first: 0, count: 1 },
+        0,
+        2.5f32.to_bits(),
+    )
+    .unwrap();
+    let cmd = parse_macro(
+        ".macro channels=0+1 mode=single bank_group=1 bank=2 col_start=0 col_count=4 chunk=4\n\
+         .phase row=3\n  add.f32 mem, mem, s0\n.end\n",
+    )
+    .unwrap();
+    sys.submit(&cmd).unwrap();
+    let log = kinds(&sys);
+    let names: Vec<&str> = log
+        .iter()
+        .map(|(_, c)| c.split([' ', '{']).next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        ["Act", "Update", "Update", "Update", "Update", "PreAll"]
+    );
+    // ACT at t0; the first UPDATE waits for both the read and the write gate after ACT
+    // (max(tRCDRD, tRCDWR) = 14); each later UPDATE to the same bank group waits tCCDWL
+    // (8 on hbm2-2000 = 2 x tCCD_L); the PRE waits CWL + BL + tWR = 23 after the last.
+    let t: Vec<u64> = log.iter().map(|(t, _)| *t).collect();
+    let t0 = t[0];
+    assert_eq!(&t[1..], &[t0 + 14, t0 + 22, t0 + 30, t0 + 38, t0 + 38 + 23]);
+    // The data: every element of the four columns gained 2.5; other banks untouched.
+    for c in 0..4u64 {
+        let mut got = [0f32; 8];
+        sys.memory().read_f32(addr(0, 6, 3, c), &mut got);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, vals[8 * c as usize + i] + 2.5);
+        }
+    }
+    let mut other = [1f32; 8];
+    sys.memory().read_f32(addr(0, 5, 3, 0), &mut other);
+    assert_eq!(other, [0.0; 8]);
 }

@@ -80,6 +80,10 @@ impl From<AluError> for EngineError {
 enum ColumnOp {
     Read,
     Write,
+    /// Read-modify-write of the open column (MEM as source and destination): an all-bank
+    /// RD then WR in broadcast mode, one op-and-store UPDATE (the T3 command, next column
+    /// command to the bank group after tCCDWL) in single-bank mode.
+    ReadModifyWrite,
 }
 
 /// A phase's block expanded once (JUMP/EXIT resolved): the instructions to execute per
@@ -100,10 +104,9 @@ fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
         }
         s.instrs.push(i);
         if i.reads_memory() && i.writes_memory() {
-            s.ops.push(ColumnOp::Read);
             s.ops
                 .extend(std::iter::repeat_n(ColumnOp::Read, slots as usize - 1));
-            s.ops.push(ColumnOp::Write);
+            s.ops.push(ColumnOp::ReadModifyWrite);
         } else {
             s.ops
                 .extend(std::iter::repeat_n(ColumnOp::Read, slots as usize - 1));
@@ -175,6 +178,7 @@ pub struct PcEngine {
     scalars: [u32; SCALAR_REGS as usize],
     alus: Vec<BankAlu>,
     stats: EngineStats,
+    log: Option<Vec<(Cycle, Command)>>,
 }
 
 impl PcEngine {
@@ -200,6 +204,7 @@ impl PcEngine {
             scalars: [0; SCALAR_REGS as usize],
             alus: (0..banks).map(|_| BankAlu::new(ts_entries)).collect(),
             stats: EngineStats::default(),
+            log: None,
         }
     }
 
@@ -244,7 +249,21 @@ impl PcEngine {
     #[inline(always)]
     fn issue(&mut self, cmd: Command) -> Cycle {
         self.now = self.timing.issue_at_earliest(&cmd, self.now);
+        if let Some(log) = &mut self.log {
+            log.push((self.now, cmd));
+        }
         self.now
+    }
+
+    /// Starts (or stops and clears) recording every DRAM command with its cycle, for
+    /// tests and traces.
+    pub fn set_logging(&mut self, on: bool) {
+        self.log = on.then(Vec::new);
+    }
+
+    /// The recorded commands, oldest first (empty unless logging is on).
+    pub fn log(&self) -> &[(Cycle, Command)] {
+        self.log.as_deref().unwrap_or(&[])
     }
 
     fn close_rows(&mut self) {
@@ -363,12 +382,22 @@ impl PcEngine {
                         let c = match (op, single) {
                             (ColumnOp::Read, None) => Command::AbRd { col },
                             (ColumnOp::Write, None) => Command::AbWr { col },
+                            (ColumnOp::ReadModifyWrite, None) => {
+                                self.issue(Command::AbRd { col });
+                                self.stats.column_commands += 1;
+                                Command::AbWr { col }
+                            }
                             (ColumnOp::Read, Some(b)) => Command::Rd {
                                 bank: self.bank_id(b),
                                 row,
                                 col,
                             },
                             (ColumnOp::Write, Some(b)) => Command::Wr {
+                                bank: self.bank_id(b),
+                                row,
+                                col,
+                            },
+                            (ColumnOp::ReadModifyWrite, Some(b)) => Command::Update {
                                 bank: self.bank_id(b),
                                 row,
                                 col,

@@ -191,6 +191,11 @@ impl NmcSystem {
         &self.engines
     }
 
+    /// The engines, mutable (command logging).
+    pub fn engines_mut(&mut self) -> &mut [PcEngine] {
+        &mut self.engines
+    }
+
     /// Current CP time in DRAM cycles.
     pub fn now(&self) -> Cycle {
         self.now
