@@ -386,7 +386,12 @@ pub mod programs {
         }
 
         fn finish(self, g: &NmcGeometry, cols: u32, chunk: u16) -> MacroCommand {
-            let chunk = u8::try_from(chunk.clamp(1, u16::from(MAX_CHUNK))).unwrap_or(MAX_CHUNK);
+            // A chunk longer than a row cannot save an activation (every phase crosses
+            // into the next row anyway), so it is capped at the row as well as at the
+            // command's limit.
+            let row = u16::try_from(g.cols_per_row).unwrap_or(u16::MAX);
+            let cap = u16::from(MAX_CHUNK).min(row).max(1);
+            let chunk = u8::try_from(chunk.clamp(1, cap)).unwrap_or(MAX_CHUNK);
             MacroCommand {
                 channels: g.channels(),
                 mode: BankMode::AllBank,
