@@ -27,7 +27,8 @@
 //! there. The update u folds the bias corrections into two scalars
 //! (`m*bc1 / (sqrt(v*bc2) + eps) = m*(bc1/sqrt(bc2)) / (sqrt(v) + eps/sqrt(bc2))`), which
 //! is exact algebra and only changes roundings of a quantity without cancellation. When
-//! the clip divisor is 1 the firmware loads g without the DIV.
+//! the clip divisor is 1 the DIV is still issued (exact, and keeps the timing independent
+//! of the data, as Apex's kernel also always divides).
 
 use core::fmt;
 
@@ -428,26 +429,22 @@ pub mod programs {
         Ok(b.finish(g, cols(g, t, index)?, u16::from(MAX_CHUNK)))
     }
 
-    /// Stage 1: m, v and u (with weight decay when `with_decay`); divides g by `s7` when
-    /// `clipped`.
+    /// Stage 1: m, v and u (with weight decay when `with_decay`); g is divided by `s7`.
     pub fn stage1(
         g: &NmcGeometry,
         t: &TensorDesc,
         index: u32,
         with_decay: bool,
-        clipped: bool,
     ) -> Result<MacroCommand, SequencerError> {
         let (g0, m1, v2, x3) = (ts(0)?, ts(1)?, ts(2)?, ts(3)?);
         let mem = Loc::Mem;
         let mut b = Builder::new();
-        let load_g = if clipped {
-            Instr::Div {
-                dst: g0,
-                src0: src(mem),
-                src1: sreg(7)?,
-            }
-        } else {
-            mov(g0, mem)
+        // Always a division, as Apex does (`g / clip` with clip = 1 when not clipping):
+        // exact either way, and the step's timing does not depend on the data.
+        let load_g = Instr::Div {
+            dst: g0,
+            src0: src(mem),
+            src1: sreg(7)?,
         };
         b.phase(t.g_row, &[load_g])?;
         b.phase(
@@ -834,9 +831,8 @@ impl LambSequencer {
         };
         let ok = match self.front.sub {
             0 => {
-                let clipped = self.clip != 1.0;
                 let decay = job.params.weight_decay != 0.0;
-                let cmd = programs::stage1(&job.geometry, &t, i, decay, clipped)?;
+                let cmd = programs::stage1(&job.geometry, &t, i, decay)?;
                 // The scalar write is idempotent: if the engine is full, both are simply
                 // repeated on the next event.
                 self.write_scalar(job, 7, self.clip, p)? && self.submit(&cmd, p)?

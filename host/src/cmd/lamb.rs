@@ -384,7 +384,7 @@ pub fn run(a: LambArgs) -> CmdResult {
         timed("without host round-trip latency", &preset, c.clone())?;
         c.system.ts_entries = 256;
         timed(
-            "  ... and TS 256 (64-column chunks), no refresh",
+            "  ... and TS 256 (chunks of a whole row), no refresh",
             &no_ref,
             c,
         )?;
