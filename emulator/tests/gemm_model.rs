@@ -35,11 +35,7 @@ fn bert_size_gemms_reach_40_to_60_percent_of_peak() {
     ] {
         let (_, t) = best(&g, &s);
         let eff = s.flops() / t / g.peak_flops_per_ns(s.dtype);
-        assert!(
-            (0.40..=0.60).contains(&eff),
-            "{}: efficiency {eff:.3}",
-            s.label()
-        );
+        assert!((0.40..=0.60).contains(&eff), "{}: efficiency {eff:.3}", s);
     }
 }
 

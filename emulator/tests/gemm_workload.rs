@@ -34,7 +34,7 @@ fn every_network_contributes_and_the_dataset_has_1072_unique_gemms() {
     let d = dataset_gemms(DATASET_SIZE, DATASET_SEED);
     assert_eq!(d.len(), DATASET_SIZE);
     assert_eq!(d, dataset_gemms(DATASET_SIZE, DATASET_SEED));
-    let mut labels: Vec<String> = d.iter().map(|s| s.label()).collect();
+    let mut labels: Vec<String> = d.iter().map(|s| s.to_string()).collect();
     labels.sort();
     labels.dedup();
     assert_eq!(labels.len(), DATASET_SIZE);

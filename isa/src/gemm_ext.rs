@@ -68,6 +68,106 @@ pub struct KernelMeta {
     pub split_k: u8,
 }
 
+/// A GEMM problem without its kernel map: what makes two GEMMs "the same size" (the
+/// CP's heterogeneous rule) and what the timing model simulates. Its `Display` is the
+/// `M_N_K_T1T2` label of dissertation ch. 7, with `_bN` for a batch and a type suffix
+/// for other than f16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct GemmProblem {
+    /// Rows of C.
+    pub m: u32,
+    /// Columns of C.
+    pub n: u32,
+    /// Dot-product depth.
+    pub k: u32,
+    /// Batch count (>= 1).
+    pub batch: u32,
+    /// A transposed.
+    pub trans_a: bool,
+    /// B transposed.
+    pub trans_b: bool,
+    /// Element type.
+    pub dtype: GemmDataType,
+}
+
+impl GemmProblem {
+    /// A plain (unbatched) GEMM.
+    pub const fn new(
+        m: u32,
+        n: u32,
+        k: u32,
+        trans_a: bool,
+        trans_b: bool,
+        dtype: GemmDataType,
+    ) -> Self {
+        Self {
+            m,
+            n,
+            k,
+            batch: 1,
+            trans_a,
+            trans_b,
+            dtype,
+        }
+    }
+
+    /// The problem of an extension record (a zero batch counts as 1).
+    pub fn from_ext(g: &GemmExt) -> Self {
+        Self {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            batch: g.batch.max(1),
+            trans_a: g.trans_a,
+            trans_b: g.trans_b,
+            dtype: g.dtype,
+        }
+    }
+
+    /// A record for this problem with no kernels yet.
+    pub fn to_ext(&self) -> GemmExt {
+        GemmExt {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            batch: self.batch,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            dtype: self.dtype,
+            kernels: Vec::new(),
+            cd_choice: [0; CONCURRENCY_DEGREES.len()],
+        }
+    }
+
+    /// Useful FLOPs (2 M N K per batch).
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
+    }
+}
+
+impl core::fmt::Display for GemmProblem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{}_{}_{}_{}{}",
+            self.m,
+            self.n,
+            self.k,
+            u8::from(self.trans_a),
+            u8::from(self.trans_b)
+        )?;
+        if self.batch > 1 {
+            write!(f, "_b{}", self.batch)?;
+        }
+        match self.dtype {
+            GemmDataType::F16 => Ok(()),
+            GemmDataType::Bf16 => f.write_str("_bf16"),
+            GemmDataType::F32 => f.write_str("_f32"),
+        }
+    }
+}
+
 /// The GEMM problem and its kernel-object map.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

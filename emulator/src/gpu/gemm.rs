@@ -9,7 +9,7 @@
 use super::catalog::CatalogKernel;
 use super::config::GpuConfig;
 use nmcp_firmware::cp::features::{occupancy, CuResources};
-use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, KernelMeta};
+use nmcp_isa::gemm_ext::{GemmDataType, KernelMeta};
 use serde::{Deserialize, Serialize};
 
 /// The model's calibration: one efficiency curve and one LLC-reuse parameter.
@@ -102,94 +102,9 @@ impl Calibration {
     }
 }
 
-/// A GEMM problem without its kernel map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct GemmShape {
-    /// Rows of C.
-    pub m: u32,
-    /// Columns of C.
-    pub n: u32,
-    /// Dot-product depth.
-    pub k: u32,
-    /// Batch count (>= 1).
-    pub batch: u32,
-    /// A transposed.
-    pub trans_a: bool,
-    /// B transposed.
-    pub trans_b: bool,
-    /// Element type.
-    pub dtype: GemmDataType,
-}
-
-impl GemmShape {
-    /// A plain (unbatched) GEMM.
-    pub fn new(m: u32, n: u32, k: u32, trans_a: bool, trans_b: bool, dtype: GemmDataType) -> Self {
-        Self {
-            m,
-            n,
-            k,
-            batch: 1,
-            trans_a,
-            trans_b,
-            dtype,
-        }
-    }
-
-    /// From a GEMM extension record.
-    pub fn from_ext(g: &GemmExt) -> Self {
-        Self {
-            m: g.m,
-            n: g.n,
-            k: g.k,
-            batch: g.batch.max(1),
-            trans_a: g.trans_a,
-            trans_b: g.trans_b,
-            dtype: g.dtype,
-        }
-    }
-
-    /// A record with no kernels yet, for this shape.
-    pub fn to_ext(&self) -> GemmExt {
-        GemmExt {
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            batch: self.batch,
-            trans_a: self.trans_a,
-            trans_b: self.trans_b,
-            dtype: self.dtype,
-            kernels: heapless::Vec::new(),
-            cd_choice: [0; 5],
-        }
-    }
-
-    /// Useful FLOPs (2 M N K per batch).
-    pub fn flops(&self) -> f64 {
-        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
-    }
-
-    /// The `M_N_K_T1T2` label of ch. 7, with a batch suffix when batched.
-    pub fn label(&self) -> String {
-        let mut s = format!(
-            "{}_{}_{}_{}{}",
-            self.m,
-            self.n,
-            self.k,
-            u8::from(self.trans_a),
-            u8::from(self.trans_b)
-        );
-        if self.batch > 1 {
-            s.push_str(&format!("_b{}", self.batch));
-        }
-        if self.dtype != GemmDataType::F16 {
-            s.push_str(match self.dtype {
-                GemmDataType::Bf16 => "_bf16",
-                _ => "_f32",
-            });
-        }
-        s
-    }
-}
+/// A GEMM problem without its kernel map (shared with the firmware CP and the GEMM
+/// extension record; its `Display` is the ch. 7 label).
+pub use nmcp_isa::gemm_ext::GemmProblem as GemmShape;
 
 /// Everything the simulator needs about one kernel running one GEMM on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq)]

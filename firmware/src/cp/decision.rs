@@ -2,7 +2,7 @@
 //! 7.5.7), shared by the firmware's event handler and the host's evaluation.
 
 use heapless::Vec;
-use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
+use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 
 use super::features::{self, CuResources, FeatureError, FEATURE_COUNT};
 use super::predictor::{CdPredictor, CLASS_COUNT};
@@ -13,25 +13,9 @@ pub const MAX_CANDIDATES: usize = 32;
 /// Highest concurrency degree the CP runs (the largest tuned class).
 pub const MAX_CD: u8 = 16;
 
-/// What makes two GEMMs "the same size" for the heterogeneous rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ProblemKey {
-    /// Rows of C.
-    pub m: u32,
-    /// Columns of C.
-    pub n: u32,
-    /// Depth.
-    pub k: u32,
-    /// Batch.
-    pub batch: u32,
-    /// A transposed.
-    pub trans_a: bool,
-    /// B transposed.
-    pub trans_b: bool,
-    /// Element type.
-    pub dtype: GemmDataType,
-}
+/// What makes two GEMMs "the same size" for the heterogeneous rule: the problem of the
+/// extension record.
+pub use nmcp_isa::gemm_ext::GemmProblem as ProblemKey;
 
 /// A GEMM at a queue head, reduced to what the decision needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,15 +41,7 @@ impl GemmCandidate {
             *ko = features::kernel_for(ext, i)?.kernel_object;
         }
         Ok(Self {
-            problem: ProblemKey {
-                m: ext.m,
-                n: ext.n,
-                k: ext.k,
-                batch: ext.batch,
-                trans_a: ext.trans_a,
-                trans_b: ext.trans_b,
-                dtype: ext.dtype,
-            },
+            problem: ProblemKey::from_ext(ext),
             features,
             ko_per_cd,
         })
@@ -187,6 +163,7 @@ pub fn decide<C: AsRef<GemmCandidate>>(
 mod tests {
     use super::*;
     use crate::cp::features::FRAC_BITS;
+    use nmcp_isa::gemm_ext::GemmDataType;
 
     /// A predictor whose answer is a step function of M (feature 0): CD 16 from
     /// M >= 4096, CD 4 from M >= 1024, else CD 1.

@@ -164,10 +164,10 @@ fn run_tune(c: &Common) -> CmdResult {
             .map_err(|e| format!("{}: {e}", out.display()))?;
     }
     let eval_labels: std::collections::BTreeSet<String> =
-        p.eval.iter().map(|e| e.1.label()).collect();
+        p.eval.iter().map(|e| e.1.to_string()).collect();
     let eval_tuned: Vec<&TunedGemm> = tuned
         .iter()
-        .filter(|t| eval_labels.contains(&t.shape.label()))
+        .filter(|t| eval_labels.contains(&t.shape.to_string()))
         .collect();
     let distinct: std::collections::BTreeSet<u32> = eval_tuned
         .iter()

@@ -275,11 +275,11 @@ pub fn evaluate(
     let by_shape: BTreeMap<String, usize> = tuned
         .iter()
         .enumerate()
-        .map(|(i, t)| (t.shape.label(), i))
+        .map(|(i, t)| (t.shape.to_string(), i))
         .collect();
     let jobs: Vec<(usize, &(String, GemmShape), u32)> = eval
         .iter()
-        .filter_map(|e| by_shape.get(&e.1.label()).map(|&i| (i, e)))
+        .filter_map(|e| by_shape.get(&e.1.to_string()).map(|&i| (i, e)))
         .flat_map(|(i, e)| SCENARIOS.iter().map(move |&n| (i, e, n)))
         .collect();
     let pb = ctx.bar(jobs.len(), "evaluating");
@@ -321,7 +321,7 @@ pub fn evaluate(
             pb.inc(1);
             Some(GemmResult {
                 app: app.clone(),
-                gemm: shape.label(),
+                gemm: shape.to_string(),
                 n,
                 time_ns: vec![seq, default, go, goldyloc, oracle, cu_part, res_part],
                 predicted_cd: u8::try_from(pred).unwrap_or(1),
@@ -430,7 +430,7 @@ pub fn evaluate(
         if a == b {
             agree_all.0 += 1;
         } else {
-            disagreements.push((t.shape.label(), cd_of(a), cd_of(b)));
+            disagreements.push((t.shape.to_string(), cd_of(a), cd_of(b)));
         }
         if model.test.binary_search(&i).is_ok() {
             agree_test.1 += 1;
@@ -472,7 +472,7 @@ fn evaluate_hetero(
     let by_shape: BTreeMap<String, usize> = tuned
         .iter()
         .enumerate()
-        .map(|(i, t)| (t.shape.label(), i))
+        .map(|(i, t)| (t.shape.to_string(), i))
         .collect();
     let res = ctx.gpu.cu_resources();
     let kernel = |ko: u64| -> Option<CatalogKernel> { ctx.catalog.by_kernel_object(ko).copied() };
@@ -484,8 +484,8 @@ fn evaluate_hetero(
     let results: Vec<HeteroResult> = jobs
         .par_iter()
         .filter_map(|&((app, a, b), n)| {
-            let ta = tuned.get(*by_shape.get(&a.label())?)?;
-            let tb = tuned.get(*by_shape.get(&b.label())?)?;
+            let ta = tuned.get(*by_shape.get(&a.to_string())?)?;
+            let tb = tuned.get(*by_shape.get(&b.to_string())?)?;
             let ca = GemmCandidate::new(&ta.to_ext(&ctx.catalog), &res).ok()?;
             let cb = GemmCandidate::new(&tb.to_ext(&ctx.catalog), &res).ok()?;
             let half = n / 2;
@@ -549,7 +549,7 @@ fn evaluate_hetero(
             pb.inc(1);
             Some(HeteroResult {
                 app: app.clone(),
-                gemms: (a.label(), b.label()),
+                gemms: (a.to_string(), b.to_string()),
                 n,
                 time_ns: [seq, default, go, goldyloc],
                 mixed,
