@@ -26,8 +26,10 @@ use crate::scenario::{CpScenario, LambScenario, MAX_TENSORS};
 
 /// Device address of window byte 0 (what the firmware sees as the start of device memory).
 pub const DEVICE_BASE: DevAddr = 0x1000_0000;
-/// Bytes of the device-memory window.
-pub const WINDOW_BYTES: usize = 11 * 1024;
+/// Bytes of the device-memory window for every scenario.
+pub const WINDOW_BYTES: usize = map::RINGS + map::RING_BYTES;
+/// Bytes of the window the LAMB scenarios use (its start), for a board with little RAM.
+pub const LAMB_WINDOW_BYTES: usize = map::KERNELS;
 /// NMC requests (commands and reductions) the engine model holds before it says `Busy`.
 pub const NMC_QUEUE_DEPTH: usize = 8;
 /// Scalar registers per bank ALU.
@@ -35,42 +37,43 @@ pub const SCALAR_REGS: u8 = 8;
 /// Queues the board's queue block serves.
 pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
 
-/// Window layout (offsets from [`DEVICE_BASE`]).
+/// Window layout (offsets from [`DEVICE_BASE`]). The LAMB part comes first so a board
+/// with little RAM can back just [`LAMB_WINDOW_BYTES`].
 pub mod map {
     use super::*;
+    /// LAMB tensor descriptor table.
+    pub const TENSOR_TABLE: usize = 0;
+    /// The NMC engines' command register window: one encoded macro-command.
+    pub const NMC_COMMAND: usize = 0x100;
     /// Kernel descriptors: 64 bytes each, [`MAX_KERNEL_OBJECTS`] per GEMM shape.
-    pub const KERNELS: usize = 0;
+    pub const KERNELS: usize = 0x200;
     /// Per queue: read index, write index, doorbell, completion signal (u64 each).
-    pub const QUEUE_WORDS: usize = 0x400;
+    pub const QUEUE_WORDS: usize = 0x500;
     /// Bytes of one queue's words.
     pub const QUEUE_WORDS_STRIDE: usize = 32;
     /// GEMM extension records, one per queue.
-    pub const GEMM_EXTS: usize = 0x800;
+    pub const GEMM_EXTS: usize = 0x900;
     /// Bytes reserved per extension record.
     pub const GEMM_EXT_STRIDE: usize = 128;
     /// Queue rings.
-    pub const RINGS: usize = 0x1800;
+    pub const RINGS: usize = 0x1900;
     /// Bytes of ring space.
     pub const RING_BYTES: usize = 0x1000;
-    /// LAMB tensor descriptor table.
-    pub const TENSOR_TABLE: usize = 0x2800;
-    /// The NMC engines' command register window: one encoded macro-command.
-    pub const NMC_COMMAND: usize = 0x2900;
 
-    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE);
-    const _: () = assert!(QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE <= GEMM_EXTS);
-    const _: () = assert!(GEMM_EXTS + BOARD_QUEUES * GEMM_EXT_STRIDE <= RINGS);
-    const _: () = assert!(RINGS + RING_BYTES <= TENSOR_TABLE);
     const _: () = assert!(
         TENSOR_TABLE + MAX_TENSORS * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES <= NMC_COMMAND
     );
-    const _: () = assert!(NMC_COMMAND + super::MAX_MACRO_BYTES <= super::WINDOW_BYTES);
+    const _: () = assert!(NMC_COMMAND + super::MAX_MACRO_BYTES <= KERNELS);
     const _: () = assert!(
-        crate::scenario::MAX_SHAPES
-            * super::MAX_KERNEL_OBJECTS
-            * super::KERNEL_DESCRIPTOR_BYTES as usize
+        KERNELS
+            + crate::scenario::MAX_SHAPES
+                * super::MAX_KERNEL_OBJECTS
+                * super::KERNEL_DESCRIPTOR_BYTES as usize
             <= QUEUE_WORDS
     );
+    const _: () = assert!(QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE <= GEMM_EXTS);
+    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE);
+    const _: () = assert!(GEMM_EXTS + BOARD_QUEUES * GEMM_EXT_STRIDE <= RINGS);
 }
 
 /// Why a scenario cannot be laid out or run.

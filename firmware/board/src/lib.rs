@@ -28,10 +28,11 @@ pub mod scenario;
 use core::fmt::{self, Write};
 
 use nmcp_firmware::cp::{decide, CpAction, CpCostModel, CpWork, GemmCandidate, MAX_QUEUES};
+use nmcp_firmware::nmc::NmcSequencer;
 use nmcp_firmware::{Event, Firmware, FirmwareError};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
-pub use board::{Board, LayoutError, DEVICE_BASE, WINDOW_BYTES};
+pub use board::{Board, LayoutError, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES};
 use scenario::{CpScenario, LambScenario};
 
 /// Field keys that carry measurements rather than functional results.
@@ -64,7 +65,8 @@ pub trait Meter {
     fn start(&mut self);
     /// Ends the region started last; `None` when this meter cannot measure.
     fn stop(&mut self) -> Option<Measured>;
-    /// Deepest stack use so far, bytes; `None` when unknown.
+    /// Deepest stack use of any region so far, below its caller's frame, bytes; `None`
+    /// when unknown.
     fn stack_peak(&mut self) -> Option<u64>;
 }
 
@@ -160,10 +162,30 @@ pub fn run_all(
 ) -> Result<(), RunError> {
     let cp: CpScenario = postcard::from_bytes(blobs.cp).map_err(RunError::Decode)?;
     run_cp(fw, board, meter, &cp, out)?;
+    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
+    // Last: board-side benchmarks of the decision's parts (their candidates sit on the
+    // stack, so they do not count towards the firmware's stack peak above).
+    run_parts(board, meter, &cp, out)?;
+    run_decide(board, meter, &cp, out)?;
+    Ok(())
+}
+
+/// The LAMB steps (one and four tensors), the per-tensor cost, the T3 placeholder and
+/// the stack peak: everything a board without room for the CP's state can run.
+///
+/// # Errors
+/// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+pub fn run_lamb_suite(
+    seq: &mut NmcSequencer,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    blobs: &Blobs<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
     let l1: LambScenario = postcard::from_bytes(blobs.lamb_1t).map_err(RunError::Decode)?;
     let l4: LambScenario = postcard::from_bytes(blobs.lamb_4t).map_err(RunError::Decode)?;
-    let m1 = run_lamb(fw, board, meter, &l1, out)?;
-    let m4 = run_lamb(fw, board, meter, &l4, out)?;
+    let m1 = run_lamb(seq, board, meter, &l1, out)?;
+    let m4 = run_lamb(seq, board, meter, &l4, out)?;
     // The marginal cost of a tensor: the fixed part of a step (global norm, scalars)
     // cancels in the difference.
     write!(out, "lamb_per_tensor")?;
@@ -183,10 +205,6 @@ pub fn run_all(
         write!(out, " peak_bytes={peak}")?;
     }
     writeln!(out)?;
-    // Last: board-side benchmarks of the decision's parts (their candidates sit on the
-    // stack, so they do not count towards the firmware's stack peak above).
-    run_parts(board, meter, &cp, out)?;
-    run_decide(board, meter, &cp, out)?;
     Ok(())
 }
 
@@ -352,7 +370,7 @@ pub fn run_decide(
 /// # Errors
 /// [`RunError`] from layout or firmware, or [`RunError::LambStuck`].
 pub fn run_lamb(
-    fw: &mut Firmware,
+    seq: &mut NmcSequencer,
     board: &mut Board<'_>,
     meter: &mut impl Meter,
     s: &LambScenario,
@@ -367,7 +385,7 @@ pub fn run_lamb(
         }
     };
     meter.start();
-    let started = fw.nmc.start_lamb(job, board);
+    let started = seq.start_lamb(job, board);
     acc(meter.stop());
     started?;
     let mut events = 1u32;
@@ -376,12 +394,13 @@ pub fn run_lamb(
             break;
         };
         meter.start();
-        let r = fw.handle(ev, board);
+        // What `Firmware::handle` does with NMC completions.
+        let r = seq.on_event(&ev, board);
         acc(meter.stop());
         r?;
         events += 1;
     }
-    if !fw.nmc.lamb.is_done() {
+    if !seq.lamb.is_done() {
         return Err(RunError::LambStuck);
     }
     let st = board.stats;
@@ -395,7 +414,7 @@ pub fn run_lamb(
         st.scalar_writes,
         st.reductions,
         // Integer thousandths: no float formatting code in the board's flash.
-        (fw.nmc.lamb.global_norm() * 1000.0) as u32,
+        (seq.lamb.global_norm() * 1000.0) as u32,
         st.nmc_hash,
     )?;
     Ok(total)
@@ -463,6 +482,27 @@ mod tests {
         let host = host_report();
         let qemu = include_str!("../expected/virt.txt");
         assert_eq!(functional(&host), functional(qemu), "host report:\n{host}");
+    }
+
+    /// The same for the HiFive1 build, which runs the LAMB suite only.
+    #[test]
+    fn host_lamb_suite_matches_committed_sifive_e_output() {
+        let mut mem = vec![0u8; board::LAMB_WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut seq = NmcSequencer::default();
+        let (l1, l4) = (
+            blob(&scenario::canned_lamb(1)),
+            blob(&scenario::canned_lamb(4)),
+        );
+        let blobs = Blobs {
+            cp: &[],
+            lamb_1t: &l1,
+            lamb_4t: &l4,
+        };
+        let mut out = String::new();
+        run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
+        let qemu = include_str!("../expected/sifive_e.txt");
+        assert_eq!(functional(&out), functional(qemu), "host report:\n{out}");
     }
 
     #[test]

@@ -20,8 +20,7 @@ mod target {
     use core::ptr::{addr_of_mut, NonNull};
 
     use embedded_hal::digital::{ErrorType, OutputPin};
-    use nmcp_board::{board::Board, run_all, Blobs, Measured, Meter, WINDOW_BYTES};
-    use nmcp_firmware::Firmware;
+    use nmcp_board::{board::Board, Blobs, Measured, Meter};
     use semihosting::println;
 
     /// Which machine this binary was linked for (printed first, so an expected file
@@ -32,21 +31,32 @@ mod target {
         "virt"
     };
 
-    /// Bytes of stack painted below `main`'s frame to find the deepest use.
-    const STACK_PAINT_BYTES: usize = 64 * 1024;
-    /// Leave this much below the current stack pointer unpainted (the painting loop's own
-    /// frame and any interrupt prologue).
-    const STACK_PAINT_GUARD: usize = 256;
+    /// Bytes of stack painted below a measured region's caller, enough for any handler.
+    const STACK_PAINT_BYTES: usize = 32 * 1024;
+    /// Left unpainted right below the caller's stack pointer: the painting function's own
+    /// frame. A region that stays inside it reports this many bytes (an upper bound).
+    const STACK_PAINT_GUARD: usize = 128;
     const STACK_PAINT: u32 = 0x5AC4_5AC4;
 
+    #[cfg(not(feature = "hifive1"))]
     static CP_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cp_32q.postcard"));
+    /// 16 KiB of RAM cannot hold the CP's state (see docs/decisions/board.md): the
+    /// HiFive1 build runs the LAMB scenarios only.
+    #[cfg(feature = "hifive1")]
+    static CP_BLOB: &[u8] = &[];
     static LAMB_1T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_1t.postcard"));
     static LAMB_4T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t.postcard"));
 
     /// The device-memory window and the firmware live in `.bss`, so the ELF's section
     /// sizes show what the board must provide.
-    static mut WINDOW: [u8; WINDOW_BYTES] = [0; WINDOW_BYTES];
-    static mut FIRMWARE: MaybeUninit<Firmware> = MaybeUninit::uninit();
+    #[cfg(not(feature = "hifive1"))]
+    static mut WINDOW: [u8; nmcp_board::WINDOW_BYTES] = [0; nmcp_board::WINDOW_BYTES];
+    #[cfg(not(feature = "hifive1"))]
+    static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
+    #[cfg(feature = "hifive1")]
+    static mut WINDOW: [u8; nmcp_board::LAMB_WINDOW_BYTES] = [0; nmcp_board::LAMB_WINDOW_BYTES];
+    #[cfg(feature = "hifive1")]
+    static mut FIRMWARE: MaybeUninit<nmcp_firmware::nmc::NmcSequencer> = MaybeUninit::uninit();
 
     /// On QEMU `virt` (no GPIO block) the "pin" is a RAM word; a logic analyser would
     /// watch a real output register instead.
@@ -126,18 +136,27 @@ mod target {
     }
 
     /// `minstret`/`mcycle` around a region, with the pin high inside it; the cost of an
-    /// empty region (the counter reads themselves) is subtracted.
+    /// empty region (the counter reads themselves) is subtracted. Before each region the
+    /// free stack below the caller is painted; after it, the deepest overwritten word
+    /// gives the region's stack use.
     struct CsrMeter {
         pin: MmioPin,
         t0: Measured,
         overhead: Measured,
+        /// Stack pointer of the region's caller and the lowest painted address.
+        sp: usize,
         paint_low: usize,
-        stack_top: usize,
+        peak: usize,
     }
 
     impl Meter for CsrMeter {
         #[inline(always)]
         fn start(&mut self) {
+            let sp: usize;
+            // SAFETY: reads the stack pointer.
+            unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
+            self.sp = sp;
+            self.paint_low = paint_stack(sp);
             let _ = self.pin.set_high();
             self.t0 = counters();
         }
@@ -146,6 +165,16 @@ mod target {
         fn stop(&mut self) -> Option<Measured> {
             let t1 = counters();
             let _ = self.pin.set_low();
+            let mut p = self.paint_low;
+            let high = self.sp - STACK_PAINT_GUARD;
+            while p < high {
+                // SAFETY: inside the region painted by `start`, below every live frame.
+                if unsafe { core::ptr::read_volatile(p as *const u32) } != STACK_PAINT {
+                    break;
+                }
+                p += 4;
+            }
+            self.peak = self.peak.max(self.sp - p.min(high));
             Some(Measured {
                 instructions: (t1.instructions - self.t0.instructions)
                     .saturating_sub(self.overhead.instructions),
@@ -154,38 +183,20 @@ mod target {
         }
 
         fn stack_peak(&mut self) -> Option<u64> {
-            let mut p = self.paint_low;
-            // The lowest word no longer holding the paint is the deepest the stack went.
-            while p < self.stack_top {
-                // SAFETY: inside the painted, unused part of the stack region.
-                if unsafe { core::ptr::read_volatile(p as *const u32) } != STACK_PAINT {
-                    break;
-                }
-                p += 4;
-            }
-            Some((self.stack_top - p) as u64)
+            Some(self.peak as u64)
         }
     }
 
     extern "C" {
-        static _stack_start: u8;
         static __estack: u8;
     }
 
-    /// Paints the unused stack below the current frame; returns the lowest painted
-    /// address and the top of the stack.
+    /// Paints the free stack below `sp` (less the guard); returns the lowest painted
+    /// address.
     #[inline(never)]
-    fn paint_stack() -> (usize, usize) {
-        let sp: usize;
-        // SAFETY: reads the stack pointer.
-        unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
-        // Linker symbols; only their addresses are used.
-        let (top, bottom) = {
-            (
-                core::ptr::addr_of!(_stack_start) as usize,
-                core::ptr::addr_of!(__estack) as usize,
-            )
-        };
+    fn paint_stack(sp: usize) -> usize {
+        // A linker symbol; only its address is used.
+        let bottom = core::ptr::addr_of!(__estack) as usize;
         let high = sp - STACK_PAINT_GUARD;
         let low = high.saturating_sub(STACK_PAINT_BYTES).max(bottom) & !3;
         let mut p = low;
@@ -194,7 +205,7 @@ mod target {
             unsafe { core::ptr::write_volatile(p as *mut u32, STACK_PAINT) };
             p += 4;
         }
-        (low, top)
+        low
     }
 
     struct SemihostingOut;
@@ -212,22 +223,23 @@ mod target {
 
     #[riscv_rt::entry]
     fn main() -> ! {
-        let (paint_low, stack_top) = paint_stack();
         let mut meter = CsrMeter {
             pin: measure_pin(),
             t0: Measured::default(),
             overhead: Measured::default(),
-            paint_low,
-            stack_top,
+            sp: 0,
+            paint_low: 0,
+            peak: 0,
         };
         meter.start();
         meter.overhead = meter.stop().unwrap_or_default();
+        meter.peak = 0;
         println!("nmcp-board machine={MACHINE}");
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
                 &mut *addr_of_mut!(WINDOW),
-                (*addr_of_mut!(FIRMWARE)).write(Firmware::default()),
+                (*addr_of_mut!(FIRMWARE)).write(Default::default()),
             )
         };
         let mut board = Board::new(window, cycle_clock);
@@ -236,7 +248,12 @@ mod target {
             lamb_1t: LAMB_1T_BLOB,
             lamb_4t: LAMB_4T_BLOB,
         };
-        let status = match run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut) {
+        #[cfg(not(feature = "hifive1"))]
+        let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        #[cfg(feature = "hifive1")]
+        let result =
+            nmcp_board::run_lamb_suite(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        let status = match result {
             Ok(()) => 0,
             Err(e) => {
                 println!("error: {e}");

@@ -34,14 +34,46 @@ pub struct BoardArgs {
 
 #[derive(Subcommand, Debug)]
 enum BoardCommand {
-    /// Build the board binary (release, riscv32imac), run it on QEMU `virt` with
-    /// `-icount shift=0`, compare its report with `firmware/board/expected/virt.txt` and
-    /// check `firmware/board/budgets.toml`.
+    /// Build the board binary (release, riscv32imac), run it on QEMU with
+    /// `-icount shift=0`, compare its report with `firmware/board/expected/<machine>.txt`
+    /// and check `firmware/board/budgets.toml`.
     Run(RunArgs),
+}
+
+/// The machine the binary is linked for and QEMU emulates.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Machine {
+    /// QEMU `virt`: everything in RAM at 0x8000_0000; all scenarios.
+    Virt,
+    /// SiFive HiFive1 / QEMU `sifive_e`: flash at 0x2040_0000, 16 KiB RAM; the LAMB
+    /// scenarios only (the CP's state does not fit).
+    #[value(name = "sifive_e")]
+    SifiveE,
+}
+
+impl Machine {
+    /// QEMU's machine name, also the report's `machine=` and the expected file's stem.
+    fn qemu_name(self) -> &'static str {
+        match self {
+            Self::Virt => "virt",
+            Self::SifiveE => "sifive_e",
+        }
+    }
+
+    /// Cargo features of `nmcp-board` for this machine.
+    fn features(self) -> &'static [&'static str] {
+        match self {
+            Self::Virt => &[],
+            Self::SifiveE => &["--features", "hifive1"],
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
+    /// Machine to link for and emulate.
+    #[arg(long, value_enum, default_value = "virt")]
+    machine: Machine,
     /// Re-record the expected output from this run (budgets are still checked).
     #[arg(long)]
     bless: bool,
@@ -75,16 +107,18 @@ fn run_board(a: RunArgs) -> CmdResult {
     let board_dir = root.join("firmware").join("board");
     let elf = match &a.elf {
         Some(e) => e.clone(),
-        None => build(&root)?,
+        None => build(&root, a.machine)?,
     };
-    let report = run_qemu(&a.qemu, &elf)?;
-    let machine = report
-        .lines()
-        .next()
-        .and_then(|l| field(l, "machine"))
-        .ok_or("board report: first line does not name the machine (`machine=...`)")?
-        .to_string();
+    let machine = a.machine.qemu_name();
+    let report = run_qemu(&a.qemu, machine, &elf)?;
     print!("{report}");
+    let reported = report.lines().next().and_then(|l| field(l, "machine"));
+    if reported != Some(machine) {
+        return Err(format!(
+            "board report names machine {reported:?}, expected {machine:?} (wrong ELF?)"
+        )
+        .into());
+    }
 
     let mut failures = Vec::new();
     let expected_path = board_dir.join("expected").join(format!("{machine}.txt"));
@@ -103,7 +137,7 @@ fn run_board(a: RunArgs) -> CmdResult {
     }
 
     let budgets_path = board_dir.join("budgets.toml");
-    let budgets = Budgets::load(&budgets_path, &machine)?;
+    let budgets = Budgets::load(&budgets_path, machine)?;
     let bytes = std::fs::read(&elf).map_err(|e| format!("{}: cannot read: {e}", elf.display()))?;
     let sizes = section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
     check_budgets(&budgets, &report, &sizes, &mut failures);
@@ -121,7 +155,7 @@ fn run_board(a: RunArgs) -> CmdResult {
 
 /// Builds the board binary one package at a time (so no other crate's features unify
 /// into it) and returns the ELF's path.
-fn build(root: &Path) -> Result<PathBuf, String> {
+fn build(root: &Path, machine: Machine) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .current_dir(root)
@@ -133,6 +167,7 @@ fn build(root: &Path) -> Result<PathBuf, String> {
             BOARD_TARGET,
             "--release",
         ])
+        .args(machine.features())
         .status()
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;
     if !status.success() {
@@ -147,12 +182,12 @@ fn build(root: &Path) -> Result<PathBuf, String> {
         .join("nmcp-board"))
 }
 
-/// Runs the ELF on QEMU `virt`; returns its semihosting output.
-fn run_qemu(qemu: &str, elf: &Path) -> Result<String, String> {
+/// Runs the ELF on a QEMU machine; returns its semihosting output.
+fn run_qemu(qemu: &str, machine: &str, elf: &Path) -> Result<String, String> {
     let mut child = Command::new(qemu)
         .args([
             "-machine",
-            "virt",
+            machine,
             "-nographic",
             "-semihosting-config",
             "enable=on,target=native",
