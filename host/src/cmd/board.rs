@@ -501,6 +501,63 @@ mod tests {
         assert!(Budgets::parse("[other]\n", "virt").is_err());
     }
 
+    /// A minimal ELF32 with `.text` (PROGBITS, AX), `.data` (PROGBITS, WA), `.bss`
+    /// (NOBITS, WA), `.stack` (NOBITS, WA) and a non-alloc `.comment`.
+    fn synthetic_elf() -> Vec<u8> {
+        let names = b"\0.text\0.data\0.bss\0.stack\0.comment\0.shstrtab\0";
+        let name_at = |n: &str| {
+            names
+                .windows(n.len())
+                .position(|w| w == n.as_bytes())
+                .unwrap() as u32
+        };
+        let mut b = vec![0u8; 52];
+        b[..6].copy_from_slice(b"\x7fELF\x01\x01");
+        let strtab_off = b.len() as u32;
+        b.extend_from_slice(names);
+        let shoff = b.len() as u32;
+        // (name, type, flags, size)
+        let sections: [(u32, u32, u32, u32); 7] = [
+            (0, 0, 0, 0),
+            (name_at(".text"), SHT_PROGBITS, SHF_ALLOC | 0x4, 1000),
+            (name_at(".data"), SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, 16),
+            (name_at(".bss"), SHT_NOBITS, SHF_ALLOC | SHF_WRITE, 300),
+            (name_at(".stack"), SHT_NOBITS, SHF_ALLOC | SHF_WRITE, 9999),
+            (name_at(".comment"), SHT_PROGBITS, 0, 77),
+            (name_at(".shstrtab"), 3, 0, names.len() as u32),
+        ];
+        for (i, (name, ty, flags, size)) in sections.into_iter().enumerate() {
+            let mut h = [0u8; 40];
+            h[0..4].copy_from_slice(&name.to_le_bytes());
+            h[4..8].copy_from_slice(&ty.to_le_bytes());
+            h[8..12].copy_from_slice(&flags.to_le_bytes());
+            let off = if i == 6 { strtab_off } else { 0 };
+            h[0x10..0x14].copy_from_slice(&off.to_le_bytes());
+            h[0x14..0x18].copy_from_slice(&size.to_le_bytes());
+            b.extend_from_slice(&h);
+        }
+        b[0x20..0x24].copy_from_slice(&shoff.to_le_bytes());
+        b[0x2E..0x30].copy_from_slice(&40u16.to_le_bytes());
+        b[0x30..0x32].copy_from_slice(&7u16.to_le_bytes());
+        b[0x32..0x34].copy_from_slice(&6u16.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn elf_reader_sums_flash_and_ram_sections() {
+        let sizes = section_sizes(&synthetic_elf()).unwrap();
+        // Flash: .text + .data's image; RAM: .data + .bss, not the .stack placeholder.
+        assert_eq!(
+            sizes,
+            Sizes {
+                flash: 1016,
+                ram: 316
+            }
+        );
+        let truncated = &synthetic_elf()[..100];
+        assert!(section_sizes(truncated).unwrap_err().contains("truncated"));
+    }
+
     #[test]
     fn elf_reader_rejects_non_elf() {
         assert!(section_sizes(b"not an elf").unwrap_err().contains("magic"));
