@@ -37,6 +37,8 @@ enum Command {
     Aql(cmd::aql::AqlArgs),
     /// Run queue dumps through the firmware command processor.
     Cp(cmd::cp::CpArgs),
+    /// The firmware on a RISC-V board under QEMU: run, compare, check budgets.
+    Board(cmd::board::BoardArgs),
 }
 
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
@@ -52,6 +54,7 @@ pub fn run_cli() -> ExitCode {
         Command::Goldyloc(a) => cmd::goldyloc::run(a),
         Command::Aql(a) => cmd::aql::run(a),
         Command::Cp(a) => cmd::cp::run(a),
+        Command::Board(a) => cmd::board::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,45 @@
+//! Off-target (host builds, clippy, tests) there is nothing to do. On the board target:
+//! put the machine's `memory.x` where riscv-rt's `link.x` includes it, link the binary
+//! with `link.x`, and serialise the canned scenarios with postcard into `OUT_DIR`.
+
+use std::{env, fs, path::PathBuf};
+
+#[path = "src/scenario.rs"]
+#[allow(dead_code)]
+mod scenario;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/scenario.rs");
+    println!("cargo:rerun-if-changed=memory-virt.x");
+    println!("cargo:rerun-if-changed=memory-hifive1.x");
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("none") {
+        return;
+    }
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let memory = if env::var_os("CARGO_FEATURE_HIFIVE1").is_some() {
+        "memory-hifive1.x"
+    } else {
+        "memory-virt.x"
+    };
+    fs::copy(memory, out.join("memory.x")).expect("copy memory.x");
+    println!("cargo:rustc-link-search={}", out.display());
+    // Scoped to this crate's binaries: library check builds for the target never see it.
+    println!("cargo:rustc-link-arg-bins=-Tlink.x");
+
+    let mut buf = [0u8; scenario::MAX_SCENARIO_BYTES];
+    let write =
+        |name: &str, bytes: &[u8]| fs::write(out.join(name), bytes).expect("write scenario");
+    write(
+        "cp_32q.postcard",
+        postcard::to_slice(&scenario::canned_cp(), &mut buf).expect("cp scenario fits"),
+    );
+    write(
+        "lamb_1t.postcard",
+        postcard::to_slice(&scenario::canned_lamb(1), &mut buf).expect("lamb scenario fits"),
+    );
+    write(
+        "lamb_4t.postcard",
+        postcard::to_slice(&scenario::canned_lamb(4), &mut buf).expect("lamb scenario fits"),
+    );
+}

@@ -1,0 +1,471 @@
+//! The board's implementation of the firmware's platform traits, over a RAM window that
+//! stands in for the GPU's device memory and the NMC engines' MMIO.
+//!
+//! On silicon each call would be a few MMIO loads and stores; here it is the same amount
+//! of work on RAM, so the instruction counts measured around a handler include a
+//! realistic platform cost. Completions are not simulated in time: the board queues the
+//! NMC requests it accepted and [`Board::next_nmc_event`] hands back their completion
+//! events in order, which is all the sequencer needs.
+
+use heapless::Deque;
+use nmcp_firmware::cp::{CdPredictor, CpConfig, CuResources, QueueConfig};
+use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, TensorDesc};
+use nmcp_firmware::platform::{
+    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
+    DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
+    TrackerError,
+};
+use nmcp_firmware::Event;
+use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
+use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
+use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
+use nmcp_isa::nmc::{MacroCommand, MAX_MACRO_BYTES};
+use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+
+use crate::scenario::{CpScenario, LambScenario, MAX_TENSORS};
+
+/// Device address of window byte 0 (what the firmware sees as the start of device memory).
+pub const DEVICE_BASE: DevAddr = 0x1000_0000;
+/// Bytes of the device-memory window for every scenario.
+pub const WINDOW_BYTES: usize = map::RINGS + map::RING_BYTES;
+/// Bytes of the window the LAMB scenarios use (its start), for a board with little RAM.
+pub const LAMB_WINDOW_BYTES: usize = map::KERNELS;
+/// NMC requests (commands and reductions) the engine model holds before it says `Busy`.
+pub const NMC_QUEUE_DEPTH: usize = 8;
+/// Scalar registers per bank ALU.
+pub const SCALAR_REGS: u8 = 8;
+/// Queues the board's queue block serves.
+pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
+
+/// Window layout (offsets from [`DEVICE_BASE`]). The LAMB part comes first so a board
+/// with little RAM can back just [`LAMB_WINDOW_BYTES`].
+pub mod map {
+    use super::*;
+    /// LAMB tensor descriptor table.
+    pub const TENSOR_TABLE: usize = 0;
+    /// The NMC engines' command register window: one encoded macro-command.
+    pub const NMC_COMMAND: usize = 0x100;
+    /// Kernel descriptors: 64 bytes each, [`MAX_KERNEL_OBJECTS`] per GEMM shape.
+    pub const KERNELS: usize = 0x200;
+    /// Per queue: read index, write index, doorbell, completion signal (u64 each).
+    pub const QUEUE_WORDS: usize = 0x500;
+    /// Bytes of one queue's words.
+    pub const QUEUE_WORDS_STRIDE: usize = 32;
+    /// GEMM extension records, one per queue.
+    pub const GEMM_EXTS: usize = 0x900;
+    /// Bytes reserved per extension record.
+    pub const GEMM_EXT_STRIDE: usize = 128;
+    /// Queue rings.
+    pub const RINGS: usize = 0x1900;
+    /// Bytes of ring space.
+    pub const RING_BYTES: usize = 0x1000;
+
+    const _: () = assert!(
+        TENSOR_TABLE + MAX_TENSORS * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES <= NMC_COMMAND
+    );
+    const _: () = assert!(NMC_COMMAND + super::MAX_MACRO_BYTES <= KERNELS);
+    const _: () = assert!(
+        KERNELS
+            + crate::scenario::MAX_SHAPES
+                * super::MAX_KERNEL_OBJECTS
+                * super::KERNEL_DESCRIPTOR_BYTES as usize
+            <= QUEUE_WORDS
+    );
+    const _: () = assert!(QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE <= GEMM_EXTS);
+    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE);
+    const _: () = assert!(GEMM_EXTS + BOARD_QUEUES * GEMM_EXT_STRIDE <= RINGS);
+}
+
+/// Why a scenario cannot be laid out or run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// More queues than the board serves, or none.
+    Queues(u8),
+    /// Ring size not a power of two, or all rings together exceed the ring space.
+    Ring(u32),
+    /// A scenario with no GEMM shapes, or a shape with no kernel.
+    NoShapes,
+    /// A LAMB scenario with no tensors.
+    NoTensors,
+    /// A write fell outside the window (a layout bug).
+    Window,
+}
+
+impl core::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Queues(n) => write!(f, "{n} queues: the board serves 1..={BOARD_QUEUES}"),
+            Self::Ring(n) => write!(f, "ring of {n} packets: not a power of two or too big"),
+            Self::NoShapes => f.write_str("CP scenario has no usable GEMM shape"),
+            Self::NoTensors => f.write_str("LAMB scenario has no tensors"),
+            Self::Window => f.write_str("layout write outside the device window"),
+        }
+    }
+}
+
+impl core::error::Error for LayoutError {}
+
+/// An NMC request the engine accepted and has not completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NmcPending {
+    Command(NmcTicket),
+    Reduction(NmcTicket),
+}
+
+/// What the platform was asked to do, for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BoardStats {
+    /// Kernels dispatched.
+    pub dispatches: u32,
+    /// Packets completed without a dispatch.
+    pub completions: u32,
+    /// Macro-commands accepted.
+    pub macro_commands: u32,
+    /// Scalar-register writes.
+    pub scalar_writes: u32,
+    /// Cross-bank reductions requested.
+    pub reductions: u32,
+    /// FNV-1a over every dispatch request (queue, id, kernel object).
+    pub dispatch_hash: u32,
+    /// FNV-1a over every encoded macro-command and scalar write.
+    pub nmc_hash: u32,
+}
+
+const FNV_OFFSET: u32 = 0x811c_9dc5;
+const FNV_PRIME: u32 = 0x0100_0193;
+
+fn fnv(mut h: u32, bytes: &[u8]) -> u32 {
+    for &b in bytes {
+        h = (h ^ u32::from(b)).wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// The platform: a device-memory window plus queue, dispatch and NMC blocks.
+pub struct Board<'a> {
+    mem: &'a mut [u8],
+    clock: fn() -> Cycle,
+    nmc: Deque<NmcPending, NMC_QUEUE_DEPTH>,
+    next_ticket: u32,
+    /// What the firmware asked for.
+    pub stats: BoardStats,
+}
+
+impl<'a> Board<'a> {
+    /// A board over `mem` (the window, [`WINDOW_BYTES`] or more), reading time from
+    /// `clock`.
+    pub fn new(mem: &'a mut [u8], clock: fn() -> Cycle) -> Self {
+        Self {
+            mem,
+            clock,
+            nmc: Deque::new(),
+            next_ticket: 0,
+            stats: BoardStats {
+                dispatch_hash: FNV_OFFSET,
+                nmc_hash: FNV_OFFSET,
+                ..BoardStats::default()
+            },
+        }
+    }
+
+    /// Resets the window and the counters.
+    pub fn reset(&mut self) {
+        self.mem.fill(0);
+        self.nmc.clear();
+        self.next_ticket = 0;
+        self.stats = BoardStats {
+            dispatch_hash: FNV_OFFSET,
+            nmc_hash: FNV_OFFSET,
+            ..BoardStats::default()
+        };
+    }
+
+    fn window(&mut self, addr: DevAddr, len: usize) -> Result<&mut [u8], MemoryError> {
+        let off = addr
+            .checked_sub(DEVICE_BASE)
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or(MemoryError::OutOfRange)?;
+        let end = off.checked_add(len).ok_or(MemoryError::OutOfRange)?;
+        self.mem.get_mut(off..end).ok_or(MemoryError::OutOfRange)
+    }
+
+    fn put(&mut self, off: usize, bytes: &[u8]) -> Result<(), LayoutError> {
+        self.write(DEVICE_BASE + off as u64, bytes)
+            .map_err(|_| LayoutError::Window)
+    }
+
+    /// The oldest outstanding NMC request's completion: `NmcDone` for a command,
+    /// `PartialsReady` carrying `reduction_sum` for a reduction.
+    pub fn next_nmc_event(&mut self, reduction_sum: f32) -> Option<Event> {
+        Some(match self.nmc.pop_front()? {
+            NmcPending::Command(ticket) => Event::NmcDone { ticket },
+            NmcPending::Reduction(ticket) => Event::PartialsReady {
+                ticket,
+                sum: reduction_sum,
+            },
+        })
+    }
+
+    fn ticket(&mut self) -> NmcTicket {
+        let t = NmcTicket(self.next_ticket);
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        t
+    }
+
+    /// Writes the CP scenario into the window (kernel descriptors, extension records,
+    /// one GEMM packet at the head of every queue, published indices) and returns the
+    /// CP's configuration.
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the scenario does not fit the board.
+    pub fn lay_out_cp(&mut self, s: &CpScenario) -> Result<CpConfig, LayoutError> {
+        let queues = usize::from(s.queues);
+        if queues == 0 || queues > BOARD_QUEUES {
+            return Err(LayoutError::Queues(s.queues));
+        }
+        let ring_bytes = (s.ring_packets as usize).saturating_mul(AQL_PACKET_BYTES);
+        if !s.ring_packets.is_power_of_two() || ring_bytes.saturating_mul(queues) > map::RING_BYTES
+        {
+            return Err(LayoutError::Ring(s.ring_packets));
+        }
+        if s.shapes.is_empty() || s.shapes.iter().any(|g| g.kernels.is_empty()) {
+            return Err(LayoutError::NoShapes);
+        }
+        let addr = |off: usize| DEVICE_BASE + off as u64;
+        // Kernel objects: rebase each shape's placeholders into the descriptor area.
+        let mut shapes: heapless::Vec<GemmExt, { crate::scenario::MAX_SHAPES }> =
+            heapless::Vec::new();
+        for (si, shape) in s.shapes.iter().enumerate() {
+            let mut g = shape.clone();
+            for (ki, k) in g.kernels.iter_mut().enumerate() {
+                let slot = si * MAX_KERNEL_OBJECTS + ki;
+                k.kernel_object = addr(map::KERNELS + slot * KERNEL_DESCRIPTOR_BYTES as usize);
+            }
+            shapes.push(g).map_err(|_| LayoutError::NoShapes)?;
+        }
+        let mut queue_cfgs = heapless::Vec::new();
+        for q in 0..queues {
+            let g = shapes.get(q % shapes.len()).ok_or(LayoutError::NoShapes)?;
+            let words = map::QUEUE_WORDS + q * map::QUEUE_WORDS_STRIDE;
+            let ext_off = map::GEMM_EXTS + q * map::GEMM_EXT_STRIDE;
+            let ring = map::RINGS + q * ring_bytes;
+            self.put(ext_off, &g.encode())?;
+            let ko = g.kernels.first().map_or(0, |k| k.kernel_object);
+            let tiles = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1);
+            let packet = AqlPacket::KernelDispatch(KernelDispatchPacket {
+                header: PacketHeader::new(PacketType::KernelDispatch),
+                dimensions: 1,
+                workgroup_size: [256, 1, 1],
+                grid_size: [tiles.saturating_mul(256), 1, 1],
+                private_segment_size: 0,
+                group_segment_size: 0,
+                kernel_object: ko,
+                kernarg_address: 0,
+                gemm_ext_address: addr(ext_off),
+                completion_signal: addr(words + 24),
+            });
+            self.put(ring, &aql::encode(&packet))?;
+            // Read index 0, write index 1 (one packet published), doorbell 1, signal 1.
+            self.put(words, &0u64.to_le_bytes())?;
+            self.put(words + 8, &1u64.to_le_bytes())?;
+            self.put(words + 16, &1u64.to_le_bytes())?;
+            self.put(words + 24, &1u64.to_le_bytes())?;
+            queue_cfgs
+                .push(QueueConfig {
+                    ring_base: addr(ring),
+                    size_packets: s.ring_packets,
+                    read_index_addr: addr(words),
+                    write_index_addr: addr(words + 8),
+                    doorbell_addr: addr(words + 16),
+                })
+                .map_err(|_| LayoutError::Queues(s.queues))?;
+        }
+        let w = &s.predictor;
+        Ok(CpConfig {
+            queues: queue_cfgs,
+            device: DeviceRange {
+                base: DEVICE_BASE,
+                len: WINDOW_BYTES as u64,
+            },
+            resources: CuResources::MI100,
+            predictor: CdPredictor {
+                min_q16: w.min_q16,
+                inv_range_q32: w.inv_range_q32,
+                weight_q16: w.weight_q16,
+                bias_q16: w.bias_q16,
+            },
+        })
+    }
+
+    /// Writes the LAMB scenario's tensor table (each tensor's five arrays in consecutive
+    /// row stripes) and returns the job.
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the scenario does not fit the board.
+    pub fn lay_out_lamb(&mut self, s: &LambScenario) -> Result<LambJob, LayoutError> {
+        if s.tensors.is_empty() {
+            return Err(LayoutError::NoTensors);
+        }
+        let geometry = NmcGeometry {
+            pseudo_channels: s.pseudo_channels,
+            banks_per_pc: s.banks_per_pc,
+            cols_per_row: s.cols_per_row,
+            column_bytes: s.column_bytes,
+            ts_entries: s.ts_entries,
+        };
+        let mut row = 0u32;
+        for (i, t) in s.tensors.iter().enumerate() {
+            let rows = geometry
+                .columns_per_bank(t.elements)
+                .div_ceil(u64::from(s.cols_per_row.max(1)));
+            let rows = u32::try_from(rows).map_err(|_| LayoutError::Window)?;
+            let mut next = || {
+                let r = row;
+                row = row.saturating_add(rows);
+                r
+            };
+            let desc = TensorDesc {
+                elements: t.elements,
+                g_row: next(),
+                w_row: next(),
+                m_row: next(),
+                v_row: next(),
+                u_row: next(),
+            };
+            let off = map::TENSOR_TABLE + i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES;
+            self.put(off, &desc.encode())?;
+        }
+        Ok(LambJob {
+            table: DEVICE_BASE + map::TENSOR_TABLE as u64,
+            tensors: s.tensors.len() as u32,
+            geometry,
+            params: LambParams {
+                lr: s.lr,
+                beta1: s.beta1,
+                beta2: s.beta2,
+                eps: s.eps,
+                weight_decay: s.weight_decay,
+                max_grad_norm: s.max_grad_norm,
+                bias_correction: true,
+                step: s.step,
+                trust_clamp: 0.0,
+            },
+        })
+    }
+}
+
+impl Clock for Board<'_> {
+    fn now(&self) -> Cycle {
+        (self.clock)()
+    }
+}
+
+impl DeviceMemory for Board<'_> {
+    fn read(&mut self, addr: DevAddr, buf: &mut [u8]) -> Result<(), MemoryError> {
+        buf.copy_from_slice(self.window(addr, buf.len())?);
+        Ok(())
+    }
+
+    fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError> {
+        self.window(addr, data.len())?.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+impl KernelDispatcher for Board<'_> {
+    fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+        if usize::from(req.queue) >= BOARD_QUEUES {
+            return Err(DispatchError::NoSuchQueue);
+        }
+        let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
+        h = fnv(h, &req.dispatch_id.to_le_bytes());
+        self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
+        self.stats.dispatches = self.stats.dispatches.saturating_add(1);
+        Ok(())
+    }
+
+    /// Stores `value` into the queue's completion-signal word and advances its read
+    /// index (the board's queues hold one packet each, so the packet's own signal is the
+    /// queue's).
+    fn complete_without_dispatch(
+        &mut self,
+        queue: u8,
+        dispatch_id: u64,
+        value: i64,
+    ) -> Result<(), DispatchError> {
+        if usize::from(queue) >= BOARD_QUEUES {
+            return Err(DispatchError::NoSuchQueue);
+        }
+        let words =
+            DEVICE_BASE + (map::QUEUE_WORDS + usize::from(queue) * map::QUEUE_WORDS_STRIDE) as u64;
+        let store = |b: &mut Self, a: DevAddr, v: &[u8]| {
+            b.write(a, v).map_err(|_| DispatchError::NoSuchQueue)
+        };
+        store(self, words + 24, &value.to_le_bytes())?;
+        store(self, words, &dispatch_id.saturating_add(1).to_le_bytes())?;
+        self.stats.completions = self.stats.completions.saturating_add(1);
+        Ok(())
+    }
+}
+
+impl NmcController for Board<'_> {
+    /// Encodes the command into the engines' command window, as a driver would write it
+    /// to MMIO.
+    fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
+        if self.nmc.is_full() {
+            return Err(NmcError::Busy);
+        }
+        let slot = self
+            .mem
+            .get_mut(map::NMC_COMMAND..map::NMC_COMMAND + MAX_MACRO_BYTES)
+            .ok_or(NmcError::OutOfRange)?;
+        let len = cmd.encode(slot).map_err(|_| NmcError::Unsupported)?;
+        let bytes = slot.get(..len).ok_or(NmcError::Unsupported)?;
+        self.stats.nmc_hash = fnv(self.stats.nmc_hash, bytes);
+        let t = self.ticket();
+        self.nmc
+            .push_back(NmcPending::Command(t))
+            .map_err(|_| NmcError::Busy)?;
+        self.stats.macro_commands = self.stats.macro_commands.saturating_add(1);
+        Ok(t)
+    }
+
+    fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError> {
+        if reg >= SCALAR_REGS {
+            return Err(NmcError::NoSuchRegister);
+        }
+        let h = fnv(self.stats.nmc_hash, &channels.first.to_le_bytes());
+        let h = fnv(h, &channels.count.to_le_bytes());
+        let h = fnv(h, &[reg]);
+        self.stats.nmc_hash = fnv(h, &bits.to_le_bytes());
+        self.stats.scalar_writes = self.stats.scalar_writes.saturating_add(1);
+        Ok(())
+    }
+
+    fn reduce_partials(&mut self, _channels: ChannelSet) -> Result<NmcTicket, NmcError> {
+        if self.nmc.is_full() {
+            return Err(NmcError::Busy);
+        }
+        let t = self.ticket();
+        self.nmc
+            .push_back(NmcPending::Reduction(t))
+            .map_err(|_| NmcError::Busy)?;
+        self.stats.reductions = self.stats.reductions.saturating_add(1);
+        Ok(t)
+    }
+}
+
+impl DmaController for Board<'_> {
+    /// No T3 firmware programs DMA yet; the board accepts and ignores descriptors.
+    fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
+        Ok(())
+    }
+}
+
+impl TrackerController for Board<'_> {
+    /// No T3 firmware programs trackers yet; the board accepts and ignores entries.
+    fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
+        Ok(())
+    }
+}

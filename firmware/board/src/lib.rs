@@ -1,0 +1,570 @@
+//! The firmware on a RISC-V board: canned scenarios fed through an in-RAM platform, each
+//! firmware operation measured and reported as one text line.
+//!
+//! This library is target-independent so the host can test it (`cargo test -p
+//! nmcp-board` runs the same scenarios on x86 and checks the functional fields against
+//! the committed QEMU output); `src/main.rs` adds the RISC-V pieces: `mcycle`/`minstret`,
+//! a GPIO pin around every measured region, semihosting output and exit.
+//!
+//! Report lines are `name key=value ...`. The keys in [`MEASURED_KEYS`] are measurements
+//! (present only when a [`Meter`] measured); every other field is a functional result that
+//! must be the same on every machine.
+#![cfg_attr(not(test), no_std)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+#![warn(missing_docs)]
+
+pub mod board;
+pub mod scenario;
+
+use core::fmt::{self, Write};
+
+use nmcp_firmware::cp::{decide, CpAction, CpCostModel, CpWork, GemmCandidate, MAX_QUEUES};
+use nmcp_firmware::nmc::NmcSequencer;
+use nmcp_firmware::{Event, Firmware, FirmwareError};
+use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
+
+pub use board::{Board, LayoutError, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES};
+use scenario::{CpScenario, LambScenario};
+
+/// Field keys that carry measurements rather than functional results.
+pub const MEASURED_KEYS: [&str; 3] = ["instructions", "cycles", "peak_bytes"];
+/// Events one LAMB step may take before the board gives up (8 per tensor plus a few,
+/// with margin).
+pub const MAX_LAMB_EVENTS: usize = 64 * scenario::MAX_TENSORS;
+
+/// Instructions and cycles of one measured region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Measured {
+    /// Retired instructions (`minstret`).
+    pub instructions: u64,
+    /// Cycles (`mcycle`; equal to instructions under QEMU `-icount shift=0`).
+    pub cycles: u64,
+}
+
+impl Measured {
+    fn add(self, o: Self) -> Self {
+        Self {
+            instructions: self.instructions.saturating_add(o.instructions),
+            cycles: self.cycles.saturating_add(o.cycles),
+        }
+    }
+}
+
+/// Measures regions of code. The host's meter measures nothing.
+pub trait Meter {
+    /// Starts a region (the board raises its GPIO pin first).
+    fn start(&mut self);
+    /// Ends the region started last; `None` when this meter cannot measure.
+    fn stop(&mut self) -> Option<Measured>;
+    /// Deepest stack use of any region so far, below its caller's frame, bytes; `None`
+    /// when unknown.
+    fn stack_peak(&mut self) -> Option<u64>;
+}
+
+/// A meter that measures nothing (host runs).
+#[derive(Debug, Default)]
+pub struct NoMeter;
+
+impl Meter for NoMeter {
+    fn start(&mut self) {}
+    fn stop(&mut self) -> Option<Measured> {
+        None
+    }
+    fn stack_peak(&mut self) -> Option<u64> {
+        None
+    }
+}
+
+/// Why a board run failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A scenario blob did not decode.
+    Decode(postcard::Error),
+    /// A scenario does not fit the board.
+    Layout(LayoutError),
+    /// The firmware returned an error.
+    Firmware(FirmwareError),
+    /// The LAMB step did not finish within [`MAX_LAMB_EVENTS`] events.
+    LambStuck,
+    /// Writing a report line failed.
+    Output,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Decode(e) => write!(f, "scenario blob: {e}"),
+            Self::Layout(e) => write!(f, "scenario layout: {e}"),
+            Self::Firmware(e) => write!(f, "firmware: {e}"),
+            Self::LambStuck => write!(f, "LAMB step not done after {MAX_LAMB_EVENTS} events"),
+            Self::Output => f.write_str("report output failed"),
+        }
+    }
+}
+
+impl core::error::Error for RunError {}
+
+impl From<FirmwareError> for RunError {
+    fn from(e: FirmwareError) -> Self {
+        Self::Firmware(e)
+    }
+}
+impl From<LayoutError> for RunError {
+    fn from(e: LayoutError) -> Self {
+        Self::Layout(e)
+    }
+}
+impl From<fmt::Error> for RunError {
+    fn from(_: fmt::Error) -> Self {
+        Self::Output
+    }
+}
+
+/// Writes ` instructions=N cycles=N` when measured.
+fn measured(out: &mut impl Write, m: Option<Measured>) -> fmt::Result {
+    match m {
+        Some(m) => write!(out, " instructions={} cycles={}", m.instructions, m.cycles),
+        None => Ok(()),
+    }
+}
+
+/// The scenario blobs a run decodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Blobs<'a> {
+    /// A postcard-encoded [`CpScenario`].
+    pub cp: &'a [u8],
+    /// A postcard-encoded one-tensor [`LambScenario`].
+    pub lamb_1t: &'a [u8],
+    /// A postcard-encoded four-tensor [`LambScenario`].
+    pub lamb_4t: &'a [u8],
+}
+
+/// Runs every scenario and writes the report lines.
+///
+/// # Errors
+/// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+pub fn run_all(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    blobs: &Blobs<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    let cp: CpScenario = postcard::from_bytes(blobs.cp).map_err(RunError::Decode)?;
+    run_cp(fw, board, meter, &cp, out)?;
+    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
+    // Last: board-side benchmarks of the decision's parts (their candidates sit on the
+    // stack, so they do not count towards the firmware's stack peak above).
+    run_parts(board, meter, &cp, out)?;
+    run_decide(board, meter, &cp, out)?;
+    Ok(())
+}
+
+/// The LAMB steps (one and four tensors), the per-tensor cost, the T3 placeholder and
+/// the stack peak: everything a board without room for the CP's state can run.
+///
+/// # Errors
+/// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+pub fn run_lamb_suite(
+    seq: &mut NmcSequencer,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    blobs: &Blobs<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    let l1: LambScenario = postcard::from_bytes(blobs.lamb_1t).map_err(RunError::Decode)?;
+    let l4: LambScenario = postcard::from_bytes(blobs.lamb_4t).map_err(RunError::Decode)?;
+    let m1 = run_lamb(seq, board, meter, &l1, out)?;
+    let m4 = run_lamb(seq, board, meter, &l4, out)?;
+    // The marginal cost of a tensor: the fixed part of a step (global norm, scalars)
+    // cancels in the difference.
+    write!(out, "lamb_per_tensor")?;
+    let extra = l4.tensors.len().saturating_sub(l1.tensors.len()).max(1) as u64;
+    let per = match (m1, m4) {
+        (Some(a), Some(b)) => Some(Measured {
+            instructions: b.instructions.saturating_sub(a.instructions) / extra,
+            cycles: b.cycles.saturating_sub(a.cycles) / extra,
+        }),
+        _ => None,
+    };
+    measured(out, per)?;
+    writeln!(out)?;
+    writeln!(out, "t3_program_gemm skipped=no-t3-firmware")?;
+    write!(out, "stack")?;
+    if let Some(peak) = meter.stack_peak() {
+        write!(out, " peak_bytes={peak}")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// One CP decision: a doorbell over `s.queues` queues with a GEMM at every head.
+///
+/// # Errors
+/// [`RunError`] from layout or firmware.
+pub fn run_cp(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    s: &CpScenario,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    board.reset();
+    let cfg = board.lay_out_cp(s)?;
+    fw.cp
+        .configure(cfg)
+        .map_err(|e| RunError::Firmware(e.into()))?;
+    let before = fw.cp.work();
+    let doorbell = Event::Doorbell {
+        queue: s.queues.saturating_sub(1),
+    };
+    meter.start();
+    fw.handle(doorbell, board)?;
+    let m = meter.stop();
+    let work = fw.cp.work().since(&before);
+    let (mut dispatched, mut swapped, mut cd, mut predicted) = (0u32, 0u32, 0u8, 0u8);
+    while let Some(r) = fw.cp.pop_record() {
+        if let CpAction::Dispatched {
+            swapped: sw,
+            cd: c,
+            predicted_cd,
+            ..
+        } = r.action
+        {
+            dispatched += 1;
+            swapped += u32::from(sw);
+            cd = c;
+            predicted = predicted_cd;
+        }
+    }
+    write!(out, "cp_decision_{}q", s.queues)?;
+    measured(out, m)?;
+    writeln!(
+        out,
+        " gemms={} dispatched={dispatched} cd={cd} predicted={predicted} swapped={swapped} \
+         mem_accesses={} bytes_read={} predictions={} model_cycles={} dispatch_hash={:#010x}",
+        s.queues,
+        work.mem_accesses,
+        work.bytes_read,
+        work.predictions,
+        work.cycles(&CpCostModel::default()),
+        board.stats.dispatch_hash,
+    )?;
+    Ok(())
+}
+
+/// The per-GEMM steps of a queue scan, each measured alone on queue 0's head: decoding
+/// the AQL packet, decoding the GEMM extension record, and computing the candidate
+/// (features and kernel map).
+///
+/// # Errors
+/// [`RunError`] from layout or decoding.
+pub fn run_parts(
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    s: &CpScenario,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    use nmcp_firmware::platform::DeviceMemory;
+    use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
+    board.reset();
+    let cfg = board.lay_out_cp(s)?;
+    let bad = |_| RunError::Layout(LayoutError::NoShapes);
+    let mut pkt = [0u8; AQL_PACKET_BYTES];
+    let ring = cfg.queues.first().map_or(0, |q| q.ring_base);
+    board
+        .read(ring, &mut pkt)
+        .map_err(|e| RunError::Firmware(e.into()))?;
+    let mut ext_bytes = [0u8; GEMM_EXT_BYTES];
+    board
+        .read(DEVICE_BASE + board::map::GEMM_EXTS as u64, &mut ext_bytes)
+        .map_err(|e| RunError::Firmware(e.into()))?;
+
+    meter.start();
+    let packet = aql::decode(core::hint::black_box(&pkt));
+    let m = meter.stop();
+    packet.map_err(|_| RunError::Layout(LayoutError::Window))?;
+    write!(out, "part_aql_decode")?;
+    measured(out, m)?;
+    writeln!(out)?;
+
+    meter.start();
+    let ext = GemmExt::decode(core::hint::black_box(&ext_bytes));
+    let m = meter.stop();
+    let ext = ext.map_err(bad)?;
+    write!(out, "part_gemm_ext_decode")?;
+    measured(out, m)?;
+    writeln!(out)?;
+
+    meter.start();
+    let cand = GemmCandidate::new(core::hint::black_box(&ext), &cfg.resources);
+    let m = meter.stop();
+    let cand = cand.map_err(|_| RunError::Layout(LayoutError::NoShapes))?;
+    write!(out, "part_gemm_candidate")?;
+    measured(out, m)?;
+    writeln!(out, " ko_cd8={:#x}", cand.kernel_object_for(8))?;
+
+    meter.start();
+    let cd = cfg
+        .predictor
+        .predict_cd(core::hint::black_box(&cand.features));
+    let m = meter.stop();
+    write!(out, "part_predict")?;
+    measured(out, m)?;
+    writeln!(out, " cd={cd}")?;
+    Ok(())
+}
+
+/// The decision function alone over the candidates of the CP scenario (no queue scan,
+/// no device memory): how much of a decision is the predictor.
+///
+/// # Errors
+/// [`RunError`] from layout or candidate construction.
+pub fn run_decide(
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    s: &CpScenario,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    board.reset();
+    let cfg = board.lay_out_cp(s)?;
+    let mut cands: heapless::Vec<GemmCandidate, MAX_QUEUES> = heapless::Vec::new();
+    for q in 0..usize::from(s.queues) {
+        let mut b = [0u8; GEMM_EXT_BYTES];
+        let addr = DEVICE_BASE + (board::map::GEMM_EXTS + q * board::map::GEMM_EXT_STRIDE) as u64;
+        nmcp_firmware::platform::DeviceMemory::read(board, addr, &mut b)
+            .map_err(|e| RunError::Firmware(e.into()))?;
+        let ext = GemmExt::decode(&b).map_err(|_| RunError::Layout(LayoutError::NoShapes))?;
+        let c = GemmCandidate::new(&ext, &cfg.resources)
+            .map_err(|_| RunError::Layout(LayoutError::NoShapes))?;
+        let _ = cands.push(c);
+    }
+    let mut work = CpWork::default();
+    meter.start();
+    let d = decide(&cands, &cfg.predictor, &mut work);
+    let m = meter.stop();
+    write!(out, "decide_{}", cands.len())?;
+    measured(out, m)?;
+    writeln!(
+        out,
+        " cd={} predicted={} mixed={} predictions={} predictor_macs={}",
+        d.cd, d.predicted, d.mixed, work.predictions, work.predictor_macs
+    )?;
+    Ok(())
+}
+
+/// One LAMB step: start, then every NMC completion until the sequencer is done. The
+/// measurement is the sum over the firmware's handlers (the board's completion loop is
+/// not counted).
+///
+/// # Errors
+/// [`RunError`] from layout or firmware, or [`RunError::LambStuck`].
+pub fn run_lamb(
+    seq: &mut NmcSequencer,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    s: &LambScenario,
+    out: &mut impl Write,
+) -> Result<Option<Measured>, RunError> {
+    board.reset();
+    let job = board.lay_out_lamb(s)?;
+    let mut total: Option<Measured> = None;
+    let mut acc = |m: Option<Measured>| {
+        if let Some(m) = m {
+            total = Some(total.unwrap_or_default().add(m));
+        }
+    };
+    meter.start();
+    let started = seq.start_lamb(job, board);
+    acc(meter.stop());
+    started?;
+    let mut events = 1u32;
+    for _ in 0..MAX_LAMB_EVENTS {
+        let Some(ev) = board.next_nmc_event(s.reduction_sum) else {
+            break;
+        };
+        meter.start();
+        // What `Firmware::handle` does with NMC completions.
+        let r = seq.on_event(&ev, board);
+        acc(meter.stop());
+        r?;
+        events += 1;
+    }
+    if !seq.lamb.is_done() {
+        return Err(RunError::LambStuck);
+    }
+    let st = board.stats;
+    write!(out, "lamb_{}t", s.tensors.len())?;
+    measured(out, total)?;
+    writeln!(
+        out,
+        " events={events} macro_commands={} scalar_writes={} reductions={} \
+         global_norm_milli={} nmc_hash={:#010x}",
+        st.macro_commands,
+        st.scalar_writes,
+        st.reductions,
+        // Integer thousandths: no float formatting code in the board's flash.
+        (seq.lamb.global_norm() * 1000.0) as u32,
+        st.nmc_hash,
+    )?;
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob<T: serde::Serialize>(v: &T) -> std::vec::Vec<u8> {
+        let mut buf = [0u8; scenario::MAX_SCENARIO_BYTES];
+        postcard::to_slice(v, &mut buf).unwrap().to_vec()
+    }
+
+    /// Drops the measurement fields (and nothing else) from a report.
+    fn functional(report: &str) -> std::vec::Vec<String> {
+        report
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with("nmcp-board") && !l.starts_with("exit"))
+            .map(|l| {
+                l.split(' ')
+                    .filter(|f| {
+                        !MEASURED_KEYS
+                            .iter()
+                            .any(|k| f.strip_prefix(k).is_some_and(|r| r.starts_with('=')))
+                    })
+                    .collect::<std::vec::Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    fn host_report() -> String {
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut fw = Box::<Firmware>::default();
+        let (cp, l1, l4) = (
+            blob(&scenario::canned_cp()),
+            blob(&scenario::canned_lamb(1)),
+            blob(&scenario::canned_lamb(4)),
+        );
+        let blobs = Blobs {
+            cp: &cp,
+            lamb_1t: &l1,
+            lamb_4t: &l4,
+        };
+        let mut out = String::new();
+        run_all(&mut fw, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn predictor_shape_matches_firmware() {
+        assert_eq!(
+            scenario::PREDICTOR_FEATURES,
+            nmcp_firmware::cp::FEATURE_COUNT
+        );
+        assert_eq!(scenario::PREDICTOR_CLASSES, nmcp_firmware::cp::CLASS_COUNT);
+    }
+
+    /// The firmware decides the same on x86 as on RISC-V: the functional fields of a host
+    /// run equal those of the committed QEMU output.
+    #[test]
+    fn host_run_matches_committed_qemu_output() {
+        let host = host_report();
+        let qemu = include_str!("../expected/virt.txt");
+        assert_eq!(functional(&host), functional(qemu), "host report:\n{host}");
+    }
+
+    /// The same for the HiFive1 build, which runs the LAMB suite only.
+    #[test]
+    fn host_lamb_suite_matches_committed_sifive_e_output() {
+        let mut mem = vec![0u8; board::LAMB_WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut seq = NmcSequencer::default();
+        let (l1, l4) = (
+            blob(&scenario::canned_lamb(1)),
+            blob(&scenario::canned_lamb(4)),
+        );
+        let blobs = Blobs {
+            cp: &[],
+            lamb_1t: &l1,
+            lamb_4t: &l4,
+        };
+        let mut out = String::new();
+        run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
+        let qemu = include_str!("../expected/sifive_e.txt");
+        assert_eq!(functional(&out), functional(qemu), "host report:\n{out}");
+    }
+
+    #[test]
+    fn cp_scenario_decides_cd8_for_the_first_shape() {
+        let host = host_report();
+        let line = host
+            .lines()
+            .find(|l| l.starts_with("cp_decision_32q"))
+            .unwrap();
+        // 16 GEMMs of the 3072-row shape ask for CD 8: eight run, each with its GPU/4
+        // kernel patched in.
+        assert!(
+            line.contains(" dispatched=8 cd=8 predicted=8 swapped=8 "),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn lamb_scenarios_emit_five_commands_and_two_reductions_per_tensor() {
+        let host = host_report();
+        for (name, t) in [("lamb_1t", 1u32), ("lamb_4t", 4)] {
+            let line = host.lines().find(|l| l.starts_with(name)).unwrap();
+            // Per tensor: sqacc g, stage 1, sqacc w, sqacc u, stage 2.
+            assert!(
+                line.contains(&format!("macro_commands={}", 5 * t)),
+                "{line}"
+            );
+            // One global reduction plus two per tensor.
+            assert!(
+                line.contains(&format!("reductions={}", 1 + 2 * t)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_blob_is_an_error() {
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut fw = Box::<Firmware>::default();
+        let l = blob(&scenario::canned_lamb(1));
+        let blobs = Blobs {
+            cp: &[0xFF, 0xFF],
+            lamb_1t: &l,
+            lamb_4t: &l,
+        };
+        let mut out = String::new();
+        let e = run_all(&mut fw, &mut board, &mut NoMeter, &blobs, &mut out).unwrap_err();
+        assert!(matches!(e, RunError::Decode(_)), "{e}");
+    }
+
+    #[test]
+    fn oversized_scenarios_are_rejected() {
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut s = scenario::canned_cp();
+        s.ring_packets = 64;
+        assert_eq!(board.lay_out_cp(&s).unwrap_err(), LayoutError::Ring(64));
+        s.ring_packets = 3;
+        assert_eq!(board.lay_out_cp(&s).unwrap_err(), LayoutError::Ring(3));
+        let mut s = scenario::canned_cp();
+        s.queues = 33;
+        assert_eq!(board.lay_out_cp(&s).unwrap_err(), LayoutError::Queues(33));
+    }
+}

@@ -1,0 +1,266 @@
+//! The board binary: the unchanged firmware on `riscv32imac-unknown-none-elf`.
+//!
+//! It decodes the canned scenarios (postcard blobs made by `build.rs`), runs them through
+//! the in-RAM platform of [`nmcp_board::board`], measures every firmware operation with
+//! `minstret`/`mcycle` while a GPIO pin is high, prints one line per operation over
+//! semihosting and exits QEMU (or halts a board's debugger session) with status 0, or 1
+//! after printing `error: ...`.
+//!
+//! On the host this file is an empty `main`, so `cargo build --workspace` needs no RISC-V
+//! toolchain.
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+#[cfg(not(target_os = "none"))]
+fn main() {}
+
+#[cfg(target_os = "none")]
+mod target {
+    use core::convert::Infallible;
+    use core::mem::MaybeUninit;
+    use core::ptr::{addr_of_mut, NonNull};
+
+    use embedded_hal::digital::{ErrorType, OutputPin};
+    use nmcp_board::{board::Board, Blobs, Measured, Meter};
+    use semihosting::println;
+
+    /// Which machine this binary was linked for (printed first, so an expected file
+    /// cannot be compared with the wrong machine's run).
+    const MACHINE: &str = if cfg!(feature = "hifive1") {
+        "sifive_e"
+    } else {
+        "virt"
+    };
+
+    /// Bytes of stack painted below a measured region's caller, enough for any handler.
+    const STACK_PAINT_BYTES: usize = 32 * 1024;
+    /// Left unpainted right below the caller's stack pointer: the painting function's own
+    /// frame. A region that stays inside it reports this many bytes (an upper bound).
+    const STACK_PAINT_GUARD: usize = 128;
+    const STACK_PAINT: u32 = 0x5AC4_5AC4;
+
+    #[cfg(not(feature = "hifive1"))]
+    static CP_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cp_32q.postcard"));
+    /// 16 KiB of RAM cannot hold the CP's state (see docs/decisions/board.md): the
+    /// HiFive1 build runs the LAMB scenarios only.
+    #[cfg(feature = "hifive1")]
+    static CP_BLOB: &[u8] = &[];
+    static LAMB_1T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_1t.postcard"));
+    static LAMB_4T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t.postcard"));
+
+    /// The device-memory window and the firmware live in `.bss`, so the ELF's section
+    /// sizes show what the board must provide.
+    #[cfg(not(feature = "hifive1"))]
+    static mut WINDOW: [u8; nmcp_board::WINDOW_BYTES] = [0; nmcp_board::WINDOW_BYTES];
+    #[cfg(not(feature = "hifive1"))]
+    static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
+    #[cfg(feature = "hifive1")]
+    static mut WINDOW: [u8; nmcp_board::LAMB_WINDOW_BYTES] = [0; nmcp_board::LAMB_WINDOW_BYTES];
+    #[cfg(feature = "hifive1")]
+    static mut FIRMWARE: MaybeUninit<nmcp_firmware::nmc::NmcSequencer> = MaybeUninit::uninit();
+
+    /// On QEMU `virt` (no GPIO block) the "pin" is a RAM word; a logic analyser would
+    /// watch a real output register instead.
+    #[cfg(not(feature = "hifive1"))]
+    static mut GPIO_OUTPUT: u32 = 0;
+
+    /// FE310 GPIO0: `output_en` at +0x08, `output_val` at +0x0C.
+    #[cfg(feature = "hifive1")]
+    const GPIO0_BASE: usize = 0x1001_2000;
+    /// GPIO 5 is header pin 13 on the HiFive1.
+    #[cfg(feature = "hifive1")]
+    const MEASURE_PIN: u32 = 5;
+
+    /// One output pin of a memory-mapped GPIO output register.
+    pub struct MmioPin {
+        output: NonNull<u32>,
+        mask: u32,
+    }
+
+    impl MmioPin {
+        fn modify(&mut self, f: impl FnOnce(u32) -> u32) {
+            // SAFETY: `output` points at a GPIO output register (or its RAM stand-in)
+            // that only this pin writes.
+            unsafe {
+                let v = core::ptr::read_volatile(self.output.as_ptr());
+                core::ptr::write_volatile(self.output.as_ptr(), f(v));
+            }
+        }
+    }
+
+    impl ErrorType for MmioPin {
+        type Error = Infallible;
+    }
+
+    impl OutputPin for MmioPin {
+        fn set_low(&mut self) -> Result<(), Infallible> {
+            let m = self.mask;
+            self.modify(|v| v & !m);
+            Ok(())
+        }
+        fn set_high(&mut self) -> Result<(), Infallible> {
+            let m = self.mask;
+            self.modify(|v| v | m);
+            Ok(())
+        }
+    }
+
+    fn measure_pin() -> MmioPin {
+        #[cfg(not(feature = "hifive1"))]
+        {
+            MmioPin {
+                output: NonNull::from(unsafe { &mut *addr_of_mut!(GPIO_OUTPUT) }),
+                mask: 1,
+            }
+        }
+        #[cfg(feature = "hifive1")]
+        {
+            let mask = 1 << MEASURE_PIN;
+            // SAFETY: FE310 GPIO0 registers; enable the pin as an output.
+            unsafe {
+                let en = (GPIO0_BASE + 0x08) as *mut u32;
+                core::ptr::write_volatile(en, core::ptr::read_volatile(en) | mask);
+            }
+            MmioPin {
+                output: NonNull::new((GPIO0_BASE + 0x0C) as *mut u32)
+                    .unwrap_or(NonNull::dangling()),
+                mask,
+            }
+        }
+    }
+
+    fn counters() -> Measured {
+        Measured {
+            instructions: riscv::register::minstret::read64(),
+            cycles: riscv::register::mcycle::read64(),
+        }
+    }
+
+    /// `minstret`/`mcycle` around a region, with the pin high inside it; the cost of an
+    /// empty region (the counter reads themselves) is subtracted. Before each region the
+    /// free stack below the caller is painted; after it, the deepest overwritten word
+    /// gives the region's stack use.
+    struct CsrMeter {
+        pin: MmioPin,
+        t0: Measured,
+        overhead: Measured,
+        /// Stack pointer of the region's caller and the lowest painted address.
+        sp: usize,
+        paint_low: usize,
+        peak: usize,
+    }
+
+    impl Meter for CsrMeter {
+        #[inline(always)]
+        fn start(&mut self) {
+            let sp: usize;
+            // SAFETY: reads the stack pointer.
+            unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
+            self.sp = sp;
+            self.paint_low = paint_stack(sp);
+            let _ = self.pin.set_high();
+            self.t0 = counters();
+        }
+
+        #[inline(always)]
+        fn stop(&mut self) -> Option<Measured> {
+            let t1 = counters();
+            let _ = self.pin.set_low();
+            let mut p = self.paint_low;
+            let high = self.sp - STACK_PAINT_GUARD;
+            while p < high {
+                // SAFETY: inside the region painted by `start`, below every live frame.
+                if unsafe { core::ptr::read_volatile(p as *const u32) } != STACK_PAINT {
+                    break;
+                }
+                p += 4;
+            }
+            self.peak = self.peak.max(self.sp - p.min(high));
+            Some(Measured {
+                instructions: (t1.instructions - self.t0.instructions)
+                    .saturating_sub(self.overhead.instructions),
+                cycles: (t1.cycles - self.t0.cycles).saturating_sub(self.overhead.cycles),
+            })
+        }
+
+        fn stack_peak(&mut self) -> Option<u64> {
+            Some(self.peak as u64)
+        }
+    }
+
+    extern "C" {
+        static __estack: u8;
+    }
+
+    /// Paints the free stack below `sp` (less the guard); returns the lowest painted
+    /// address.
+    #[inline(never)]
+    fn paint_stack(sp: usize) -> usize {
+        // A linker symbol; only its address is used.
+        let bottom = core::ptr::addr_of!(__estack) as usize;
+        let high = sp - STACK_PAINT_GUARD;
+        let low = high.saturating_sub(STACK_PAINT_BYTES).max(bottom) & !3;
+        let mut p = low;
+        while p < high {
+            // SAFETY: below the live stack and above the end of .bss/.heap.
+            unsafe { core::ptr::write_volatile(p as *mut u32, STACK_PAINT) };
+            p += 4;
+        }
+        low
+    }
+
+    struct SemihostingOut;
+
+    impl core::fmt::Write for SemihostingOut {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            semihosting::print!("{s}");
+            Ok(())
+        }
+    }
+
+    fn cycle_clock() -> u64 {
+        riscv::register::mcycle::read64()
+    }
+
+    #[riscv_rt::entry]
+    fn main() -> ! {
+        let mut meter = CsrMeter {
+            pin: measure_pin(),
+            t0: Measured::default(),
+            overhead: Measured::default(),
+            sp: 0,
+            paint_low: 0,
+            peak: 0,
+        };
+        meter.start();
+        meter.overhead = meter.stop().unwrap_or_default();
+        meter.peak = 0;
+        println!("nmcp-board machine={MACHINE}");
+        // SAFETY: `main` runs once and is the only user of these statics.
+        let (window, fw) = unsafe {
+            (
+                &mut *addr_of_mut!(WINDOW),
+                (*addr_of_mut!(FIRMWARE)).write(Default::default()),
+            )
+        };
+        let mut board = Board::new(window, cycle_clock);
+        let blobs = Blobs {
+            cp: CP_BLOB,
+            lamb_1t: LAMB_1T_BLOB,
+            lamb_4t: LAMB_4T_BLOB,
+        };
+        #[cfg(not(feature = "hifive1"))]
+        let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        #[cfg(feature = "hifive1")]
+        let result =
+            nmcp_board::run_lamb_suite(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        let status = match result {
+            Ok(()) => 0,
+            Err(e) => {
+                println!("error: {e}");
+                1
+            }
+        };
+        println!("exit status={status}");
+        semihosting::process::exit(status)
+    }
+}

@@ -1,0 +1,189 @@
+//! The canned scenarios the board feeds the firmware, as plain data.
+//!
+//! `build.rs` serialises [`canned_cp`] and [`canned_lamb`] with postcard at build time (it
+//! includes this file with `#[path]`, so it names only `nmcp_isa`, `heapless` and `serde`);
+//! the board binary decodes the bytes at run time, as it would decode a scenario a host
+//! sent over a link. Changing a scenario here changes the expected output.
+
+use heapless::Vec;
+use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, KernelMeta, CONCURRENCY_DEGREES};
+use serde::{Deserialize, Serialize};
+
+/// Distinct GEMM shapes a CP scenario can hold.
+pub const MAX_SHAPES: usize = 4;
+/// Tensors a LAMB scenario can hold.
+pub const MAX_TENSORS: usize = 8;
+/// Features of the CD predictor (mirrors `nmcp_firmware::cp::FEATURE_COUNT`; a unit test
+/// checks they agree).
+pub const PREDICTOR_FEATURES: usize = 15;
+/// Classes of the CD predictor (one per concurrency degree).
+pub const PREDICTOR_CLASSES: usize = CONCURRENCY_DEGREES.len();
+/// Bytes a serialised scenario may take (the board decodes from a buffer this big).
+pub const MAX_SCENARIO_BYTES: usize = 2048;
+
+/// The CD predictor's fixed-point weights (the fields of `CdPredictor`), so a scenario can
+/// carry a trained model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PredictorWeights {
+    /// Per-feature minimum, Q16.16.
+    pub min_q16: [i64; PREDICTOR_FEATURES],
+    /// Per-feature `2^32 / (max - min)`.
+    pub inv_range_q32: [i64; PREDICTOR_FEATURES],
+    /// Per-class weights, Q16.16.
+    pub weight_q16: [[i64; PREDICTOR_FEATURES]; PREDICTOR_CLASSES],
+    /// Per-class bias, Q16.16.
+    pub bias_q16: [i64; PREDICTOR_CLASSES],
+}
+
+/// One CP decision: `queues` queues, queue `q` holding one GEMM of shape
+/// `shapes[q % shapes.len()]` at its head, then a doorbell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpScenario {
+    /// Active queues (1..=32).
+    pub queues: u8,
+    /// Ring size of every queue, packets (a power of two).
+    pub ring_packets: u32,
+    /// GEMM extension records, one per shape; their kernel objects are rebased by the
+    /// layout into the device window.
+    pub shapes: Vec<GemmExt, MAX_SHAPES>,
+    /// The predictor the CP runs.
+    pub predictor: PredictorWeights,
+}
+
+/// One tensor of a LAMB step: its element count (rows are laid out by the board).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSpec {
+    /// FP32 elements.
+    pub elements: u64,
+}
+
+/// One LAMB step over a few tensors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambScenario {
+    /// Tensors, in table order.
+    pub tensors: Vec<TensorSpec, MAX_TENSORS>,
+    /// Pseudo-channels.
+    pub pseudo_channels: u16,
+    /// Banks per pseudo-channel.
+    pub banks_per_pc: u16,
+    /// Columns per row.
+    pub cols_per_row: u32,
+    /// Bytes per column access.
+    pub column_bytes: u32,
+    /// TS entries per bank ALU.
+    pub ts_entries: u16,
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Epsilon.
+    pub eps: f32,
+    /// Weight decay.
+    pub weight_decay: f32,
+    /// Gradient-norm clipping threshold.
+    pub max_grad_norm: f32,
+    /// Step number.
+    pub step: u32,
+    /// What every cross-bank reduction returns (the board has no banks; a constant keeps
+    /// the run deterministic and exercises the clip path when its root exceeds
+    /// `max_grad_norm`).
+    pub reduction_sum: f32,
+}
+
+/// Q16.16 one.
+const ONE_Q16: i64 = 1 << 16;
+
+/// A Tensile-like kernel map: the isolated 128x128 kernel, 128x64 (tuned on half the
+/// GPU) and 64x64 (a quarter); CD 1-2 keep the first, CD 4 the second, CD 8-16 the third.
+/// Kernel objects are placeholders (0, 1, 2); the layout rebases them.
+fn gemm(m: u32, n: u32, k: u32) -> GemmExt {
+    let meta = |i: u64, t0: u16, t1: u16, vgprs: u16| KernelMeta {
+        kernel_object: i,
+        macro_tile_0: t0,
+        macro_tile_1: t1,
+        depth_u: 16,
+        workgroup_size: 256,
+        lds_bytes: (u32::from(t0) + u32::from(t1)) * 16 * 2 * 2,
+        vgprs_per_thread: vgprs,
+        split_k: 1,
+    };
+    let mut kernels = Vec::new();
+    for km in [
+        meta(0, 128, 128, 128),
+        meta(1, 128, 64, 96),
+        meta(2, 64, 64, 64),
+    ] {
+        let _ = kernels.push(km);
+    }
+    GemmExt {
+        m,
+        n,
+        k,
+        batch: 1,
+        trans_a: false,
+        trans_b: false,
+        dtype: GemmDataType::F16,
+        kernels,
+        cd_choice: [0, 0, 1, 2, 2],
+    }
+}
+
+/// 32 queues, alternating two BERT-like shapes (3072x1024x1024 and 1024x4096x1024).
+///
+/// The predictor is a stand-in for a trained one: its logits depend on M only
+/// (`xn = M / 8192`; CD 1: 1, CD 4: 8 xn, CD 8: 12 xn - 1, CD 16: 16 xn - 3), so the
+/// 3072-row GEMMs ask for CD 8 and the 1024-row ones for CD 4. The firmware evaluates
+/// every multiply-accumulate of all 15 features whatever the weights are, so the
+/// instruction count is that of a trained model of the same shape.
+pub fn canned_cp() -> CpScenario {
+    let mut shapes = Vec::new();
+    let _ = shapes.push(gemm(3072, 1024, 1024));
+    let _ = shapes.push(gemm(1024, 4096, 1024));
+    let mut weight_q16 = [[0i64; PREDICTOR_FEATURES]; PREDICTOR_CLASSES];
+    weight_q16[2][0] = 8 * ONE_Q16;
+    weight_q16[3][0] = 12 * ONE_Q16;
+    weight_q16[4][0] = 16 * ONE_Q16;
+    let mut inv_range_q32 = [0i64; PREDICTOR_FEATURES];
+    inv_range_q32[0] = (1i64 << 32) / 8192;
+    CpScenario {
+        queues: 32,
+        ring_packets: 2,
+        shapes,
+        predictor: PredictorWeights {
+            min_q16: [0; PREDICTOR_FEATURES],
+            inv_range_q32,
+            weight_q16,
+            bias_q16: [ONE_Q16, 0, 0, -ONE_Q16, -3 * ONE_Q16],
+        },
+    }
+}
+
+/// A LAMB step over `tensors` tensors of BERT-large-like sizes (1024x1024, 1024x4096,
+/// 1024, 4096x1024, ...) on one HBM2 stack (32 pseudo-channels x 16 banks, 32 B columns,
+/// 32 columns per row), the NVIDIA defaults of `FusedLAMB`, and a gradient norm of 2
+/// (clipped to 1).
+pub fn canned_lamb(tensors: usize) -> LambScenario {
+    const SIZES: [u64; 4] = [1024 * 1024, 1024 * 4096, 1024, 4096 * 1024];
+    let mut t = Vec::new();
+    for &elements in SIZES.iter().cycle().take(tensors.min(MAX_TENSORS)) {
+        let _ = t.push(TensorSpec { elements });
+    }
+    LambScenario {
+        tensors: t,
+        pseudo_channels: 32,
+        banks_per_pc: 16,
+        cols_per_row: 32,
+        column_bytes: 32,
+        ts_entries: 16,
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-6,
+        weight_decay: 0.01,
+        max_grad_norm: 1.0,
+        step: 1,
+        reduction_sum: 4.0,
+    }
+}
