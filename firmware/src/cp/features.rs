@@ -79,7 +79,12 @@ pub fn waves_q16(wgs: u64, occupancy: u32, r: &CuResources) -> Option<i64> {
     if slots == 0 {
         return None;
     }
-    let q = (u128::from(wgs) << FRAC_BITS) / u128::from(slots);
+    // A 128-bit division is a long library call on RV32; every real grid fits the 64-bit
+    // path (fewer than 2^47 workgroups), which gives the same quotient.
+    let q = match wgs.checked_shl(FRAC_BITS).filter(|v| v >> FRAC_BITS == wgs) {
+        Some(shifted) => u128::from(shifted / slots),
+        None => (u128::from(wgs) << FRAC_BITS) / u128::from(slots),
+    };
     i64::try_from(q).ok()
 }
 
