@@ -100,6 +100,9 @@ pub struct LambArgs {
 /// Baseline TS entries: the one calibrated knob of the LAMB model (docs/calibration.md).
 pub const DEFAULT_TS: usize = 16;
 
+/// Largest TS accepted on the command line.
+const MAX_TS: usize = 1024;
+
 /// TS sizes the sweep visits.
 const SWEEP: [usize; 7] = [4, 8, 16, 32, 64, 128, 256];
 
@@ -240,6 +243,13 @@ fn errors(got: &[TensorState], want: &[TensorState], scales: &[TermScales]) -> (
 /// Runs `nmcp lamb`.
 pub fn run(a: LambArgs) -> CmdResult {
     let wall = std::time::Instant::now();
+    if !(1..=MAX_TS).contains(&a.ts) {
+        return Err(format!(
+            "--ts {}: TS entries per bank ALU must be 1..={MAX_TS} (every bank holds them; 256 already saturates the LAMB programs)",
+            a.ts
+        )
+        .into());
+    }
     let preset = HbmPreset::builtin(&a.preset)?;
     let h = hyper(&a);
     // Tensors: from .npy files, or the model's shapes.
