@@ -26,10 +26,7 @@ fn gen(name: &str, extra: &[&str]) -> String {
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    nmcp_tests::json_lines(stdout)
 }
 
 #[test]

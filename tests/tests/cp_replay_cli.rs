@@ -7,30 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nmcp-cp-replay-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    nmcp_tests::scratch("cp-replay-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(nmcp_tests::nmcp_path())
-        .args(args)
-        .env("NMCP_CACHE", dir.join("cache"))
-        .output()
-        .expect("nmcp runs");
-    assert!(
-        out.status.success(),
-        "nmcp {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    nmcp_tests::nmcp_cached(dir, args)
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    nmcp_tests::json_lines(stdout)
 }
 
 #[test]

@@ -4,22 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nmcp-goldyloc-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    nmcp_tests::scratch("goldyloc-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(nmcp_tests::nmcp_path())
-        .args(args)
-        .env("NMCP_CACHE", dir.join("cache"))
-        .output()
-        .expect("nmcp runs");
-    assert!(
-        out.status.success(),
-        "nmcp {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = nmcp_tests::nmcp_cached(dir, args);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "nmcp {args:?}: not JSON ({e}): {}",
