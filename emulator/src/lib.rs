@@ -13,4 +13,5 @@ pub mod lamb;
 pub mod memctrl;
 pub mod memory;
 pub mod nmc;
+pub mod sim;
 pub mod trace;

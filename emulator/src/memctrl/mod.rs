@@ -13,6 +13,7 @@
 
 pub mod controller;
 pub mod refresh;
+pub mod request;
 pub mod scheduler;
 pub mod stats;
 
