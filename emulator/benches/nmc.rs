@@ -25,6 +25,7 @@ fn step(preset: &HbmPreset, elements: &[u64]) -> u64 {
             ..NmcSystemConfig::default()
         },
         hyper: LambHyper::default(),
+        ..LambRunConfig::default()
     };
     let mut run = LambRun::new(preset.clone(), elements, config).expect("model fits the preset");
     run.step().expect("LAMB step runs");

@@ -1,10 +1,13 @@
 //! The hardware model around the nmcp firmware.
 //!
 //! Modules follow the hardware: [`hbm`] (organisation, timing, address mapping, bank
-//! state), [`memctrl`] (per-pseudo-channel controllers: queues, FR-FCFS, refresh,
-//! statistics), [`nmc`] (per-bank ALUs and the per-channel macro-command engine),
-//! [`memory`] (the bytes device memory holds), [`trace`] (request sources), [`gpu`] (GPU
-//! host, GEMM model), [`lamb`] (LAMB model, reference and ideal-GPU baseline).
+//! state), [`memctrl`] (per-pseudo-channel controllers: requests with kind, class and
+//! source, FR-FCFS, refresh, statistics), [`nmc`] (per-bank ALUs and the per-channel
+//! macro-command engine that issues through the controller), [`memory`] (the bytes device
+//! memory holds), [`trace`] (request sources), [`gpu`] (queues, dispatcher, GEMM model),
+//! [`lamb`] (LAMB model, reference and ideal-GPU baseline). [`sim`] is the one time axis
+//! and event queue; [`node`] is one GPU (firmware + hardware); [`system`] holds N nodes
+//! and owns time.
 #![warn(missing_docs)]
 
 pub mod gpu;
@@ -13,5 +16,7 @@ pub mod lamb;
 pub mod memctrl;
 pub mod memory;
 pub mod nmc;
+pub mod node;
 pub mod sim;
+pub mod system;
 pub mod trace;

@@ -1,16 +1,25 @@
-//! Device memory that holds data, so results of NMC and DMA can be checked.
+//! Device memory: the bytes a GPU node's HBM holds, for queues, packets, signals,
+//! descriptors, tensors and collective buffers alike (one store per node).
 //!
 //! Sparse: 4 KiB pages are created on first write and read as zero before that. A
-//! `BTreeMap` keeps iteration (checkpoints, dumps) deterministic.
+//! `BTreeMap` keeps iteration (checkpoints, dumps) deterministic. Every access is checked
+//! against the node's mapped range, so a firmware bug that reads outside device memory gets
+//! the same [`MemoryError::OutOfRange`] the hardware's fault would give, never a silent
+//! zero.
 
 use std::collections::BTreeMap;
+
+use nmcp_firmware::platform::MemoryError;
+use nmcp_isa::aql::DeviceRange;
+use nmcp_isa::nmc::DType;
 
 /// Bytes per page of the sparse store.
 pub const PAGE_BYTES: usize = 4096;
 
-/// Sparse, zero-initialised byte-addressed memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Sparse, zero-initialised, range-checked device memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceMemory {
+    range: DeviceRange,
     pages: BTreeMap<u64, Box<[u8; PAGE_BYTES]>>,
 }
 
@@ -22,9 +31,25 @@ fn split(addr: u64) -> (u64, usize) {
 }
 
 impl DeviceMemory {
-    /// Empty (all-zero) memory.
-    pub fn new() -> Self {
-        Self::default()
+    /// Empty (all-zero) memory mapped at `range`.
+    pub fn new(range: DeviceRange) -> Self {
+        Self {
+            range,
+            pages: BTreeMap::new(),
+        }
+    }
+
+    /// Empty memory mapped at `0..capacity` (a whole HBM device).
+    pub fn with_capacity(capacity: u64) -> Self {
+        Self::new(DeviceRange {
+            base: 0,
+            len: capacity,
+        })
+    }
+
+    /// The mapped range.
+    pub fn range(&self) -> DeviceRange {
+        self.range
     }
 
     /// Pages that have been written.
@@ -32,11 +57,24 @@ impl DeviceMemory {
         self.pages.len()
     }
 
-    /// Copies `buf.len()` bytes starting at `addr` into `buf`. Addresses wrap at 2^64.
-    pub fn read(&self, addr: u64, buf: &mut [u8]) {
+    fn check(&self, addr: u64, len: usize) -> Result<(), MemoryError> {
+        if self.range.contains(addr, len as u64) {
+            Ok(())
+        } else {
+            Err(MemoryError::OutOfRange)
+        }
+    }
+
+    /// Copies `buf.len()` bytes starting at `addr` into `buf`.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] if any byte lies outside the mapped range (nothing is
+    /// read then).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemoryError> {
+        self.check(addr, buf.len())?;
         let mut done = 0;
         while done < buf.len() {
-            let (page, off) = split(addr.wrapping_add(done as u64));
+            let (page, off) = split(addr + done as u64);
             let n = (PAGE_BYTES - off).min(buf.len() - done);
             let dst = &mut buf[done..done + n];
             match self.pages.get(&page) {
@@ -45,13 +83,19 @@ impl DeviceMemory {
             }
             done += n;
         }
+        Ok(())
     }
 
     /// Writes `data` starting at `addr`.
-    pub fn write(&mut self, addr: u64, data: &[u8]) {
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] if any byte lies outside the mapped range (nothing is
+    /// written then).
+    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        self.check(addr, data.len())?;
         let mut done = 0;
         while done < data.len() {
-            let (page, off) = split(addr.wrapping_add(done as u64));
+            let (page, off) = split(addr + done as u64);
             let n = (PAGE_BYTES - off).min(data.len() - done);
             let p = self
                 .pages
@@ -60,36 +104,131 @@ impl DeviceMemory {
             p[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
+        Ok(())
+    }
+
+    /// Reads a little-endian u64.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn read_u64(&self, addr: u64) -> Result<u64, MemoryError> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Writes a little-endian u64.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemoryError> {
+        self.write(addr, &v.to_le_bytes())
+    }
+
+    /// Reads an HSA signal's value (i64).
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn read_signal(&self, handle: u64) -> Result<i64, MemoryError> {
+        Ok(self.read_u64(handle)? as i64)
+    }
+
+    /// Stores an HSA signal's value (i64).
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn write_signal(&mut self, handle: u64, v: i64) -> Result<(), MemoryError> {
+        self.write_u64(handle, v as u64)
     }
 
     /// Reads little-endian f32 values.
-    pub fn read_f32(&self, addr: u64, out: &mut [f32]) {
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn read_f32(&self, addr: u64, out: &mut [f32]) -> Result<(), MemoryError> {
+        self.check(addr, out.len() * 4)?;
         let mut b = [0u8; 4];
         for (i, v) in out.iter_mut().enumerate() {
-            self.read(addr.wrapping_add(4 * i as u64), &mut b);
+            self.read(addr + 4 * i as u64, &mut b)?;
             *v = f32::from_le_bytes(b);
         }
+        Ok(())
     }
 
     /// Writes little-endian f32 values.
-    pub fn write_f32(&mut self, addr: u64, values: &[f32]) {
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn write_f32(&mut self, addr: u64, values: &[f32]) -> Result<(), MemoryError> {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.write(addr, &bytes);
+        self.write(addr, &bytes)
     }
 
     /// Reads little-endian u16 values (the bit patterns of f16 or bf16 elements).
-    pub fn read_u16(&self, addr: u64, out: &mut [u16]) {
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn read_u16(&self, addr: u64, out: &mut [u16]) -> Result<(), MemoryError> {
+        self.check(addr, out.len() * 2)?;
         let mut b = [0u8; 2];
         for (i, v) in out.iter_mut().enumerate() {
-            self.read(addr.wrapping_add(2 * i as u64), &mut b);
+            self.read(addr + 2 * i as u64, &mut b)?;
             *v = u16::from_le_bytes(b);
         }
+        Ok(())
     }
 
     /// Writes little-endian u16 values.
-    pub fn write_u16(&mut self, addr: u64, values: &[u16]) {
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn write_u16(&mut self, addr: u64, values: &[u16]) -> Result<(), MemoryError> {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.write(addr, &bytes);
+        self.write(addr, &bytes)
+    }
+
+    /// A near-memory op-and-store: adds `data` (lanes of `dtype`, little-endian) to what
+    /// memory holds at `addr` and stores the sum, lane by lane, with the bank ALU's
+    /// arithmetic (f16/bf16 through f32 and rounded back; i32 wrapping).
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`]; [`MemoryError::Misaligned`] when `data` is not a whole
+    /// number of lanes.
+    pub fn apply_update(&mut self, addr: u64, dtype: DType, data: &[u8]) -> Result<(), MemoryError> {
+        let lane = match dtype {
+            DType::F16 | DType::Bf16 => 2,
+            DType::F32 | DType::I32 => 4,
+        };
+        if data.len() % lane != 0 {
+            return Err(MemoryError::Misaligned);
+        }
+        let mut old = vec![0u8; data.len()];
+        self.read(addr, &mut old)?;
+        for (o, d) in old.chunks_exact_mut(lane).zip(data.chunks_exact(lane)) {
+            match dtype {
+                DType::F32 => {
+                    let s = f32::from_le_bytes([o[0], o[1], o[2], o[3]])
+                        + f32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                    o.copy_from_slice(&s.to_le_bytes());
+                }
+                DType::I32 => {
+                    let s = i32::from_le_bytes([o[0], o[1], o[2], o[3]])
+                        .wrapping_add(i32::from_le_bytes([d[0], d[1], d[2], d[3]]));
+                    o.copy_from_slice(&s.to_le_bytes());
+                }
+                DType::F16 => {
+                    let s = half::f16::from_le_bytes([o[0], o[1]]).to_f32()
+                        + half::f16::from_le_bytes([d[0], d[1]]).to_f32();
+                    o.copy_from_slice(&half::f16::from_f32(s).to_le_bytes());
+                }
+                DType::Bf16 => {
+                    let s = half::bf16::from_le_bytes([o[0], o[1]]).to_f32()
+                        + half::bf16::from_le_bytes([d[0], d[1]]).to_f32();
+                    o.copy_from_slice(&half::bf16::from_f32(s).to_le_bytes());
+                }
+            }
+        }
+        self.write(addr, &old)
     }
 }
 
@@ -99,18 +238,58 @@ mod tests {
 
     #[test]
     fn reads_zero_then_what_was_written_across_pages() {
-        let mut m = DeviceMemory::new();
+        let mut m = DeviceMemory::with_capacity(1 << 20);
         let mut buf = [7u8; 10];
-        m.read(4090, &mut buf);
+        m.read(4090, &mut buf).unwrap();
         assert_eq!(buf, [0; 10]);
-        m.write(4090, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-        m.read(4090, &mut buf);
+        m.write(4090, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).unwrap();
+        m.read(4090, &mut buf).unwrap();
         assert_eq!(buf, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert_eq!(m.resident_pages(), 2);
         let vals = [1.5f32, -2.25, 1e-7, f32::MAX];
-        m.write_f32(8190, &vals);
+        m.write_f32(8190, &vals).unwrap();
         let mut back = [0f32; 4];
-        m.read_f32(8190, &mut back);
+        m.read_f32(8190, &mut back).unwrap();
         assert_eq!(back, vals);
+    }
+
+    #[test]
+    fn outside_the_range_is_an_error_and_changes_nothing() {
+        let mut m = DeviceMemory::new(DeviceRange {
+            base: 0x1000,
+            len: 0x1000,
+        });
+        assert_eq!(m.write(0xFFC, &[1; 8]), Err(MemoryError::OutOfRange));
+        assert_eq!(m.write(0x1FFC, &[1; 8]), Err(MemoryError::OutOfRange));
+        assert_eq!(m.resident_pages(), 0);
+        let mut b = [0u8; 4];
+        assert_eq!(m.read(0x2000, &mut b), Err(MemoryError::OutOfRange));
+        assert!(m.write_u64(0x1FF8, 9).is_ok());
+        assert_eq!(m.read_u64(0x1FF8), Ok(9));
+    }
+
+    #[test]
+    fn update_adds_lane_by_lane() {
+        let mut m = DeviceMemory::with_capacity(4096);
+        m.write_f32(0, &[1.0, 2.5]).unwrap();
+        let add: Vec<u8> = [0.5f32, -2.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        m.apply_update(0, DType::F32, &add).unwrap();
+        let mut back = [0f32; 2];
+        m.read_f32(0, &mut back).unwrap();
+        assert_eq!(back, [1.5, 0.0]);
+        let h = |x: f32| half::f16::from_f32(x).to_bits();
+        m.write_u16(64, &[h(1.0), h(-3.0)]).unwrap();
+        let add: Vec<u8> = [h(0.25), h(1.0)].iter().flat_map(|v| v.to_le_bytes()).collect();
+        m.apply_update(64, DType::F16, &add).unwrap();
+        let mut hb = [0u16; 2];
+        m.read_u16(64, &mut hb).unwrap();
+        assert_eq!(hb, [h(1.25), h(-2.0)]);
+        assert_eq!(
+            m.apply_update(0, DType::F32, &[0; 3]),
+            Err(MemoryError::Misaligned)
+        );
+        m.write(100, &(-5i32).to_le_bytes()).unwrap();
+        m.apply_update(100, DType::I32, &7i32.to_le_bytes()).unwrap();
+        assert_eq!(m.read_u64(100).unwrap() as u32 as i32, 2);
     }
 }

@@ -62,6 +62,7 @@ fn run(
             ..NmcSystemConfig::default()
         },
         hyper,
+        ..LambRunConfig::default()
     };
     let mut nmc = LambRun::new(preset, &elements, config).unwrap();
     let mut scales: Vec<TermScales> = Vec::new();

@@ -3,26 +3,61 @@
 
 use nmcp_emulator::hbm::config::RefreshMode;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::nmc::system::{NmcSystem, NmcSystemConfig};
-use nmcp_firmware::platform::NmcController;
+use nmcp_emulator::memory::DeviceMemory;
+use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_firmware::platform::NmcError;
 use nmcp_isa::asm::parse_macro;
+use nmcp_isa::nmc::{ChannelRange, MacroCommand};
 
 /// Linear NMC layout: 32 B offset, then every bank-selecting field, then column, then
 /// row (MSB first in the string).
 const LINEAR: &str = "ro-co-ba-bg-st-pc-ch";
 
-fn system(refresh: RefreshMode) -> NmcSystem {
+/// The NMC block of one node and the node's device memory, driven directly (no
+/// firmware): every call happens at cycle 0 and queues behind earlier work.
+struct Rig {
+    nmc: NmcBlock,
+    mem: DeviceMemory,
+}
+
+impl Rig {
+    fn submit(&mut self, cmd: &MacroCommand) -> Result<u64, NmcError> {
+        self.nmc.submit(0, cmd, &mut self.mem)
+    }
+
+    fn write_scalar(&mut self, reg: u8, v: f32) {
+        let ch = ChannelRange { first: 0, count: 1 };
+        self.nmc.write_scalar(0, ch, reg, v.to_bits()).unwrap();
+    }
+
+    fn engine_now(&self) -> u64 {
+        self.nmc.engines()[0].now()
+    }
+
+    fn log_pc0(&mut self) {
+        let c = self.nmc.memory_system_mut().controller_mut(0).unwrap();
+        c.set_logging(true);
+    }
+
+    fn read_f32(&self, a: u64, out: &mut [f32]) {
+        self.mem.read_f32(a, out).unwrap();
+    }
+}
+
+fn system(refresh: RefreshMode) -> Rig {
     let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
     p.refresh.mode = refresh;
     let m = AddressMapping::parse(LINEAR, &p).unwrap();
-    NmcSystem::new(
-        p,
+    let mem = DeviceMemory::with_capacity(p.capacity_bytes());
+    let nmc = NmcBlock::new(
+        &p,
         m,
         NmcSystemConfig {
             parallel: false,
             ..NmcSystemConfig::default()
         },
-    )
+    );
+    Rig { nmc, mem }
 }
 
 /// Address of (pc, flat bank, row, col) in the linear layout of hbm2-2000 (16 PCs x 16
@@ -46,7 +81,7 @@ fn add_macro() -> nmcp_isa::nmc::MacroCommand {
     .unwrap()
 }
 
-fn fill(sys: &mut NmcSystem) -> Vec<(u64, f32)> {
+fn fill(sys: &mut Rig) -> Vec<(u64, f32)> {
     let mut out = Vec::new();
     let mut x = 0x9e37_79b9u32;
     for row in 0..ROWS {
@@ -60,7 +95,7 @@ fn fill(sys: &mut NmcSystem) -> Vec<(u64, f32)> {
                     x ^= x << 5;
                     *v = (x as f32 / u32::MAX as f32 - 0.5) * 1000.0;
                 }
-                sys.memory_mut().write_f32(a, &vals);
+                sys.mem.write_f32(a, &vals).unwrap();
                 for (i, v) in vals.iter().enumerate() {
                     out.push((a + 4 * i as u64, *v));
                 }
@@ -74,9 +109,10 @@ fn fill(sys: &mut NmcSystem) -> Vec<(u64, f32)> {
 fn layout_helper_matches_the_mapping() {
     let sys = system(RefreshMode::Off);
     for (pc, bank, row, col) in [(0, 0, 0, 0), (3, 5, 7, 9), (0, 6, 3, 1), (15, 15, 63, 31)] {
-        let d = sys.mapping().decode(addr(pc, bank, row, col));
-        assert_eq!(sys.mapping().pseudo_channel_index(&d) as u64, pc);
-        assert_eq!(sys.mapping().bank_index(&d) as u64, bank);
+        let m = sys.nmc.mapping();
+        let d = m.decode(addr(pc, bank, row, col));
+        assert_eq!(m.pseudo_channel_index(&d) as u64, pc);
+        assert_eq!(m.bank_index(&d) as u64, bank);
         assert_eq!((u64::from(d.row), u64::from(d.col)), (row, col));
     }
 }
@@ -86,26 +122,22 @@ fn all_bank_add_over_one_mib_is_bit_exact_and_takes_the_derived_cycles() {
     let mut sys = system(RefreshMode::Off);
     let before = fill(&mut sys);
     let s0 = 1.75f32;
-    sys.write_scalar(
-        nmcp_isa::nmc::ChannelRange { first: 0, count: 1 },
-        0,
-        s0.to_bits(),
-    )
-    .unwrap();
-    let scalar_done = sys.engines()[0].now();
+    sys.write_scalar(0, s0);
+    let scalar_done = sys.engine_now();
     let cmd = add_macro();
-    sys.submit(&cmd).unwrap();
-    let end = sys.engines()[0].now();
+    let done = sys.submit(&cmd).unwrap();
+    let end = sys.engine_now();
+    assert_eq!(done, end);
 
     // Bit-exact against plain f32 addition.
     for (a, v) in &before {
         let mut got = [0f32];
-        sys.memory().read_f32(*a, &mut got);
+        sys.read_f32(*a, &mut got);
         assert_eq!(got[0].to_bits(), (v + s0).to_bits(), "at {a:#x}");
     }
     // Other pseudo-channels untouched.
     let mut other = [1f32];
-    sys.memory().read_f32(addr(1, 0, 0, 0), &mut other);
+    sys.read_f32(addr(1, 0, 0, 0), &mut other);
     assert_eq!(other[0], 0.0);
 
     // Derivation (hbm2-2000, refresh off), per row of the 64:
@@ -126,7 +158,7 @@ fn all_bank_add_over_one_mib_is_bit_exact_and_takes_the_derived_cycles() {
         end, expected,
         "engine finished at {end}, derivation says {expected}"
     );
-    let st = sys.engines()[0].stats();
+    let st = sys.nmc.engines()[0].stats();
     assert_eq!(st.activations, ROWS);
     assert_eq!(st.column_commands, 2 * 2048);
 }
@@ -138,8 +170,8 @@ fn refresh_interrupts_the_stream_every_trefi() {
     let cmd = add_macro();
     off.submit(&cmd).unwrap();
     on.submit(&cmd).unwrap();
-    let (t_off, t_on) = (off.engines()[0].now(), on.engines()[0].now());
-    let refs = on.engines()[0].stats().refreshes;
+    let (t_off, t_on) = (off.engine_now(), on.engine_now());
+    let refs = on.nmc.engines()[0].stats().refreshes;
     // One REF per tREFI of elapsed time.
     assert_eq!(refs, t_on / 3900, "{refs} refreshes in {t_on} cycles");
     // Each costs at least tRFC and at most tRFC plus a row re-open and a write recovery.
@@ -158,35 +190,30 @@ fn ts_overflow_and_bad_channels_are_errors() {
          .phase row=0\n  mov.f32 ts1, mem\n.end\n",
     )
     .unwrap();
-    assert_eq!(
-        sys.submit(&big),
-        Err(nmcp_firmware::platform::NmcError::Unsupported)
-    );
-    let e = sys.take_error().unwrap().to_string();
+    assert_eq!(sys.submit(&big), Err(NmcError::Unsupported));
+    let e = sys.nmc.take_error().unwrap().to_string();
     assert!(e.contains("TS entries"), "{e}");
     let far = parse_macro(
         ".macro channels=15+2 mode=all col_start=0 col_count=1 chunk=1\n\
          .phase row=0\n  mov.f32 ts0, mem\n.end\n",
     )
     .unwrap();
-    assert_eq!(
-        sys.submit(&far),
-        Err(nmcp_firmware::platform::NmcError::OutOfRange)
-    );
+    assert_eq!(sys.submit(&far), Err(NmcError::OutOfRange));
 }
 
-fn kinds(sys: &NmcSystem) -> Vec<(u64, String)> {
-    sys.engines()[0]
+/// Pseudo-channel 0's command log (the controller's: the engine issues through it).
+fn kinds(sys: &Rig) -> Vec<(u64, String)> {
+    sys.nmc.memory_system().controllers()[0]
         .log()
         .iter()
-        .map(|(t, c)| (*t, format!("{c:?}")))
+        .map(|l| (l.at, format!("{:?}", l.cmd)))
         .collect()
 }
 
 #[test]
 fn all_bank_command_sequence_for_two_phases() {
     let mut sys = system(RefreshMode::Off);
-    sys.engines_mut()[0].set_logging(true);
+    sys.log_pc0();
     let cmd = parse_macro(
         ".macro channels=0+1 mode=all col_start=0 col_count=4 chunk=2\n\
          .phase row=0\n  mov.f32 ts0, mem\n\
@@ -222,21 +249,17 @@ fn all_bank_command_sequence_for_two_phases() {
 #[test]
 fn single_bank_read_modify_write_is_an_op_and_store_update() {
     let mut sys = system(RefreshMode::Off);
-    sys.engines_mut()[0].set_logging(true);
+    sys.log_pc0();
     // bank group 1, bank 2 = flat bank 6.
     let a = addr(0, 6, 3, 0);
     let vals: Vec<f32> = (0..32).map(|i| i as f32 * 0.5 - 3.0).collect();
-    sys.memory_mut().write_f32(a, &vals[..8]);
+    sys.mem.write_f32(a, &vals[..8]).unwrap();
     for c in 1..4 {
-        sys.memory_mut()
-            .write_f32(addr(0, 6, 3, c), &vals[8 * c as usize..8 * c as usize + 8]);
+        sys.mem
+            .write_f32(addr(0, 6, 3, c), &vals[8 * c as usize..8 * c as usize + 8])
+            .unwrap();
     }
-    sys.write_scalar(
-        nmcp_isa::nmc::ChannelRange { first: 0, count: 1 },
-        0,
-        2.5f32.to_bits(),
-    )
-    .unwrap();
+    sys.write_scalar(0, 2.5);
     let cmd = parse_macro(
         ".macro channels=0+1 mode=single bank_group=1 bank=2 col_start=0 col_count=4 chunk=4\n\
          .phase row=3\n  add.f32 mem, mem, s0\n.end\n",
@@ -261,12 +284,12 @@ fn single_bank_read_modify_write_is_an_op_and_store_update() {
     // The data: every element of the four columns gained 2.5; other banks untouched.
     for c in 0..4u64 {
         let mut got = [0f32; 8];
-        sys.memory().read_f32(addr(0, 6, 3, c), &mut got);
+        sys.read_f32(addr(0, 6, 3, c), &mut got);
         for (i, g) in got.iter().enumerate() {
             assert_eq!(*g, vals[8 * c as usize + i] + 2.5);
         }
     }
     let mut other = [1f32; 8];
-    sys.memory().read_f32(addr(0, 5, 3, 0), &mut other);
+    sys.read_f32(addr(0, 5, 3, 0), &mut other);
     assert_eq!(other, [0.0; 8]);
 }

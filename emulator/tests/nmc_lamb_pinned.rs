@@ -14,10 +14,12 @@ use nmcp_emulator::lamb::reference::LambHyper;
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::system::{NmcSystemConfig, NmcTotals};
+use nmcp_emulator::node::FirmwareCost;
 
 /// One timing-only LAMB step of a one-layer, d_model = 64 transformer on hbm2-2000 (with
-/// its default refresh), engines run one after another.
-fn small_step() -> (u64, NmcTotals) {
+/// its default refresh), engines run one after another, the firmware's work charged
+/// with `cost`.
+fn small_step(cost: FirmwareCost) -> (u64, NmcTotals, u64) {
     let model = ModelPreset::custom("pinned", 1, 64, 256);
     let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
     let preset = HbmPreset::builtin("hbm2-2000").expect("built-in preset");
@@ -28,15 +30,20 @@ fn small_step() -> (u64, NmcTotals) {
             ..NmcSystemConfig::default()
         },
         hyper: LambHyper::default(),
+        cost,
     };
     let mut run = LambRun::new(preset, &elements, config).expect("layout fits");
     let outcome = run.step().expect("step runs");
-    (outcome.cycles, run.totals())
+    (outcome.cycles, run.totals(), run.cp_cycles())
 }
 
+/// With the firmware's work free, the step is the one pinned before the node charged
+/// it: the NMC engines issuing through the memory controllers (one timing state, one
+/// refresh schedule) give the same commands on the same cycles.
 #[test]
 fn small_lamb_step_cycles_and_commands_are_pinned() {
-    let (cycles, totals) = small_step();
+    let (cycles, totals, cp) = small_step(FirmwareCost::free());
+    assert_eq!(cp, 0);
     println!("cycles {cycles}, totals {totals:?}");
     assert_eq!(cycles, 288_057, "step cycles");
     assert_eq!(totals.commands_total, 700_432, "DRAM commands");
@@ -45,4 +52,31 @@ fn small_lamb_step_cycles_and_commands_are_pinned() {
     assert_eq!(totals.engines.refreshes, 1_168, "refreshes");
     // Summed over the engines, so it also pins each pseudo-channel's own finishing cycle.
     assert_eq!(totals.engines.busy_cycles, 4_465_280, "engine busy cycles");
+}
+
+/// With the firmware charged (the default: 31 CP cycles per descriptor read and per NMC
+/// call at 1.5 GHz), the program's column commands are the same and the step is longer
+/// only by CP time the engines could not hide: the sequencer runs ahead of the engines by
+/// up to 16 queued commands, so most of its time overlaps theirs. Refreshes fall at other
+/// columns when the engines start later, so activations and refreshes move a little
+/// (a refresh inside a row costs a re-activation).
+#[test]
+fn charging_the_sequencer_moves_only_time() {
+    let (free_cycles, free, _) = small_step(FirmwareCost::free());
+    let (cycles, totals, cp) = small_step(FirmwareCost::default());
+    println!("charged: cycles {cycles}, CP cycles {cp}, totals {totals:?}");
+    assert_eq!(totals.engines.column_commands, free.engines.column_commands);
+    assert_eq!(totals.engines.macro_commands, free.engines.macro_commands);
+    assert_eq!(totals.reductions, free.reductions);
+    assert!(cp > 0);
+    // The CP's time at 1.5 GHz in DRAM cycles (1 GHz) bounds what it can add.
+    let cp_dram = cp.div_ceil(3) * 2;
+    assert!(
+        cycles >= free_cycles && cycles <= free_cycles + cp_dram,
+        "{cycles} vs {free_cycles} + {cp_dram}"
+    );
+    assert_eq!(cycles, 292_366, "step cycles with the sequencer charged");
+    assert_eq!(cp, 10_943, "CP cycles charged");
+    assert_eq!(totals.engines.activations, 28_224, "activations");
+    assert_eq!(totals.engines.refreshes, 1_184, "refreshes");
 }

@@ -1,9 +1,8 @@
-//! Events the platform delivers and the firmware's top-level dispatcher.
+//! Events the platform delivers. The bottom floor of the firmware: the CP, the NMC
+//! sequencer and T3 all read it; the dispatcher that routes events to them lives at the
+//! top, in [`crate::Firmware`].
 
-use core::fmt;
-
-use crate::platform::{DispatchError, DmaError, MemoryError, NmcError, NmcTicket, TrackerError};
-use crate::{cp, nmc, Platform};
+use crate::platform::{DispatchError, DmaError, NmcError, NmcTicket};
 
 /// Something the hardware reports to the CP. Each one is handled to completion.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,106 +27,42 @@ pub enum Event {
         queue: u8,
         /// Dispatch id of the packet.
         dispatch_id: u64,
+        /// How it ended: `Err` when the dispatcher had to abort a kernel it had accepted
+        /// (split-phase rule: an accepted call always completes, possibly with an error).
+        status: Result<(), DispatchError>,
     },
     /// A macro-command finished on every channel it targeted.
     NmcDone {
         /// Ticket returned by `submit`.
         ticket: NmcTicket,
+        /// How it ended: `Err` when an engine failed a command it had accepted.
+        status: Result<(), NmcError>,
     },
     /// The host finished a cross-bank reduction requested with `reduce_partials`.
     PartialsReady {
         /// Ticket returned by `reduce_partials`.
         ticket: NmcTicket,
-        /// The sum of every bank's accumulator.
+        /// The sum of every bank's accumulator (meaningful when `status` is `Ok`).
         sum: f32,
+        /// How the read-out ended.
+        status: Result<(), NmcError>,
     },
-    /// A DMA transfer landed.
+    /// A DMA transfer landed (or failed after it was accepted).
     DmaDone {
         /// DMA engine.
         engine: u8,
         /// Descriptor id.
         id: u16,
+        /// How it ended.
+        status: Result<(), DmaError>,
     },
     /// A tracker entry reached its threshold.
     TrackerFired {
         /// Tracker entry id.
         entry: u16,
     },
-    /// A periodic timer tick.
-    Timer,
+    /// A deferred call: the platform re-invokes the firmware because a handler stopped at
+    /// its work bound with work left (Tock's deferred call), not a periodic timer.
+    Deferred,
 }
 
-/// Why a handler could not finish. The firmware stays consistent after any of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum FirmwareError {
-    /// A device-memory access failed.
-    Memory(MemoryError),
-    /// The dispatcher refused a request.
-    Dispatch(DispatchError),
-    /// The NMC engine refused a request.
-    Nmc(NmcError),
-    /// A DMA engine refused a request.
-    Dma(DmaError),
-    /// The tracker refused a request.
-    Tracker(TrackerError),
-    /// The command processor failed.
-    Cp(cp::CpError),
-    /// The NMC sequencer failed.
-    Sequencer(nmc::SequencerError),
-}
-
-impl fmt::Display for FirmwareError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Memory(e) => write!(f, "device memory: {e}"),
-            Self::Dispatch(e) => write!(f, "dispatch: {e}"),
-            Self::Nmc(e) => write!(f, "NMC: {e}"),
-            Self::Dma(e) => write!(f, "DMA: {e}"),
-            Self::Tracker(e) => write!(f, "tracker: {e}"),
-            Self::Cp(e) => write!(f, "command processor: {e}"),
-            Self::Sequencer(e) => write!(f, "NMC sequencer: {e}"),
-        }
-    }
-}
-
-impl core::error::Error for FirmwareError {}
-
-macro_rules! from_error {
-    ($($t:ty => $v:ident),*) => {$(
-        impl From<$t> for FirmwareError {
-            fn from(e: $t) -> Self { Self::$v(e) }
-        }
-    )*};
-}
-from_error!(MemoryError => Memory, DispatchError => Dispatch, NmcError => Nmc,
-            DmaError => Dma, TrackerError => Tracker, cp::CpError => Cp,
-            nmc::SequencerError => Sequencer);
-
-/// The whole firmware: one value, owned by the board's main loop or by the emulator.
-#[derive(Debug, Default)]
-pub struct Firmware {
-    /// GOLDYLOC command processor.
-    pub cp: cp::CommandProcessor,
-    /// NMC sequencing (LAMB, reductions).
-    pub nmc: nmc::NmcSequencer,
-}
-
-impl Firmware {
-    /// Handles one event to completion.
-    ///
-    /// # Errors
-    /// Any [`FirmwareError`]; the firmware's state stays consistent and the next event
-    /// can be handled.
-    pub fn handle<P: Platform>(&mut self, event: Event, p: &mut P) -> Result<(), FirmwareError> {
-        match event {
-            Event::Doorbell { .. }
-            | Event::KernelDispatched { .. }
-            | Event::KernelCompleted { .. }
-            | Event::Timer => self.cp.on_event(&event, p),
-            Event::NmcDone { .. } | Event::PartialsReady { .. } => self.nmc.on_event(&event, p),
-            Event::DmaDone { .. } | Event::TrackerFired { .. } => Ok(()),
-        }
-    }
-}

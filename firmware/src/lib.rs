@@ -32,9 +32,11 @@ mod fmt;
 
 pub mod cp;
 pub mod event;
+mod firmware;
 pub mod nmc;
 pub mod platform;
 pub mod t3;
 
-pub use event::{Event, Firmware, FirmwareError};
+pub use event::Event;
+pub use firmware::{Firmware, FirmwareError};
 pub use platform::Platform;

@@ -42,6 +42,8 @@ simple_error! {
         OutOfRange => "address range outside device memory",
         /// The access is not aligned as the block requires.
         Misaligned => "misaligned device-memory access",
+        /// This platform has no device memory the firmware may reach.
+        Unsupported => "device memory not available on this platform",
     }
 }
 
@@ -55,6 +57,12 @@ simple_error! {
         Busy => "dispatcher busy",
         /// The packet the request names is not at the queue's read index.
         NotAtHead => "packet is not at the queue head",
+        /// The packet at the head, or its GEMM extension record, does not describe a
+        /// kernel the dispatcher can run (it does not decode, or the kernel object is not
+        /// one the record lists).
+        BadPacket => "packet does not describe a runnable kernel",
+        /// This platform has no kernel dispatcher.
+        Unsupported => "no kernel dispatcher on this platform",
     }
 }
 
@@ -65,7 +73,8 @@ simple_error! {
         Busy => "NMC engine busy",
         /// The macro-command names a channel or bank the device does not have.
         OutOfRange => "NMC command outside the device",
-        /// The macro-command does not fit the engine (e.g. TS slots beyond capacity).
+        /// The macro-command does not fit the engine (e.g. TS slots beyond capacity), or
+        /// this platform has no NMC engines.
         Unsupported => "NMC command not supported by this engine",
         /// The scalar register index is not implemented.
         NoSuchRegister => "no such scalar register",
@@ -81,6 +90,8 @@ simple_error! {
         TableFull => "DMA descriptor table full",
         /// Source or destination outside mapped memory.
         OutOfRange => "DMA range outside mapped memory",
+        /// This platform has no DMA engines.
+        Unsupported => "no DMA engines on this platform",
     }
 }
 
@@ -91,6 +102,8 @@ simple_error! {
         SetFull => "tracker set full",
         /// The entry's fields are inconsistent (e.g. zero threshold).
         Invalid => "invalid tracker entry",
+        /// This platform has no store tracker.
+        Unsupported => "no store tracker on this platform",
     }
 }
 
@@ -98,6 +111,10 @@ simple_error! {
 pub trait Clock {
     /// The current time in CP cycles.
     fn now(&self) -> Cycle;
+
+    /// The clock's rate in hertz, so firmware can turn a duration into cycles (a T3
+    /// timeout, a polling interval) on any platform.
+    fn hz(&self) -> u64;
 }
 
 /// Device memory as the CP sees it (queues, packets, signals, descriptors).
@@ -108,13 +125,15 @@ pub trait DeviceMemory {
     /// Reads `buf.len()` bytes at `addr`.
     ///
     /// # Errors
-    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory.
+    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory;
+    /// [`MemoryError::Unsupported`] on a platform without device memory.
     fn read(&mut self, addr: DevAddr, buf: &mut [u8]) -> Result<(), MemoryError>;
 
     /// Writes `data` at `addr`.
     ///
     /// # Errors
-    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory.
+    /// [`MemoryError::OutOfRange`] if any byte lies outside device memory;
+    /// [`MemoryError::Unsupported`] on a platform without device memory.
     fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError>;
 }
 
@@ -138,7 +157,8 @@ pub trait KernelDispatcher {
     ///
     /// # Errors
     /// [`DispatchError::NoSuchQueue`], [`DispatchError::Busy`],
-    /// [`DispatchError::NotAtHead`].
+    /// [`DispatchError::NotAtHead`], [`DispatchError::BadPacket`],
+    /// [`DispatchError::Unsupported`].
     fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError>;
 
     /// Completes the packet at the head of `queue` without running it (a packet the CP
@@ -146,7 +166,8 @@ pub trait KernelDispatcher {
     /// signal, and advances the queue's read index.
     ///
     /// # Errors
-    /// [`DispatchError::NoSuchQueue`], [`DispatchError::NotAtHead`].
+    /// [`DispatchError::NoSuchQueue`], [`DispatchError::NotAtHead`],
+    /// [`DispatchError::Unsupported`].
     fn complete_without_dispatch(
         &mut self,
         queue: u8,
@@ -176,14 +197,15 @@ pub trait NmcController {
     /// Ordered after every previously submitted macro-command on those channels.
     ///
     /// # Errors
-    /// [`NmcError::NoSuchRegister`], [`NmcError::OutOfRange`], [`NmcError::Busy`].
+    /// [`NmcError::NoSuchRegister`], [`NmcError::OutOfRange`], [`NmcError::Busy`],
+    /// [`NmcError::Unsupported`].
     fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError>;
 
     /// Asks the GPU host to read every bank's reduction accumulator on `channels`, add
     /// them up, and clear them. `PartialsReady { ticket, sum }` carries the total.
     ///
     /// # Errors
-    /// [`NmcError::OutOfRange`], [`NmcError::Busy`].
+    /// [`NmcError::OutOfRange`], [`NmcError::Busy`], [`NmcError::Unsupported`].
     fn reduce_partials(&mut self, channels: ChannelSet) -> Result<NmcTicket, NmcError>;
 }
 
@@ -193,7 +215,8 @@ pub trait DmaController {
     /// if it has no trigger). `DmaDone` arrives when the transfer landed.
     ///
     /// # Errors
-    /// [`DmaError::NoSuchEngine`], [`DmaError::TableFull`], [`DmaError::OutOfRange`].
+    /// [`DmaError::NoSuchEngine`], [`DmaError::TableFull`], [`DmaError::OutOfRange`],
+    /// [`DmaError::Unsupported`].
     fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError>;
 }
 
@@ -202,7 +225,8 @@ pub trait TrackerController {
     /// Installs a tracker entry.
     ///
     /// # Errors
-    /// [`TrackerError::SetFull`], [`TrackerError::Invalid`].
+    /// [`TrackerError::SetFull`], [`TrackerError::Invalid`],
+    /// [`TrackerError::Unsupported`].
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError>;
 }
 

@@ -7,11 +7,14 @@
 
 pub mod catalog;
 pub mod config;
+pub mod dispatch;
+pub mod fixed_engine;
 pub mod gemm;
 pub mod queue;
 pub mod sim;
-pub mod system;
 pub mod workload;
+
+pub use fixed_engine::FixedTimeEngine;
 
 use nmcp_isa::gemm_ext::{GemmExt, KernelMeta};
 
@@ -61,4 +64,29 @@ pub trait KernelEngine {
 
     /// Advances to `until`, appending every event up to and including it, in time order.
     fn advance(&mut self, until: Nanos, out: &mut Vec<GpuEvent>);
+}
+
+/// The GPU model of a node that runs no kernels (an NMC-only node): it has no CUs, and a
+/// kernel launched on it is reported placed and finished at once. The node's CP has no
+/// queues in that configuration, so nothing launches in practice.
+#[derive(Debug, Clone, Default)]
+pub struct NoGpu {
+    pending: Vec<GpuEvent>,
+}
+
+impl KernelEngine for NoGpu {
+    fn launch(&mut self, now: Nanos, tag: u64, _launch: &KernelLaunch) {
+        self.pending.push(GpuEvent::AllDispatched { tag, at: now });
+        self.pending.push(GpuEvent::Completed { tag, at: now });
+    }
+
+    fn next_event(&self) -> Option<Nanos> {
+        self.pending.first().map(|e| match *e {
+            GpuEvent::AllDispatched { at, .. } | GpuEvent::Completed { at, .. } => at,
+        })
+    }
+
+    fn advance(&mut self, _until: Nanos, out: &mut Vec<GpuEvent>) {
+        out.append(&mut self.pending);
+    }
 }

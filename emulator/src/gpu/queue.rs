@@ -1,126 +1,15 @@
 //! User-mode AQL queues in device memory, the producer protocol, completion signals, and
 //! the queue-dump file format that `nmcp aql decode` and `nmcp cp replay` read.
 //!
-//! Device memory here is a small sparse byte store of its own (the CP side only needs
-//! rings, index words, signals and extension records); the DRAM-accurate memory model is
-//! elsewhere in the emulator.
+//! Rings, index words and signals live in the node's one [`DeviceMemory`].
 
-use std::collections::HashMap;
 use std::fmt;
 
 use nmcp_firmware::cp::QueueConfig;
+
+pub use crate::memory::DeviceMemory;
 use nmcp_firmware::platform::MemoryError;
 use nmcp_isa::aql::{self, DeviceRange, PacketType, AQL_PACKET_BYTES};
-
-/// Bytes per page of [`SparseMemory`].
-pub const PAGE_BYTES: usize = 4096;
-
-/// Byte-addressable device memory that only stores pages that were written; unwritten
-/// bytes read as zero.
-#[derive(Debug, Clone)]
-pub struct SparseMemory {
-    range: DeviceRange,
-    pages: HashMap<u64, Box<[u8; PAGE_BYTES]>>,
-}
-
-impl SparseMemory {
-    /// Empty memory covering `range`.
-    pub fn new(range: DeviceRange) -> Self {
-        Self {
-            range,
-            pages: HashMap::new(),
-        }
-    }
-
-    /// The address range.
-    pub fn range(&self) -> DeviceRange {
-        self.range
-    }
-
-    /// Reads `buf.len()` bytes at `addr`.
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`] if any byte is outside the range.
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemoryError> {
-        if !self.range.contains(addr, buf.len() as u64) {
-            return Err(MemoryError::OutOfRange);
-        }
-        let mut a = addr;
-        let mut rest = buf;
-        while !rest.is_empty() {
-            let page = a / PAGE_BYTES as u64;
-            let off = (a % PAGE_BYTES as u64) as usize;
-            let n = rest.len().min(PAGE_BYTES - off);
-            let (head, tail) = rest.split_at_mut(n);
-            match self.pages.get(&page) {
-                Some(p) => head.copy_from_slice(&p[off..off + n]),
-                None => head.fill(0),
-            }
-            rest = tail;
-            a += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Writes `data` at `addr`.
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`] if any byte is outside the range.
-    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
-        if !self.range.contains(addr, data.len() as u64) {
-            return Err(MemoryError::OutOfRange);
-        }
-        let mut a = addr;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let page = a / PAGE_BYTES as u64;
-            let off = (a % PAGE_BYTES as u64) as usize;
-            let n = rest.len().min(PAGE_BYTES - off);
-            let p = self
-                .pages
-                .entry(page)
-                .or_insert_with(|| Box::new([0u8; PAGE_BYTES]));
-            p[off..off + n].copy_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            a += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Reads a little-endian u64.
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`].
-    pub fn read_u64(&self, addr: u64) -> Result<u64, MemoryError> {
-        let mut b = [0u8; 8];
-        self.read(addr, &mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    /// Writes a little-endian u64.
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`].
-    pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemoryError> {
-        self.write(addr, &v.to_le_bytes())
-    }
-
-    /// Reads a signal value (i64).
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`].
-    pub fn read_signal(&self, handle: u64) -> Result<i64, MemoryError> {
-        Ok(self.read_u64(handle)? as i64)
-    }
-
-    /// Stores a signal value (i64).
-    ///
-    /// # Errors
-    /// [`MemoryError::OutOfRange`].
-    pub fn write_signal(&mut self, handle: u64, v: i64) -> Result<(), MemoryError> {
-        self.write_u64(handle, v as u64)
-    }
-}
 
 /// Why a producer could not enqueue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +50,7 @@ pub const INVALID_HEADER: u16 = PacketType::Invalid as u16;
 /// # Errors
 /// [`MemoryError::OutOfRange`] if the area does not fit.
 pub fn layout_queues(
-    mem: &mut SparseMemory,
+    mem: &mut DeviceMemory,
     base: u64,
     count: usize,
     size_packets: u32,
@@ -202,7 +91,7 @@ pub fn queue_area_bytes(count: usize, size_packets: u32) -> u64 {
 /// # Errors
 /// [`QueueError::Full`], [`QueueError::Memory`].
 pub fn enqueue(
-    mem: &mut SparseMemory,
+    mem: &mut DeviceMemory,
     q: &QueueConfig,
     packet: &[u8; AQL_PACKET_BYTES],
 ) -> Result<u64, QueueError> {

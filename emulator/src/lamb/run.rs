@@ -12,23 +12,51 @@
 use std::fmt;
 
 use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, TensorDesc};
-use nmcp_firmware::Firmware;
+use nmcp_firmware::{Firmware, FirmwareError};
 
+use crate::gpu::NoGpu;
 use crate::hbm::{AddressMapping, HbmPreset, MappingError};
 use crate::lamb::reference::{LambHyper, TensorState};
-use crate::nmc::system::{NmcSystem, NmcSystemConfig, NmcTotals, RunError};
+use crate::nmc::engine::EngineError;
+use crate::nmc::system::{NmcBlock, NmcSystemConfig, NmcTotals};
+use crate::node::{FirmwareCost, GpuNode, GpuNodeConfig};
+use crate::system::System;
 
 /// The linear NMC mapping, MSB first.
 pub const NMC_LINEAR_MAPPING: &str = "ro-co-ba-bg-st-pc-ch";
 
 /// Settings of a LAMB run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 pub struct LambRunConfig {
     /// NMC system settings (TS size, functional or timing only, host latency).
     pub system: NmcSystemConfig,
     /// Hyperparameters of the first step (later steps count `step` up).
     pub hyper: LambHyper,
+    /// What the sequencer's work costs on the CP (charged to the CP's timeline; the
+    /// commands a handler issues take effect when it ends).
+    #[serde(skip)]
+    pub cost: FirmwareCost,
 }
+
+/// A firmware error and, when an engine caused it, the engine's reason.
+#[derive(Debug)]
+pub struct RunError {
+    /// What the firmware reported.
+    pub firmware: FirmwareError,
+    /// The engine error behind it.
+    pub engine: Option<EngineError>,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.engine {
+            Some(e) => write!(f, "{} ({e})", self.firmware),
+            None => write!(f, "{}", self.firmware),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
 
 /// Why a LAMB run failed.
 #[derive(Debug)]
@@ -146,10 +174,9 @@ pub struct StepOutcome {
     pub global_norm: f32,
 }
 
-/// A model laid out in an NMC memory system with the firmware attached.
+/// A model laid out in a node's HBM, with the node's firmware sequencing the step.
 pub struct LambRun {
-    system: NmcSystem,
-    firmware: Firmware,
+    system: System<NoGpu>,
     layout: Layout,
     config: LambRunConfig,
     steps_done: u32,
@@ -190,14 +217,24 @@ impl LambRun {
         let mapping =
             AddressMapping::parse(NMC_LINEAR_MAPPING, &preset).map_err(LambError::Mapping)?;
         let layout = layout(&preset, elements)?;
-        let mut system = NmcSystem::new(preset, mapping, config.system.clone());
+        let node_config = GpuNodeConfig {
+            cost: config.cost,
+            ..GpuNodeConfig::nmc_only(preset, mapping, config.system.clone())
+        };
+        let node = GpuNode::new(0, node_config, NoGpu::default())
+            .map_err(|e| LambError::Data(format!("node: {e}")))?;
+        let mut system =
+            System::new(vec![node]).map_err(|e| LambError::Data(format!("system: {e}")))?;
         for (i, t) in layout.tensors.iter().enumerate() {
             let a = layout.table + (i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES) as u64;
-            system.memory_mut().write(a, &t.desc.encode());
+            system
+                .node_mut(0)
+                .memory_mut()
+                .write(a, &t.desc.encode())
+                .map_err(|e| LambError::Data(format!("descriptor table: {e}")))?;
         }
         Ok(Self {
             system,
-            firmware: Firmware::default(),
             layout,
             config,
             steps_done: 0,
@@ -209,19 +246,33 @@ impl LambRun {
         &self.layout
     }
 
-    /// The system (statistics, memory).
-    pub fn system(&self) -> &NmcSystem {
+    /// The system the step runs in (one NMC node).
+    pub fn system(&self) -> &System<NoGpu> {
         &self.system
+    }
+
+    /// The node's NMC block (engines, controllers, command logs).
+    pub fn nmc(&self) -> &NmcBlock {
+        self.node().nmc().unwrap_or_else(|| unreachable!("a LAMB node has NMC engines"))
+    }
+
+    fn node(&self) -> &GpuNode<NoGpu> {
+        self.system.node(0)
     }
 
     /// Totals so far.
     pub fn totals(&self) -> NmcTotals {
-        self.system.totals()
+        self.nmc().totals()
     }
 
     /// The firmware (its work counters).
     pub fn firmware(&self) -> &Firmware {
-        &self.firmware
+        self.node().firmware()
+    }
+
+    /// CP cycles the firmware was charged so far (every handler of every step).
+    pub fn cp_cycles(&self) -> u64 {
+        self.node().summary().cp_cycles
     }
 
     fn check(&self, tensors: &[TensorState]) -> Result<(), LambError> {
@@ -253,11 +304,12 @@ impl LambRun {
     pub fn write_state(&mut self, tensors: &[TensorState]) -> Result<(), LambError> {
         self.check(tensors)?;
         for (t, p) in tensors.iter().zip(&self.layout.tensors) {
-            let m = self.system.memory_mut();
-            m.write_f32(p.addr[0], &t.g);
-            m.write_f32(p.addr[1], &t.w);
-            m.write_f32(p.addr[2], &t.m);
-            m.write_f32(p.addr[3], &t.v);
+            let m = self.system.node_mut(0).memory_mut();
+            m.write_f32(p.addr[0], &t.g)
+                .and_then(|()| m.write_f32(p.addr[1], &t.w))
+                .and_then(|()| m.write_f32(p.addr[2], &t.m))
+                .and_then(|()| m.write_f32(p.addr[3], &t.v))
+                .map_err(|e| LambError::Data(format!("optimizer state: {e}")))?;
         }
         Ok(())
     }
@@ -275,7 +327,11 @@ impl LambRun {
                     p.desc.elements
                 )));
             }
-            self.system.memory_mut().write_f32(p.addr[0], g);
+            self.system
+                .node_mut(0)
+                .memory_mut()
+                .write_f32(p.addr[0], g)
+                .map_err(|e| LambError::Data(format!("tensor {i}: {e}")))?;
         }
         Ok(())
     }
@@ -287,10 +343,11 @@ impl LambRun {
     pub fn read_state(&self, tensors: &mut [TensorState]) -> Result<(), LambError> {
         self.check(tensors)?;
         for (t, p) in tensors.iter_mut().zip(&self.layout.tensors) {
-            let m = self.system.memory();
-            m.read_f32(p.addr[1], &mut t.w);
-            m.read_f32(p.addr[2], &mut t.m);
-            m.read_f32(p.addr[3], &mut t.v);
+            let m = self.node().memory();
+            m.read_f32(p.addr[1], &mut t.w)
+                .and_then(|()| m.read_f32(p.addr[2], &mut t.m))
+                .and_then(|()| m.read_f32(p.addr[3], &mut t.v))
+                .map_err(|e| LambError::Data(format!("optimizer state: {e}")))?;
         }
         Ok(())
     }
@@ -301,7 +358,8 @@ impl LambRun {
     /// # Errors
     /// Firmware or engine errors, or a stall.
     pub fn step(&mut self) -> Result<StepOutcome, LambError> {
-        let p = self.system.preset();
+        let nmc = self.nmc();
+        let p = nmc.preset();
         let o = &p.organisation;
         let geometry = NmcGeometry {
             pseudo_channels: p.pseudo_channels() as u16,
@@ -318,24 +376,31 @@ impl LambRun {
             geometry,
             params: params(&h),
         };
-        let start = self.system.now().max(self.system.engines_done());
-        let sys = &mut self.system;
-        self.firmware.nmc.start_lamb(job, sys).map_err(|e| {
+        let clock = self.node().dram_clock();
+        let start = clock.cycle_at(self.system.now()).max(nmc.engines_done());
+        let run_error = |sys: &mut System<NoGpu>, e: FirmwareError| {
             LambError::Run(RunError {
                 firmware: e,
-                engine: sys.take_error(),
+                engine: sys.node_mut(0).take_nmc_error(),
             })
-        })?;
-        sys.run_firmware(&mut self.firmware)
-            .map_err(LambError::Run)?;
-        if !self.firmware.nmc.lamb.is_done() {
+        };
+        if let Err(e) = self.system.start_lamb(0, job) {
+            return Err(run_error(&mut self.system, e));
+        }
+        self.system.run(u64::MAX);
+        if let Some(e) = self.node().last_error() {
+            return Err(run_error(&mut self.system, e));
+        }
+        if !self.firmware().nmc.lamb.is_done() {
             return Err(LambError::Stalled);
         }
         self.steps_done += 1;
-        let end = self.system.now().max(self.system.engines_done());
+        let end = clock
+            .cycle_at_or_after(self.system.now())
+            .max(self.nmc().engines_done());
         Ok(StepOutcome {
             cycles: end - start,
-            global_norm: self.firmware.nmc.lamb.global_norm(),
+            global_norm: self.firmware().nmc.lamb.global_norm(),
         })
     }
 }

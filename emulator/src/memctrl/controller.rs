@@ -16,12 +16,13 @@
 //!    front end sees back-pressure when the queues fill). Column commands already issued
 //!    complete normally; open rows stay open and are visible through
 //!    [`Controller::pseudo_channel`].
-//! 2. The engine asks [`Controller::earliest_external`] and issues with
-//!    [`Controller::issue_external`]; both go through the timing checks, the command log
-//!    and the command counters.
-//! 3. Refresh stays the controller's duty: while NMC owns the channel the engine must
-//!    poll [`Controller::pending_refresh`] and issue what it returns (PRE/PREA, then
-//!    REF/REFpb) before its own next ACT; `issue_external` tells the refresh logic.
+//! 2. The engine issues with [`Controller::nmc_issue`] (earliest legal cycle, the fast
+//!    path of the timing state) or, checked, [`Controller::issue_external`]; both go
+//!    through the command log and the command counters.
+//! 3. Refresh stays the controller's schedule: while NMC owns the channel the engine asks
+//!    [`Controller::nmc_refresh_due`] before each column and, when due, closes its rows
+//!    and issues an all-bank REF through [`Controller::nmc_issue`] (the engine broadcasts
+//!    to every bank, so it refreshes every bank at once).
 //! 4. [`Controller::release_from_nmc`] hands the channel back; the owner must step the
 //!    controller at the returned cycle. Mode-switch cost (`nmc.mode_switch`) is charged
 //!    by the engine around these calls.
@@ -472,15 +473,17 @@ impl Controller {
         self.stats.write_queue.record(now, self.writes.len());
     }
 
-    /// Stops normal scheduling so an NMC engine can own the pseudo-channel (see the module
-    /// documentation).
-    pub fn acquire_for_nmc(&mut self) {
+    /// Stops normal scheduling at `now` so an NMC engine can own the pseudo-channel (see
+    /// the module documentation).
+    pub fn acquire_for_nmc(&mut self, now: Cycle) {
         self.nmc_owned = true;
+        self.refresh.nmc_acquire(now);
     }
 
     /// Hands the pseudo-channel back to normal scheduling; returns the cycle to step at.
     pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
         self.nmc_owned = false;
+        self.refresh.nmc_release(now);
         self.invalidate();
         now
     }
@@ -488,6 +491,29 @@ impl Controller {
     /// Whether an NMC engine owns the pseudo-channel.
     pub fn is_nmc_owned(&self) -> bool {
         self.nmc_owned
+    }
+
+    /// Whether the owning NMC engine must refresh (all banks) before a command at `now`.
+    #[inline]
+    pub fn nmc_refresh_due(&self, now: Cycle) -> bool {
+        self.refresh.nmc_due(now)
+    }
+
+    /// Issues `cmd` for the owning NMC engine at the earliest cycle at or after
+    /// `not_before` that every gate allows, and returns that cycle. The engine tracks the
+    /// banks' rows itself, so this is the timing state's fast path (debug builds check
+    /// every command against the checked path); the command log and counters see it like
+    /// any other command. A REF issued here counts as the engine's refresh.
+    #[inline(always)]
+    pub fn nmc_issue(&mut self, cmd: &Command, not_before: Cycle) -> Cycle {
+        let at = self.pc.issue_at_earliest(cmd, not_before);
+        if let Some(log) = &mut self.log {
+            log.push(LoggedCommand { at, cmd: *cmd });
+        }
+        if matches!(cmd, Command::Ref) {
+            self.refresh.nmc_refreshed();
+        }
+        at
     }
 
     /// The refresh command due at `now`, if any (for an NMC engine that owns the channel).

@@ -180,6 +180,30 @@ impl MemorySystem {
         &self.mapping
     }
 
+    /// The preset.
+    pub fn preset(&self) -> &HbmPreset {
+        &self.preset
+    }
+
+    /// Every controller, mutable (an NMC engine drives its pseudo-channel's controller).
+    pub fn controllers_mut(&mut self) -> &mut [Controller] {
+        &mut self.controllers
+    }
+
+    /// The preset and mapping next to mutable controllers (an NMC engine drives the
+    /// controllers while its functional store decodes addresses through the mapping).
+    pub fn split_for_nmc(&mut self) -> (&HbmPreset, &AddressMapping, &mut [Controller]) {
+        (&self.preset, &self.mapping, &mut self.controllers)
+    }
+
+    /// Makes sure controller `pc` is stepped at `at` (after an NMC engine handed its
+    /// pseudo-channel back).
+    pub fn wake_at(&mut self, pc: usize, at: Cycle) {
+        if let Some(w) = self.wake.get_mut(pc) {
+            *w = (*w).min(at);
+        }
+    }
+
     /// Current cycle.
     pub fn now(&self) -> Cycle {
         self.now

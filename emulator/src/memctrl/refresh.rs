@@ -20,6 +20,8 @@ pub struct Refresher {
     next_due: Cycle,
     target: Option<usize>,
     round_done: u64,
+    /// While an NMC engine owns the pseudo-channel: when its next all-bank REF is due.
+    nmc_due: Cycle,
 }
 
 /// What an outstanding refresh blocks.
@@ -50,8 +52,14 @@ impl Refresher {
             next_due: 0,
             target: None,
             round_done: 0,
+            nmc_due: Cycle::MAX,
         };
         r.next_due = r.due_time(1);
+        r.nmc_due = if mode == RefreshMode::Off {
+            Cycle::MAX
+        } else {
+            trefi
+        };
         r
     }
 
@@ -158,5 +166,51 @@ impl Refresher {
         }
         self.done += 1;
         self.next_due = self.due_time(self.done + 1);
+    }
+
+    // --- While an NMC engine owns the pseudo-channel -----------------------------------
+    //
+    // The engine broadcasts to every bank, so it refreshes every bank at once: an
+    // all-bank REF every tREFI, on a grid of tREFI multiples from cycle 0, whatever the
+    // controller's own mode. The per-bank round of normal operation pauses meanwhile and
+    // restarts from the time the channel is handed back (every bank was refreshed within
+    // the last tREFI then, so no catch-up burst is owed).
+
+    /// The channel passes to an NMC engine at `now`: the next all-bank refresh falls on
+    /// the first tREFI multiple after the last one normal operation covered.
+    pub fn nmc_acquire(&mut self, now: Cycle) {
+        if self.mode == RefreshMode::Off {
+            return;
+        }
+        if self.nmc_due < now {
+            let k = now / self.trefi.max(1) + 1;
+            self.nmc_due = k * self.trefi;
+        }
+    }
+
+    /// Whether the engine must refresh before its next command at `now`.
+    #[inline]
+    pub fn nmc_due(&self, now: Cycle) -> bool {
+        now >= self.nmc_due
+    }
+
+    /// The engine issued its all-bank REF.
+    #[inline]
+    pub fn nmc_refreshed(&mut self) {
+        self.nmc_due = self.nmc_due.saturating_add(self.trefi);
+        if self.mode == RefreshMode::AllBank {
+            self.done += 1;
+            self.next_due = self.due_time(self.done + 1);
+        }
+    }
+
+    /// Normal operation resumes at `now`.
+    pub fn nmc_release(&mut self, now: Cycle) {
+        if self.mode == RefreshMode::PerBank {
+            self.done = now.saturating_mul(self.banks as u64) / self.trefi.max(1);
+            self.next_due = self.due_time(self.done + 1);
+            self.round_done = 0;
+            self.target = None;
+        }
     }
 }

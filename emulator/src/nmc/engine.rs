@@ -1,6 +1,7 @@
-//! The per-pseudo-channel NMC engine: expands macro-commands into DRAM commands under
-//! the same timing state ([`PseudoChannel`]) that ordinary requests use, and (optionally)
-//! runs every bank's ALU on the bytes in device memory.
+//! The per-pseudo-channel NMC engine: expands macro-commands into DRAM commands that it
+//! issues through the pseudo-channel's memory [`Controller`] — the same timing state,
+//! command log and refresh schedule ordinary requests use — and (optionally) runs every
+//! bank's ALU on the bytes in device memory.
 //!
 //! Command generation (SPEC 3.3): every executed instruction occupies its
 //! [`Instr::column_slots`] column-command slots; an instruction that writes the open row
@@ -10,12 +11,20 @@
 //! instruction (MEM as source and destination) issues a RD and then a WR. A row change
 //! precharges all banks and activates the new row in all banks (PREA, AB-ACT), so it pays
 //! tRP + tRCD and the tRAS/tWR/tRTP gates before the PRE. While the engine owns the
-//! pseudo-channel it also owns refresh: an all-bank REF every tREFI, issued between
-//! columns (closing and re-opening the row).
+//! pseudo-channel it performs the controller's refresh: an all-bank REF every tREFI,
+//! issued between columns (closing and re-opening the row).
+//!
+//! Ownership: the engine takes the channel from the controller
+//! ([`Controller::acquire_for_nmc`]) when it enters NMC mode and keeps it across
+//! macro-commands (a LAMB step is thousands of them back to back, and every hand-over costs
+//! two mode switches); [`NmcChannelEngine::release`] hands it back when ordinary traffic
+//! waits. While it owns the channel the controller schedules nothing, so running a
+//! macro-command to completion at once is exact.
 
 use nmcp_isa::nmc::{BankMode, BlockSteps, ControlError, Instr, MacroCommand, SCALAR_REGS};
 
-use crate::hbm::{BankId, Command, Cycle, HbmPreset, PseudoChannel, TimingError};
+use crate::hbm::{BankId, Command, Cycle, HbmPreset, TimingError};
+use crate::memctrl::Controller;
 use crate::nmc::alu::{AluError, BankAlu};
 
 use std::fmt;
@@ -89,7 +98,7 @@ enum ColumnOp {
 /// A phase's block expanded once (JUMP/EXIT resolved): the instructions to execute per
 /// column and the column commands they issue.
 #[derive(Debug, Clone, Default)]
-struct PhaseScript {
+pub struct PhaseScript {
     instrs: Vec<Instr>,
     ops: Vec<ColumnOp>,
 }
@@ -153,16 +162,61 @@ enum Mode {
 /// coordinates of a column and gets its address.
 pub trait ColumnStore {
     /// Reads the 32-byte column of bank `bank` (flat index in the pseudo-channel).
-    fn read_column(&self, pc: usize, bank: usize, row: u32, col: u32) -> [u8; 32];
+    ///
+    /// # Errors
+    /// [`EngineError::OutOfRange`] when the column is not backed by device memory.
+    fn read_column(&self, pc: usize, bank: usize, row: u32, col: u32)
+        -> Result<[u8; 32], EngineError>;
     /// Writes it back.
-    fn write_column(&mut self, pc: usize, bank: usize, row: u32, col: u32, data: &[u8; 32]);
+    ///
+    /// # Errors
+    /// [`EngineError::OutOfRange`] when the column is not backed by device memory.
+    fn write_column(
+        &mut self,
+        pc: usize,
+        bank: usize,
+        row: u32,
+        col: u32,
+        data: &[u8; 32],
+    ) -> Result<(), EngineError>;
+}
+
+/// A macro-command validated and expanded once for every engine it is broadcast to.
+#[derive(Debug, Clone)]
+pub struct MacroScript {
+    cmd: MacroCommand,
+    phases: Vec<PhaseScript>,
+}
+
+impl MacroScript {
+    /// Validates `cmd` and expands its phases.
+    ///
+    /// # Errors
+    /// [`EngineError::Invalid`] or [`EngineError::Control`] for a malformed command.
+    pub fn new(cmd: &MacroCommand) -> Result<Self, EngineError> {
+        cmd.validate()
+            .map_err(|e| EngineError::Invalid(format!("{e:?}")))?;
+        let phases = cmd
+            .phases
+            .iter()
+            .map(|p| script(cmd.block(p).unwrap_or(&[])))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            cmd: cmd.clone(),
+            phases,
+        })
+    }
+
+    /// The command.
+    pub fn command(&self) -> &MacroCommand {
+        &self.cmd
+    }
 }
 
 /// The NMC engine of one pseudo-channel.
 #[derive(Debug, Clone)]
-pub struct PcEngine {
+pub struct NmcChannelEngine {
     index: usize,
-    timing: PseudoChannel,
     banks: usize,
     banks_per_group: usize,
     rows: u32,
@@ -172,24 +226,18 @@ pub struct PcEngine {
     open_row: Option<u32>,
     mode: Mode,
     mode_switch: Cycle,
-    next_refresh: Cycle,
-    trefi: Cycle,
-    refresh: bool,
     scalars: [u32; SCALAR_REGS as usize],
     alus: Vec<BankAlu>,
     stats: EngineStats,
-    log: Option<Vec<(Cycle, Command)>>,
 }
 
-impl PcEngine {
+impl NmcChannelEngine {
     /// An idle engine for pseudo-channel `index` with `ts_entries` TS entries per ALU.
     pub fn new(index: usize, preset: &HbmPreset, ts_entries: usize) -> Self {
         let o = &preset.organisation;
         let banks = (o.bank_groups * o.banks_per_group) as usize;
-        let trefi = Cycle::from(preset.timing.trefi.max(1));
         Self {
             index,
-            timing: PseudoChannel::new(preset),
             banks,
             banks_per_group: o.banks_per_group as usize,
             rows: o.rows,
@@ -198,19 +246,20 @@ impl PcEngine {
             open_row: None,
             mode: Mode::Normal,
             mode_switch: Cycle::from(preset.nmc.mode_switch),
-            next_refresh: trefi,
-            trefi,
-            refresh: preset.refresh.mode != crate::hbm::config::RefreshMode::Off,
             scalars: [0; SCALAR_REGS as usize],
             alus: (0..banks).map(|_| BankAlu::new(ts_entries)).collect(),
             stats: EngineStats::default(),
-            log: None,
         }
     }
 
     /// Cycle at which the engine finishes what it was given.
     pub fn now(&self) -> Cycle {
         self.now
+    }
+
+    /// Whether the engine owns its pseudo-channel (it is in NMC mode).
+    pub fn owns_channel(&self) -> bool {
+        self.mode != Mode::Normal
     }
 
     /// Sets a scalar register without charging time (test set-up, checkpoints).
@@ -223,11 +272,6 @@ impl PcEngine {
     /// Statistics so far.
     pub fn stats(&self) -> &EngineStats {
         &self.stats
-    }
-
-    /// The DRAM timing state (command counts live there).
-    pub fn timing(&self) -> &PseudoChannel {
-        &self.timing
     }
 
     /// The bank ALUs.
@@ -243,58 +287,61 @@ impl PcEngine {
     }
 
     /// Issues `cmd` as early as timing allows, in program order (never before the
-    /// previous command). The engine tracks the open row itself, so it uses the unchecked
-    /// fast path; debug builds still check every command. Inlined so the command's kind
-    /// is known where it is built and the timing state's dispatch on it folds away.
+    /// previous command). Inlined so the command's kind is known where it is built and
+    /// the timing state's dispatch on it folds away.
     #[inline(always)]
-    fn issue(&mut self, cmd: Command) -> Cycle {
-        self.now = self.timing.issue_at_earliest(&cmd, self.now);
-        if let Some(log) = &mut self.log {
-            log.push((self.now, cmd));
-        }
+    fn issue(&mut self, ctrl: &mut Controller, cmd: Command) -> Cycle {
+        self.now = ctrl.nmc_issue(&cmd, self.now);
         self.now
     }
 
-    /// Starts (or stops and clears) recording every DRAM command with its cycle, for
-    /// tests and traces.
-    pub fn set_logging(&mut self, on: bool) {
-        self.log = on.then(Vec::new);
-    }
-
-    /// The recorded commands, oldest first (empty unless logging is on).
-    pub fn log(&self) -> &[(Cycle, Command)] {
-        self.log.as_deref().unwrap_or(&[])
-    }
-
-    fn close_rows(&mut self) {
-        if self.timing.any_open() {
-            self.issue(Command::PreAll);
+    fn close_rows(&mut self, ctrl: &mut Controller) {
+        if ctrl.pseudo_channel().any_open() {
+            self.issue(ctrl, Command::PreAll);
         }
         self.open_row = None;
     }
 
     /// Refresh due: close, refresh every bank, and leave the rows closed (the caller
     /// re-opens).
-    fn refresh_if_due(&mut self) {
-        while self.refresh && self.now >= self.next_refresh {
-            self.close_rows();
-            self.issue(Command::Ref);
+    #[inline]
+    fn refresh_if_due(&mut self, ctrl: &mut Controller) {
+        while ctrl.nmc_refresh_due(self.now) {
+            self.close_rows(ctrl);
+            self.issue(ctrl, Command::Ref);
             self.stats.refreshes += 1;
-            self.next_refresh += self.trefi;
         }
     }
 
-    fn enter(&mut self, mode: Mode) {
+    fn enter(&mut self, ctrl: &mut Controller, mode: Mode) {
         if self.mode != mode {
-            self.close_rows();
+            if self.mode == Mode::Normal {
+                ctrl.acquire_for_nmc(self.now);
+            }
+            self.close_rows(ctrl);
             self.now += self.mode_switch;
             self.mode = mode;
             self.stats.mode_switches += 1;
         }
     }
 
+    /// Hands the pseudo-channel back to the controller at the earliest cycle at or after
+    /// `at` (closing the rows and switching back to normal mode); returns the cycle
+    /// normal scheduling resumes at. Does nothing when the engine does not own it.
+    pub fn release(&mut self, ctrl: &mut Controller, at: Cycle) -> Cycle {
+        if self.mode == Mode::Normal {
+            return self.now.max(at);
+        }
+        self.now = self.now.max(at);
+        self.close_rows(ctrl);
+        self.now += self.mode_switch;
+        self.mode = Mode::Normal;
+        self.stats.mode_switches += 1;
+        ctrl.release_from_nmc(self.now)
+    }
+
     /// Opens `row` (in every bank, or in `single`).
-    fn open(&mut self, row: u32, single: Option<usize>) -> Result<(), EngineError> {
+    fn open(&mut self, ctrl: &mut Controller, row: u32, single: Option<usize>) -> Result<(), EngineError> {
         if row >= self.rows {
             return Err(EngineError::OutOfRange(format!(
                 "row {row} of {}",
@@ -304,38 +351,30 @@ impl PcEngine {
         if self.open_row == Some(row) {
             return Ok(());
         }
-        self.close_rows();
+        self.close_rows(ctrl);
         match single {
-            None => self.issue(Command::AbAct { row }),
-            Some(b) => self.issue(Command::Act {
-                bank: self.bank_id(b),
-                row,
-            }),
+            None => self.issue(ctrl, Command::AbAct { row }),
+            Some(b) => {
+                let bank = self.bank_id(b);
+                self.issue(ctrl, Command::Act { bank, row })
+            }
         };
         self.open_row = Some(row);
         self.stats.activations += 1;
         Ok(())
     }
 
-    /// Runs a macro-command to completion; returns its finishing cycle.
-    ///
-    /// # Errors
-    /// [`EngineError`] for an invalid command, TS overflow, or a range outside the device.
-    pub fn run_macro(
-        &mut self,
-        start: Cycle,
-        cmd: &MacroCommand,
-        mut store: Option<&mut dyn ColumnStore>,
-    ) -> Result<Cycle, EngineError> {
-        cmd.validate()
-            .map_err(|e| EngineError::Invalid(format!("{e:?}")))?;
+    /// Checks that the engine can run `script` (TS capacity, bank) and returns the
+    /// single bank it targets, if any.
+    pub(crate) fn admit(&self, script: &MacroScript) -> Result<Option<usize>, EngineError> {
+        let cmd = &script.cmd;
         let available = self.alus.first().map_or(0, BankAlu::ts_entries);
         let needed = cmd.ts_entries_needed();
         if needed > available {
             return Err(EngineError::TsCapacity { needed, available });
         }
-        let single = match cmd.mode {
-            BankMode::AllBank => None,
+        match cmd.mode {
+            BankMode::AllBank => Ok(None),
             BankMode::SingleBank { bank_group, bank } => {
                 let flat = usize::from(bank_group) * self.banks_per_group + usize::from(bank);
                 if usize::from(bank) >= self.banks_per_group || flat >= self.banks {
@@ -343,20 +382,34 @@ impl PcEngine {
                         "bank group {bank_group} bank {bank}"
                     )));
                 }
-                Some(flat)
+                Ok(Some(flat))
             }
-        };
-        let scripts = cmd
-            .phases
-            .iter()
-            .map(|p| script(cmd.block(p).unwrap_or(&[])))
-            .collect::<Result<Vec<_>, _>>()?;
+        }
+    }
+
+    /// Runs a macro-command to completion on `ctrl`'s pseudo-channel, starting no
+    /// earlier than `start`; returns its finishing cycle.
+    ///
+    /// # Errors
+    /// [`EngineError`] for TS overflow or a range outside the device.
+    pub fn run_macro<'s>(
+        &mut self,
+        ctrl: &mut Controller,
+        start: Cycle,
+        script: &MacroScript,
+        mut store: Option<&mut (dyn ColumnStore + 's)>,
+    ) -> Result<Cycle, EngineError> {
+        let single = self.admit(script)?;
+        let cmd = &script.cmd;
         self.now = self.now.max(start);
-        self.enter(if single.is_some() {
-            Mode::SingleBank
-        } else {
-            Mode::AllBank
-        });
+        self.enter(
+            ctrl,
+            if single.is_some() {
+                Mode::SingleBank
+            } else {
+                Mode::AllBank
+            },
+        );
         let first = self.now;
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
@@ -364,7 +417,7 @@ impl PcEngine {
         while chunk_start < cmd.col_count {
             let n = chunk.min(cmd.col_count - chunk_start);
             let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
-            for (phase, sc) in cmd.phases.iter().zip(&scripts) {
+            for (phase, sc) in cmd.phases.iter().zip(&script.phases) {
                 // Row and column of the chunk's first column; later ones step through the
                 // row (one division per chunk, not per column).
                 let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
@@ -376,14 +429,14 @@ impl PcEngine {
                     }
                     let row = u32::try_from(row_index)
                         .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
-                    self.refresh_if_due();
-                    self.open(row, single)?;
+                    self.refresh_if_due(ctrl);
+                    self.open(ctrl, row, single)?;
                     for op in &sc.ops {
                         let c = match (op, single) {
                             (ColumnOp::Read, None) => Command::AbRd { col },
                             (ColumnOp::Write, None) => Command::AbWr { col },
                             (ColumnOp::ReadModifyWrite, None) => {
-                                self.issue(Command::AbRd { col });
+                                self.issue(ctrl, Command::AbRd { col });
                                 self.stats.column_commands += 1;
                                 Command::AbWr { col }
                             }
@@ -403,7 +456,7 @@ impl PcEngine {
                                 col,
                             },
                         };
-                        self.issue(c);
+                        self.issue(ctrl, c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
                     if let Some(st) = store.as_deref_mut() {
@@ -416,7 +469,7 @@ impl PcEngine {
         }
         // The job ends when its last write could be followed by a precharge: close the
         // rows so the next job (or ordinary traffic) starts from a known state.
-        self.close_rows();
+        self.close_rows(ctrl);
         self.stats.macro_commands += 1;
         self.stats.busy_cycles += self.now - first;
         Ok(self.now)
@@ -439,13 +492,13 @@ impl PcEngine {
             None => 0..self.banks,
         };
         for b in banks {
-            let mut data = store.read_column(self.index, b, row, col);
+            let mut data = store.read_column(self.index, b, row, col)?;
             let alu = &mut self.alus[b];
             for i in &sc.instrs {
                 alu.execute(i, chunk, k, &mut data, &self.scalars)?;
             }
             if writes {
-                store.write_column(self.index, b, row, col, &data);
+                store.write_column(self.index, b, row, col, &data)?;
             }
         }
         Ok(())
@@ -453,13 +506,22 @@ impl PcEngine {
 
     /// Writes a scalar register in every bank ALU (one mode-register-style command slot,
     /// tCCD_L long, ordered after earlier jobs).
-    pub fn write_scalar(&mut self, start: Cycle, reg: u8, bits: u32) -> Result<Cycle, EngineError> {
+    ///
+    /// # Errors
+    /// [`EngineError::OutOfRange`] for a register the ALUs do not have.
+    pub fn write_scalar(
+        &mut self,
+        ctrl: &Controller,
+        start: Cycle,
+        reg: u8,
+        bits: u32,
+    ) -> Result<Cycle, EngineError> {
         let slot = self
             .scalars
             .get_mut(usize::from(reg))
             .ok_or_else(|| EngineError::OutOfRange(format!("scalar register {reg}")))?;
         *slot = bits;
-        self.now = self.now.max(start) + self.timing.timing().tccd_l;
+        self.now = self.now.max(start) + ctrl.pseudo_channel().timing().tccd_l;
         self.stats.scalar_writes += 1;
         Ok(self.now)
     }
@@ -467,8 +529,8 @@ impl PcEngine {
     /// Reads out and clears every bank's accumulator: one column-sized read per bank over
     /// the pseudo-channel's bus (`tCCD_S` apart, the first after CL), as the GPU host would
     /// issue them. Returns the finishing cycle and the partials in bank order.
-    pub fn read_accumulators(&mut self, start: Cycle) -> (Cycle, Vec<f32>) {
-        let t = self.timing.timing();
+    pub fn read_accumulators(&mut self, ctrl: &Controller, start: Cycle) -> (Cycle, Vec<f32>) {
+        let t = ctrl.pseudo_channel().timing();
         let spacing = t.tccd_s.max(t.bl);
         let first = self.now.max(start);
         let n = self.banks as u64;

@@ -1,13 +1,15 @@
-//! A memory system in NMC mode with the firmware attached: every pseudo-channel's
-//! [`PcEngine`], device memory, the GPU host's side of the reduction protocol, and an
-//! event queue that delivers completions to the firmware.
+//! A node's NMC block: the per-pseudo-channel engines, each driving its pseudo-channel's
+//! memory controller, plus the GPU host's side of the reduction protocol.
 //!
-//! Time is counted in DRAM clock cycles (tCK); the CP's [`Clock`] reads the same counter.
+//! Times here are DRAM clock cycles (tCK); the node converts them to the one time axis.
+//! The block holds no firmware and no event queue: the node's platform view calls it and
+//! schedules the completions it returns.
 //!
 //! Engines are independent in broadcast mode (no traffic crosses pseudo-channels), so a
-//! job submitted at CP time `t` is simulated at once on every engine, each starting at
+//! job submitted at `t` runs at once on every engine, each starting at
 //! `max(t, engine free)`; the job's completion is the latest engine's finish. That is
-//! exact for in-order per-channel engines and lets timing-only runs use every core.
+//! exact because an engine owns its channel while it runs (the controller schedules
+//! nothing then), and it lets timing-only runs use every core.
 //!
 //! Reduction protocol (dissertation 6.3, SPEC 4.2): `reduce_partials` queues an
 //! accumulator read-out on every engine; when the last one finished, the GPU host adds
@@ -15,24 +17,20 @@
 //! [`NmcSystemConfig::host_reduction_ns`], the sum reaches the firmware as
 //! `PartialsReady`.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
-use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle as CpCycle, DevAddr, DeviceMemory as FwMemory, DispatchError,
-    DispatchRequest, DmaController, DmaError, KernelDispatcher, MemoryError, NmcController,
-    NmcError, NmcTicket, TrackerController, TrackerError,
-};
-use nmcp_firmware::{Event, Firmware, FirmwareError};
+use nmcp_firmware::platform::{ChannelSet, NmcError};
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
 use rayon::prelude::*;
 
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
+use crate::memctrl::{Controller, ControllerConfig, MemorySystem};
 use crate::memory::DeviceMemory;
-use crate::nmc::engine::{ColumnStore, EngineError, EngineStats, PcEngine};
+use crate::nmc::engine::{
+    ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine,
+};
 
-/// Settings of an NMC run.
+/// Settings of a node's NMC block.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NmcSystemConfig {
     /// TS entries per bank ALU (256-bit each).
@@ -66,8 +64,7 @@ impl Default for NmcSystemConfig {
 pub struct NmcTotals {
     /// Engine statistics summed over pseudo-channels.
     pub engines: EngineStats,
-    /// DRAM commands of each kind summed over pseudo-channels (ACT, PRE, PREA, RD, WR,
-    /// REF, REFpb, AB-ACT, AB-RD, AB-WR, UPD — in `CommandKind` order).
+    /// DRAM commands of every kind summed over pseudo-channels.
     pub commands_total: u64,
     /// Reductions the host performed.
     pub reductions: u64,
@@ -77,7 +74,8 @@ pub struct NmcTotals {
     pub host_write_bytes: u64,
 }
 
-struct Store<'a> {
+/// Columns of device memory seen through the NMC mapping.
+struct BankColumns<'a> {
     memory: &'a mut DeviceMemory,
     mapping: &'a AddressMapping,
     channels_per_stack: u32,
@@ -85,8 +83,8 @@ struct Store<'a> {
     banks_per_group: u32,
 }
 
-impl Store<'_> {
-    fn addr(&self, pc: usize, bank: usize, row: u32, col: u32) -> u64 {
+impl BankColumns<'_> {
+    fn addr(&self, pc: usize, bank: usize, row: u32, col: u32) -> Result<u64, EngineError> {
         let pc = pc as u32;
         let per_stack = self.channels_per_stack * self.pcs_per_channel;
         let d = DramAddr {
@@ -98,116 +96,109 @@ impl Store<'_> {
             row,
             col,
         };
-        // Coordinates come from the engine, which checked them against the geometry.
-        self.mapping.encode(&d).unwrap_or(u64::MAX)
+        self.mapping
+            .encode(&d)
+            .map_err(|e| EngineError::OutOfRange(format!("{e}")))
     }
 }
 
-impl ColumnStore for Store<'_> {
-    fn read_column(&self, pc: usize, bank: usize, row: u32, col: u32) -> [u8; 32] {
+fn column_error(addr: u64) -> EngineError {
+    EngineError::OutOfRange(format!("column at {addr:#x} is outside device memory"))
+}
+
+impl ColumnStore for BankColumns<'_> {
+    fn read_column(
+        &self,
+        pc: usize,
+        bank: usize,
+        row: u32,
+        col: u32,
+    ) -> Result<[u8; 32], EngineError> {
+        let a = self.addr(pc, bank, row, col)?;
         let mut b = [0u8; 32];
-        self.memory.read(self.addr(pc, bank, row, col), &mut b);
-        b
+        self.memory.read(a, &mut b).map_err(|_| column_error(a))?;
+        Ok(b)
     }
 
-    fn write_column(&mut self, pc: usize, bank: usize, row: u32, col: u32, data: &[u8; 32]) {
-        let a = self.addr(pc, bank, row, col);
-        self.memory.write(a, data);
+    fn write_column(
+        &mut self,
+        pc: usize,
+        bank: usize,
+        row: u32,
+        col: u32,
+        data: &[u8; 32],
+    ) -> Result<(), EngineError> {
+        let a = self.addr(pc, bank, row, col)?;
+        self.memory.write(a, data).map_err(|_| column_error(a))
     }
 }
 
-/// The NMC memory system plus the platform the firmware sees.
-pub struct NmcSystem {
-    preset: HbmPreset,
-    mapping: AddressMapping,
-    memory: DeviceMemory,
-    engines: Vec<PcEngine>,
+/// The NMC engines of one node and the memory controllers they drive.
+#[derive(Debug, Clone)]
+pub struct NmcBlock {
+    memory: MemorySystem,
+    engines: Vec<NmcChannelEngine>,
     config: NmcSystemConfig,
-    now: Cycle,
-    seq: u64,
-    events: BinaryHeap<Reverse<(Cycle, u64)>>,
-    payloads: std::collections::HashMap<u64, Event>,
-    next_ticket: u32,
     outstanding: VecDeque<Cycle>,
     totals: NmcTotals,
     error: Option<EngineError>,
 }
 
-impl std::fmt::Debug for NmcSystem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NmcSystem")
-            .field("preset", &self.preset.name)
-            .field("now", &self.now)
-            .finish_non_exhaustive()
-    }
-}
-
-impl NmcSystem {
-    /// A system for `preset` with `mapping`, empty memory, idle engines.
-    pub fn new(preset: HbmPreset, mapping: AddressMapping, config: NmcSystemConfig) -> Self {
-        let pcs = preset.pseudo_channels() as usize;
-        let engines = (0..pcs)
-            .map(|i| PcEngine::new(i, &preset, config.ts_entries))
+impl NmcBlock {
+    /// Engines for every pseudo-channel of `preset`, behind controllers with the preset's
+    /// defaults, addressed through `mapping`.
+    pub fn new(preset: &HbmPreset, mapping: AddressMapping, config: NmcSystemConfig) -> Self {
+        let memory = MemorySystem::new(preset, mapping, ControllerConfig::from_preset(preset));
+        let engines = (0..preset.pseudo_channels() as usize)
+            .map(|i| NmcChannelEngine::new(i, preset, config.ts_entries))
             .collect();
         Self {
-            preset,
-            mapping,
-            memory: DeviceMemory::new(),
+            memory,
             engines,
             config,
-            now: 0,
-            seq: 0,
-            events: BinaryHeap::new(),
-            payloads: Default::default(),
-            next_ticket: 0,
             outstanding: VecDeque::new(),
             totals: NmcTotals::default(),
             error: None,
         }
     }
 
+    /// The settings.
+    pub fn config(&self) -> &NmcSystemConfig {
+        &self.config
+    }
+
+    /// The memory system (controllers, statistics, command logs) the engines drive.
+    pub fn memory_system(&self) -> &MemorySystem {
+        &self.memory
+    }
+
+    /// The memory system, mutable (command logging, ordinary traffic).
+    pub fn memory_system_mut(&mut self) -> &mut MemorySystem {
+        &mut self.memory
+    }
+
     /// The preset.
     pub fn preset(&self) -> &HbmPreset {
-        &self.preset
+        self.memory.preset()
     }
 
     /// The address mapping.
     pub fn mapping(&self) -> &AddressMapping {
-        &self.mapping
-    }
-
-    /// Device memory (to place inputs and read results).
-    pub fn memory(&self) -> &DeviceMemory {
-        &self.memory
-    }
-
-    /// Device memory, mutable.
-    pub fn memory_mut(&mut self) -> &mut DeviceMemory {
-        &mut self.memory
+        self.memory.mapping()
     }
 
     /// The engines.
-    pub fn engines(&self) -> &[PcEngine] {
+    pub fn engines(&self) -> &[NmcChannelEngine] {
         &self.engines
-    }
-
-    /// The engines, mutable (command logging).
-    pub fn engines_mut(&mut self) -> &mut [PcEngine] {
-        &mut self.engines
-    }
-
-    /// Current CP time in DRAM cycles.
-    pub fn now(&self) -> Cycle {
-        self.now
     }
 
     /// When the last engine finishes what it was given.
     pub fn engines_done(&self) -> Cycle {
-        self.engines.iter().map(PcEngine::now).max().unwrap_or(0)
+        self.engines.iter().map(NmcChannelEngine::now).max().unwrap_or(0)
     }
 
-    /// The first engine error a platform call hit (the call itself answered with a
-    /// generic error code, since the firmware's error types cannot carry it).
+    /// The first engine error a call hit (the call itself answered with a firmware error
+    /// code, which cannot carry it).
     pub fn take_error(&mut self) -> Option<EngineError> {
         self.error.take()
     }
@@ -216,7 +207,7 @@ impl NmcSystem {
     pub fn totals(&self) -> NmcTotals {
         let mut t = self.totals;
         let mut e = EngineStats::default();
-        for s in self.engines.iter().map(PcEngine::stats) {
+        for s in self.engines.iter().map(NmcChannelEngine::stats) {
             e.macro_commands += s.macro_commands;
             e.column_commands += s.column_commands;
             e.activations += s.activations;
@@ -228,38 +219,12 @@ impl NmcSystem {
         }
         t.engines = e;
         t.commands_total = self
-            .engines
+            .memory
+            .controllers()
             .iter()
-            .map(|x| x.timing().command_counts().iter().sum::<u64>())
+            .map(|c| c.pseudo_channel().command_counts().iter().sum::<u64>())
             .sum();
         t
-    }
-
-    fn push_event(&mut self, at: Cycle, ev: Event) {
-        self.seq += 1;
-        self.events.push(Reverse((at, self.seq)));
-        self.payloads.insert(self.seq, ev);
-    }
-
-    /// The next event in time order, advancing the clock to it.
-    pub fn pop_event(&mut self) -> Option<Event> {
-        let Reverse((at, seq)) = self.events.pop()?;
-        self.now = self.now.max(at);
-        self.payloads.remove(&seq)
-    }
-
-    /// Delivers events to `fw` until none are left.
-    ///
-    /// # Errors
-    /// The first firmware error, with the engine error behind it if there was one.
-    pub fn run_firmware(&mut self, fw: &mut Firmware) -> Result<(), RunError> {
-        while let Some(ev) = self.pop_event() {
-            fw.handle(ev, self).map_err(|e| RunError {
-                firmware: e,
-                engine: self.error.take(),
-            })?;
-        }
-        Ok(())
     }
 
     fn check_range(&self, ch: ChannelSet) -> Result<std::ops::Range<usize>, NmcError> {
@@ -271,120 +236,126 @@ impl NmcSystem {
         Ok(first..end)
     }
 
-    fn ticket(&mut self) -> NmcTicket {
-        self.next_ticket = self.next_ticket.wrapping_add(1);
-        NmcTicket(self.next_ticket)
+    fn fail(&mut self, e: EngineError) -> NmcError {
+        let code = match e {
+            EngineError::TsCapacity { .. } | EngineError::Invalid(_) => NmcError::Unsupported,
+            _ => NmcError::OutOfRange,
+        };
+        self.error = Some(e);
+        code
     }
-}
 
-/// A firmware error and, when an engine caused it, the engine's reason.
-#[derive(Debug)]
-pub struct RunError {
-    /// What the firmware reported.
-    pub firmware: FirmwareError,
-    /// The engine error behind it.
-    pub engine: Option<EngineError>,
-}
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.engine {
-            Some(e) => write!(f, "{} ({e})", self.firmware),
-            None => write!(f, "{}", self.firmware),
+    /// Room left in the command queue at cycle `now` (commands finished by then have
+    /// left it).
+    pub fn queue_room(&mut self, now: Cycle) -> usize {
+        while self.outstanding.front().is_some_and(|&t| t <= now) {
+            self.outstanding.pop_front();
         }
-    }
-}
-
-impl std::error::Error for RunError {}
-
-impl Clock for NmcSystem {
-    fn now(&self) -> CpCycle {
-        self.now
-    }
-}
-
-impl FwMemory for NmcSystem {
-    fn read(&mut self, addr: DevAddr, buf: &mut [u8]) -> Result<(), MemoryError> {
-        let end = addr
-            .checked_add(buf.len() as u64)
-            .ok_or(MemoryError::OutOfRange)?;
-        if end > self.preset.capacity_bytes() {
-            return Err(MemoryError::OutOfRange);
-        }
-        self.memory.read(addr, buf);
-        Ok(())
+        self.config.queue_depth.saturating_sub(self.outstanding.len())
     }
 
-    fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError> {
-        let end = addr
-            .checked_add(data.len() as u64)
-            .ok_or(MemoryError::OutOfRange)?;
-        if end > self.preset.capacity_bytes() {
-            return Err(MemoryError::OutOfRange);
-        }
-        self.memory.write(addr, data);
-        Ok(())
-    }
-}
-
-impl NmcController for NmcSystem {
-    fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
+    /// Checks, without running it, that the engines accept `cmd`: its channels exist, it
+    /// validates, and it fits the ALUs (what a command queue checks when written).
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`], [`NmcError::Unsupported`].
+    pub fn precheck(&mut self, cmd: &MacroCommand) -> Result<(), NmcError> {
         let range = self.check_range(cmd.channels)?;
-        let now = self.now;
+        let script = MacroScript::new(cmd).map_err(|e| self.fail(e))?;
+        if let Some(e) = self.engines.get(range.start) {
+            if let Err(err) = e.admit(&script) {
+                return Err(self.fail(err));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a scalar write without performing it.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`], [`NmcError::NoSuchRegister`].
+    pub fn precheck_scalar(&self, channels: ChannelSet, reg: u8) -> Result<(), NmcError> {
+        self.check_range(channels)?;
+        if usize::from(reg) >= nmcp_isa::nmc::SCALAR_REGS as usize {
+            return Err(NmcError::NoSuchRegister);
+        }
+        Ok(())
+    }
+
+    /// Checks a reduction request without performing it.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`].
+    pub fn precheck_reduce(&self, channels: ChannelSet) -> Result<(), NmcError> {
+        self.check_range(channels).map(|_| ())
+    }
+
+    /// Runs `cmd` on its channels from cycle `now` on (functionally on `memory` when the
+    /// block is functional); returns the cycle the last channel finishes.
+    ///
+    /// # Errors
+    /// [`NmcError::Busy`] when `queue_depth` commands are still running;
+    /// [`NmcError::OutOfRange`] / [`NmcError::Unsupported`] for a command the engines
+    /// refuse (the engine error is kept for [`Self::take_error`]).
+    pub fn submit(
+        &mut self,
+        now: Cycle,
+        cmd: &MacroCommand,
+        memory: &mut DeviceMemory,
+    ) -> Result<Cycle, NmcError> {
+        let range = self.check_range(cmd.channels)?;
         while self.outstanding.front().is_some_and(|&t| t <= now) {
             self.outstanding.pop_front();
         }
         if self.outstanding.len() >= self.config.queue_depth {
             return Err(NmcError::Busy);
         }
+        let script = MacroScript::new(cmd).map_err(|e| self.fail(e))?;
+        let engines = &mut self.engines[range.clone()];
+        let (preset, mapping, controllers) = self.memory.split_for_nmc();
+        let controllers = &mut controllers[range];
         let result: Result<Vec<Cycle>, EngineError> = if self.config.functional {
-            let o = &self.preset.organisation;
-            let mut store = Store {
-                memory: &mut self.memory,
-                mapping: &self.mapping,
+            let o = &preset.organisation;
+            let mut store = BankColumns {
+                memory,
+                mapping,
                 channels_per_stack: o.channels_per_stack,
                 pcs_per_channel: o.pseudo_channels_per_channel,
                 banks_per_group: o.banks_per_group,
             };
-            self.engines[range]
-                .iter_mut()
-                .map(|e| e.run_macro(now, cmd, Some(&mut store)))
-                .collect()
+            run_serial(engines, controllers, now, &script, Some(&mut store))
         } else if self.config.parallel {
-            self.engines[range]
+            engines
                 .par_iter_mut()
-                .map(|e| e.run_macro(now, cmd, None))
+                .zip(controllers.par_iter_mut())
+                .map(|(e, c)| e.run_macro(c, now, &script, None))
                 .collect()
         } else {
-            self.engines[range]
-                .iter_mut()
-                .map(|e| e.run_macro(now, cmd, None))
-                .collect()
+            run_serial(engines, controllers, now, &script, None)
         };
         let done = match result {
             Ok(v) => v.into_iter().max().unwrap_or(now),
-            Err(e) => {
-                let code = match e {
-                    EngineError::TsCapacity { .. } | EngineError::Invalid(_) => {
-                        NmcError::Unsupported
-                    }
-                    _ => NmcError::OutOfRange,
-                };
-                self.error = Some(e);
-                return Err(code);
-            }
+            Err(e) => return Err(self.fail(e)),
         };
         self.outstanding.push_back(done);
-        let t = self.ticket();
-        self.push_event(done, Event::NmcDone { ticket: t });
-        Ok(t)
+        Ok(done)
     }
 
-    fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError> {
+    /// Writes scalar register `reg` on `channels` from cycle `now` on.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`], [`NmcError::NoSuchRegister`].
+    pub fn write_scalar(
+        &mut self,
+        now: Cycle,
+        channels: ChannelSet,
+        reg: u8,
+        bits: u32,
+    ) -> Result<(), NmcError> {
         let range = self.check_range(channels)?;
-        let now = self.now;
-        for e in &mut self.engines[range] {
-            if let Err(err) = e.write_scalar(now, reg, bits) {
+        let controllers = self.memory.controllers();
+        for (e, c) in self.engines[range.clone()].iter_mut().zip(&controllers[range]) {
+            if let Err(err) = e.write_scalar(c, now, reg, bits) {
                 self.error = Some(err);
                 return Err(NmcError::NoSuchRegister);
             }
@@ -393,55 +364,61 @@ impl NmcController for NmcSystem {
         Ok(())
     }
 
-    fn reduce_partials(&mut self, channels: ChannelSet) -> Result<NmcTicket, NmcError> {
+    /// Reads and clears every bank's accumulator on `channels` from cycle `now` on and
+    /// adds the partials as the GPU host does; returns the cycle the sum reaches the
+    /// firmware (after the host's own latency) and the sum.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`].
+    pub fn reduce_partials(
+        &mut self,
+        now: Cycle,
+        channels: ChannelSet,
+    ) -> Result<(Cycle, f32), NmcError> {
         let range = self.check_range(channels)?;
-        let now = self.now;
         let mut sum = 0f64;
         let mut last = now;
-        for e in &mut self.engines[range] {
-            let (t, partials) = e.read_accumulators(now);
+        let controllers = self.memory.controllers();
+        for (e, c) in self.engines[range.clone()].iter_mut().zip(&controllers[range]) {
+            let (t, partials) = e.read_accumulators(c, now);
             last = last.max(t);
             sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>();
             self.totals.host_read_bytes += 32 * partials.len() as u64;
         }
         self.totals.reductions += 1;
-        let tck = self.preset.organisation.tck_ns.max(1e-6);
+        let tck = self.memory.preset().organisation.tck_ns.max(1e-6);
         let delay = (self.config.host_reduction_ns / tck).ceil() as Cycle;
-        let t = self.ticket();
-        self.push_event(
-            last + delay,
-            Event::PartialsReady {
-                ticket: t,
-                sum: sum as f32,
-            },
-        );
-        Ok(t)
+        Ok((last + delay, sum as f32))
+    }
+
+    /// Hands back, from cycle `now` on, every channel whose engine is idle and whose
+    /// controller has ordinary requests waiting; returns the cycle normal scheduling
+    /// resumes on each channel it released, as (pseudo-channel, cycle).
+    pub fn release_idle(&mut self, now: Cycle) -> Vec<(usize, Cycle)> {
+        let mut out = Vec::new();
+        let controllers = self.memory.controllers_mut();
+        for (i, (e, c)) in self.engines.iter_mut().zip(controllers.iter_mut()).enumerate() {
+            if e.owns_channel() && e.now() <= now && !c.is_idle() {
+                out.push((i, e.release(c, now)));
+            }
+        }
+        for &(pc, at) in &out {
+            self.memory.wake_at(pc, at);
+        }
+        out
     }
 }
 
-impl KernelDispatcher for NmcSystem {
-    fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
-        Err(DispatchError::NoSuchQueue)
+fn run_serial<'s>(
+    engines: &mut [NmcChannelEngine],
+    controllers: &mut [Controller],
+    now: Cycle,
+    script: &MacroScript,
+    mut store: Option<&mut (dyn ColumnStore + 's)>,
+) -> Result<Vec<Cycle>, EngineError> {
+    let mut done = Vec::with_capacity(engines.len());
+    for (e, c) in engines.iter_mut().zip(controllers.iter_mut()) {
+        done.push(e.run_macro(c, now, script, store.as_deref_mut())?);
     }
-
-    fn complete_without_dispatch(
-        &mut self,
-        _q: u8,
-        _id: u64,
-        _v: i64,
-    ) -> Result<(), DispatchError> {
-        Err(DispatchError::NoSuchQueue)
-    }
-}
-
-impl DmaController for NmcSystem {
-    fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
-        Err(DmaError::NoSuchEngine)
-    }
-}
-
-impl TrackerController for NmcSystem {
-    fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
-        Err(TrackerError::Invalid)
-    }
+    Ok(done)
 }

@@ -142,10 +142,15 @@ fn fnv(mut h: u32, bytes: &[u8]) -> u32 {
     h
 }
 
+/// The rate `Clock::hz` reports unless told otherwise: QEMU with `-icount shift=0` retires
+/// one instruction per nanosecond, so its `mcycle` counts at 1 GHz.
+pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
+
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
     mem: &'a mut [u8],
     clock: fn() -> Cycle,
+    clock_hz: u64,
     nmc: Deque<NmcPending, NMC_QUEUE_DEPTH>,
     next_ticket: u32,
     /// What the firmware asked for.
@@ -159,6 +164,7 @@ impl<'a> Board<'a> {
         Self {
             mem,
             clock,
+            clock_hz: DEFAULT_CLOCK_HZ,
             nmc: Deque::new(),
             next_ticket: 0,
             stats: BoardStats {
@@ -195,14 +201,25 @@ impl<'a> Board<'a> {
             .map_err(|_| LayoutError::Window)
     }
 
+    /// The same board with a clock of `hz` hertz (e.g. a HiFive1's core clock).
+    #[must_use]
+    pub fn with_clock_hz(mut self, hz: u64) -> Self {
+        self.clock_hz = hz;
+        self
+    }
+
     /// The oldest outstanding NMC request's completion: `NmcDone` for a command,
     /// `PartialsReady` carrying `reduction_sum` for a reduction.
     pub fn next_nmc_event(&mut self, reduction_sum: f32) -> Option<Event> {
         Some(match self.nmc.pop_front()? {
-            NmcPending::Command(ticket) => Event::NmcDone { ticket },
+            NmcPending::Command(ticket) => Event::NmcDone {
+                ticket,
+                status: Ok(()),
+            },
             NmcPending::Reduction(ticket) => Event::PartialsReady {
                 ticket,
                 sum: reduction_sum,
+                status: Ok(()),
             },
         })
     }
@@ -359,6 +376,10 @@ impl Clock for Board<'_> {
     fn now(&self) -> Cycle {
         (self.clock)()
     }
+
+    fn hz(&self) -> u64 {
+        self.clock_hz
+    }
 }
 
 impl DeviceMemory for Board<'_> {
@@ -457,15 +478,16 @@ impl NmcController for Board<'_> {
 }
 
 impl DmaController for Board<'_> {
-    /// No T3 firmware programs DMA yet; the board accepts and ignores descriptors.
+    /// The board has no DMA engines: refusing at once keeps the split-phase contract (an
+    /// `Ok` would promise a `DmaDone` that never comes and hang T3 firmware).
     fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
-        Ok(())
+        Err(DmaError::Unsupported)
     }
 }
 
 impl TrackerController for Board<'_> {
-    /// No T3 firmware programs trackers yet; the board accepts and ignores entries.
+    /// The board has no store tracker (see [`DmaController`] above for why not `Ok`).
     fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
-        Ok(())
+        Err(TrackerError::Unsupported)
     }
 }

@@ -32,8 +32,10 @@ use nmcp_isa::aql::{
 };
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
-use crate::platform::{DevAddr, DeviceMemory, DispatchError, DispatchRequest, MemoryError};
-use crate::{Event, FirmwareError, Platform};
+use crate::platform::{
+    DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
+};
+use crate::{Event, FirmwareError};
 use queue::{CachedHead, QueueState};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
@@ -218,7 +220,7 @@ impl CommandProcessor {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform; the CP stays consistent.
-    pub fn on_event<P: Platform>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: DeviceMemory + KernelDispatcher>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
         let Some(cfg) = self.config.as_ref() else {
             return Ok(());
         };
@@ -313,7 +315,7 @@ impl CpState {
         }
     }
 
-    fn scan<P: Platform>(&mut self, cfg: &CpConfig, p: &mut P) -> Result<(), FirmwareError> {
+    fn scan<P: DeviceMemory + KernelDispatcher>(&mut self, cfg: &CpConfig, p: &mut P) -> Result<(), FirmwareError> {
         self.pending = false;
         self.heads.clear();
         self.completions_this_scan = 0;
@@ -338,7 +340,7 @@ impl CpState {
 
     /// Walks queue `qi` from its head until a packet that must run or wait; rejects and
     /// resolves packets on the way.
-    fn head_of<P: Platform>(
+    fn head_of<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         qi: usize,
@@ -425,7 +427,7 @@ impl CpState {
         self.log(queue, id, action);
     }
 
-    fn classify<P: Platform>(
+    fn classify<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         qc: &QueueConfig,
@@ -532,7 +534,7 @@ impl CpState {
 
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
     /// still placing workgroups.
-    fn dispatch_heads<P: Platform>(
+    fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
@@ -591,7 +593,7 @@ impl CpState {
 
     /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
-    fn dispatch_one<P: Platform>(
+    fn dispatch_one<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,

@@ -565,6 +565,14 @@ impl LambSequencer {
         self.stage == Stage::Done
     }
 
+    /// Abandons the running step after an engine failed a command it had accepted, and
+    /// returns the error to report: the sequencer is idle again and a new step may start.
+    pub fn abort(&mut self, e: crate::platform::NmcError) -> FirmwareError {
+        warn!("LAMB step abandoned: {}", e);
+        *self = Self::default();
+        e.into()
+    }
+
     /// Whether a step is running.
     pub fn is_running(&self) -> bool {
         !matches!(self.stage, Stage::Idle | Stage::Done)

@@ -3,9 +3,12 @@
 
 pub mod lamb;
 
-pub use lamb::{LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, TensorDesc};
+pub use lamb::{
+    LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, SequencerWork, TensorDesc,
+};
 
-use crate::{Event, FirmwareError, Platform};
+use crate::platform::{DeviceMemory, NmcController};
+use crate::{Event, FirmwareError};
 
 /// The NMC sequencer's state.
 #[derive(Debug, Default)]
@@ -19,7 +22,7 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// [`SequencerError::Busy`] while a step runs; descriptor and platform errors.
-    pub fn start_lamb<P: Platform>(
+    pub fn start_lamb<P: NmcController + DeviceMemory>(
         &mut self,
         job: LambJob,
         p: &mut P,
@@ -31,10 +34,21 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform or the sequencer.
-    pub fn on_event<P: Platform>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: NmcController + DeviceMemory>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
         match *event {
-            Event::NmcDone { ticket } => self.lamb.on_done(ticket, p),
-            Event::PartialsReady { ticket, sum } => self.lamb.on_partials(ticket, sum, p),
+            Event::NmcDone { ticket, status } => {
+                // An engine failed a command it had accepted: the step cannot finish.
+                status.map_err(|e| self.lamb.abort(e))?;
+                self.lamb.on_done(ticket, p)
+            }
+            Event::PartialsReady {
+                ticket,
+                sum,
+                status,
+            } => {
+                status.map_err(|e| self.lamb.abort(e))?;
+                self.lamb.on_partials(ticket, sum, p)
+            }
             _ => Ok(()),
         }
     }

@@ -1,0 +1,778 @@
+//! One GPU node: its CP firmware, its GPU model, its AQL queues, its device memory, its
+//! HBM with memory controllers and NMC engines (and, with T3, its DMA engines and tracker).
+//! It replaces the two single-purpose systems the emulator had (a CP with queues and a
+//! GEMM model; an NMC memory system with the LAMB sequencer), so one node type serves
+//! GOLDYLOC, NMC LAMB and T3, and a [`System`](crate::system::System) holds N of them on
+//! one time axis.
+//!
+//! # The firmware's time
+//! A handler starts when its event is due and the CP is free. The platform view
+//! ([`platform::NodePlatform`]) borrows the node's parts while it runs — device memory
+//! reads and writes take effect at once; hardware calls (kernel launches, NMC commands,
+//! scalar writes, reductions) are accepted or refused at once and take effect when the
+//! handler ends. The handler's work counters are charged to the CP's timeline by
+//! [`cost`]; its end is `start + cycles / CP clock`.
+
+pub mod cost;
+pub mod platform;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use nmcp_firmware::cp::{
+    CdPredictor, CpAction, CpConfig, CpError, CpRecord, CpWork, CuResources, QueueConfig,
+    MAX_QUEUES,
+};
+use nmcp_firmware::nmc::LambJob;
+use nmcp_firmware::platform::{MemoryError, NmcTicket};
+use nmcp_firmware::{Event, Firmware, FirmwareError};
+use nmcp_isa::aql::{self, DeviceRange, AQL_PACKET_BYTES};
+use nmcp_isa::nmc::MacroCommand;
+
+use crate::gpu::queue::{self, QueueDump, QueueError, INVALID_HEADER};
+use crate::gpu::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
+use crate::hbm::{AddressMapping, HbmPreset};
+use crate::memory::DeviceMemory;
+use crate::nmc::engine::EngineError;
+use crate::nmc::system::{NmcBlock, NmcSystemConfig};
+use crate::sim::time::{ns_to_tick, tick_to_ns};
+use crate::sim::{ClockDomain, EventQueue, Tick};
+
+pub use cost::{FirmwareCost, FirmwareWork, SequencerCostModel};
+
+/// Default device memory of a CP node: 256 MiB at 256 MiB (the null page and low
+/// addresses stay unmapped, so a zero kernel object is out of range).
+pub const DEFAULT_DEVICE: DeviceRange = DeviceRange {
+    base: 0x1000_0000,
+    len: 0x1000_0000,
+};
+/// Bytes at the top of device memory reserved for queue rings and index words.
+pub const SYSTEM_AREA_BYTES: u64 = 16 << 20;
+
+/// Priority of firmware events in the system's queue; events that waited for a busy CP
+/// are re-queued with [`DEFERRED_PRIORITY`] so they keep their order ahead of events
+/// that were due later.
+pub const EVENT_PRIORITY: u8 = 1;
+/// See [`EVENT_PRIORITY`].
+pub const DEFERRED_PRIORITY: u8 = 0;
+
+/// A firmware event for one node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SysEvent {
+    /// The node it is for.
+    pub node: usize,
+    /// The event.
+    pub event: Event,
+}
+
+/// A node's HBM with NMC engines.
+#[derive(Debug, Clone)]
+pub struct NmcNodeConfig {
+    /// The HBM preset.
+    pub preset: HbmPreset,
+    /// The address mapping the engines' functional store and ordinary traffic use.
+    pub mapping: AddressMapping,
+    /// Engine settings.
+    pub system: NmcSystemConfig,
+}
+
+/// How to build a [`GpuNode`].
+#[derive(Debug, Clone)]
+pub struct GpuNodeConfig {
+    /// Device memory the firmware and the queues see.
+    pub device: DeviceRange,
+    /// AQL queues (0 = a node whose CP runs no queues, e.g. NMC only; at most 32).
+    pub queues: usize,
+    /// Ring size in packets (power of two).
+    pub ring_packets: u32,
+    /// What the firmware's work costs on the CP.
+    pub cost: FirmwareCost,
+    /// GPU resources the CP computes occupancy with.
+    pub resources: CuResources,
+    /// CD predictor.
+    pub predictor: CdPredictor,
+    /// Time a workgroup of a non-GEMM kernel takes when its packet gives none.
+    pub non_gemm_workgroup_ns: Nanos,
+    /// HBM with NMC engines, if the node has them.
+    pub nmc: Option<NmcNodeConfig>,
+}
+
+impl Default for GpuNodeConfig {
+    fn default() -> Self {
+        Self {
+            device: DEFAULT_DEVICE,
+            queues: 4,
+            ring_packets: 64,
+            cost: FirmwareCost::default(),
+            resources: CuResources::MI100,
+            predictor: CdPredictor::default(),
+            non_gemm_workgroup_ns: 2_000.0,
+            nmc: None,
+        }
+    }
+}
+
+impl GpuNodeConfig {
+    /// A node with NMC engines on `preset` and no AQL queues: device memory is the whole
+    /// HBM.
+    pub fn nmc_only(preset: HbmPreset, mapping: AddressMapping, system: NmcSystemConfig) -> Self {
+        Self {
+            device: DeviceRange {
+                base: 0,
+                len: preset.capacity_bytes(),
+            },
+            queues: 0,
+            nmc: Some(NmcNodeConfig {
+                preset,
+                mapping,
+                system,
+            }),
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a node could not be built or loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// Bad configuration.
+    Config(String),
+    /// The CP refused the configuration.
+    Cp(CpError),
+    /// Device memory.
+    Memory(MemoryError),
+    /// A queue.
+    Queue(QueueError),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(s) => f.write_str(s),
+            Self::Cp(e) => write!(f, "CP configuration: {e}"),
+            Self::Memory(e) => write!(f, "device memory: {e}"),
+            Self::Queue(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// What happened to one enqueued packet.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PacketOutcome {
+    /// Queue.
+    pub queue: u8,
+    /// Dispatch id.
+    pub dispatch_id: u64,
+    /// When the producer enqueued it.
+    pub enqueued_at: Nanos,
+    /// The CP's last action on it.
+    pub action: Option<CpAction>,
+    /// Times it was dispatched (must be 0 or 1).
+    pub dispatches: u32,
+    /// Times it completed, by running or without (must end at 1).
+    pub completions: u32,
+    /// Kernel object it ran with.
+    pub kernel_object: Option<u64>,
+    /// When its kernel was launched (the CP handler that dispatched it ended).
+    pub launched_at: Option<Nanos>,
+    /// When its last workgroup was placed.
+    pub all_dispatched_at: Option<Nanos>,
+    /// When it completed (kernel finished, or the CP completed it without a dispatch).
+    pub completed_at: Option<Nanos>,
+    /// Value stored into its completion signal by a completion without dispatch.
+    pub completion_value: Option<i64>,
+}
+
+/// Totals of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RunSummary {
+    /// Time of the last event, ns.
+    pub end: Nanos,
+    /// Firmware events handled.
+    pub events: u64,
+    /// CP cycles charged.
+    pub cp_cycles: u64,
+    /// CP busy time, ns.
+    pub cp_busy_ns: Nanos,
+    /// Firmware handler errors (the firmware stays consistent; counted, not fatal).
+    pub handler_errors: u64,
+    /// The run stopped at its step limit with work left.
+    pub truncated: bool,
+    /// The most CP cycles one handler took.
+    pub max_handler_cycles: u64,
+}
+
+impl RunSummary {
+    /// Adds another node's totals (ends and maxima are maxima, counts add).
+    pub fn merge(&mut self, o: &RunSummary) {
+        self.end = self.end.max(o.end);
+        self.events += o.events;
+        self.cp_cycles += o.cp_cycles;
+        self.cp_busy_ns += o.cp_busy_ns;
+        self.handler_errors += o.handler_errors;
+        self.truncated |= o.truncated;
+        self.max_handler_cycles = self.max_handler_cycles.max(o.max_handler_cycles);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Launched {
+    queue: u8,
+    dispatch_id: u64,
+}
+
+/// An NMC call a handler made; it takes effect when the handler ends.
+#[derive(Debug, Clone)]
+enum NmcOp {
+    Submit(NmcTicket, Box<MacroCommand>),
+    Scalar(nmcp_firmware::platform::ChannelSet, u8, u32),
+    Reduce(NmcTicket, nmcp_firmware::platform::ChannelSet),
+}
+
+/// The hardware blocks of a node: what the firmware's platform view borrows.
+#[derive(Debug)]
+pub struct NodeParts<E: KernelEngine> {
+    memory: DeviceMemory,
+    queues: Vec<QueueConfig>,
+    gpu: E,
+    nmc: Option<NmcBlock>,
+    cost: FirmwareCost,
+    cp_clock: ClockDomain,
+    dram_clock: ClockDomain,
+    non_gemm_workgroup_ns: Nanos,
+    next_tag: u64,
+    pending_launches: Vec<(u64, KernelLaunch)>,
+    launched: HashMap<u64, Launched>,
+    dispatching: Vec<Option<u64>>,
+    completed_in_handler: Vec<(u8, u64)>,
+    outcomes: BTreeMap<(u8, u64), PacketOutcome>,
+    next_ticket: u32,
+    nmc_ops: Vec<NmcOp>,
+    nmc_error: Option<EngineError>,
+}
+
+/// One GPU: firmware plus hardware.
+#[derive(Debug)]
+pub struct GpuNode<E: KernelEngine> {
+    index: usize,
+    firmware: Firmware,
+    parts: NodeParts<E>,
+    cp_free_at: Tick,
+    records: Vec<(Nanos, CpRecord)>,
+    summary: RunSummary,
+    last_error: Option<FirmwareError>,
+}
+
+impl<E: KernelEngine> GpuNode<E> {
+    /// Builds node `index`: lays out its queues at the top of device memory and
+    /// configures the firmware CP (when it has queues) and its NMC engines (when it has
+    /// HBM).
+    ///
+    /// # Errors
+    /// [`NodeError`] for a bad configuration.
+    pub fn new(index: usize, config: GpuNodeConfig, gpu: E) -> Result<Self, NodeError> {
+        if config.queues > MAX_QUEUES {
+            return Err(NodeError::Config(format!(
+                "queue count {} outside 0..={MAX_QUEUES}",
+                config.queues
+            )));
+        }
+        let mut memory = DeviceMemory::new(config.device);
+        let mut firmware = Firmware::default();
+        let mut queues = Vec::new();
+        if config.queues > 0 {
+            if !config.ring_packets.is_power_of_two() {
+                return Err(NodeError::Config(format!(
+                    "ring size {} is not a power of two",
+                    config.ring_packets
+                )));
+            }
+            let area = queue::queue_area_bytes(config.queues, config.ring_packets);
+            if area > SYSTEM_AREA_BYTES || config.device.len < SYSTEM_AREA_BYTES {
+                return Err(NodeError::Config(format!(
+                    "queues need {area} bytes; the system area is {SYSTEM_AREA_BYTES} bytes"
+                )));
+            }
+            let base = config.device.base + config.device.len - SYSTEM_AREA_BYTES;
+            queues =
+                queue::layout_queues(&mut memory, base, config.queues, config.ring_packets)
+                    .map_err(NodeError::Memory)?;
+            firmware
+                .cp
+                .configure(CpConfig {
+                    queues: heapless::Vec::from_slice(&queues)
+                        .map_err(|_| NodeError::Cp(CpError::Capacity))?,
+                    device: config.device,
+                    resources: config.resources,
+                    predictor: config.predictor,
+                })
+                .map_err(NodeError::Cp)?;
+        }
+        let (nmc, dram_clock) = match config.nmc {
+            Some(n) => {
+                if config.device.base > 0 || config.device.len < n.preset.capacity_bytes() {
+                    return Err(NodeError::Config(format!(
+                        "device memory {:#x}+{:#x} does not cover the HBM's {} bytes",
+                        config.device.base,
+                        config.device.len,
+                        n.preset.capacity_bytes()
+                    )));
+                }
+                let clock = ClockDomain::from_period_ns(n.preset.organisation.tck_ns);
+                (Some(NmcBlock::new(&n.preset, n.mapping, n.system)), clock)
+            }
+            None => (None, ClockDomain::from_hz(1_000_000_000)),
+        };
+        Ok(Self {
+            index,
+            firmware,
+            parts: NodeParts {
+                memory,
+                dispatching: vec![None; queues.len()],
+                queues,
+                gpu,
+                nmc,
+                cost: config.cost,
+                cp_clock: config.cost.clock(),
+                dram_clock,
+                non_gemm_workgroup_ns: config.non_gemm_workgroup_ns,
+                next_tag: 0,
+                pending_launches: Vec::new(),
+                launched: HashMap::new(),
+                completed_in_handler: Vec::new(),
+                outcomes: BTreeMap::new(),
+                next_ticket: 0,
+                nmc_ops: Vec::new(),
+                nmc_error: None,
+            },
+            cp_free_at: 0,
+            records: Vec::new(),
+            summary: RunSummary::default(),
+            last_error: None,
+        })
+    }
+
+    /// The node's index in its system.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// First address of the reserved system area (rings, index words).
+    pub fn system_area_base(&self) -> u64 {
+        let d = self.parts.memory.range();
+        d.base + d.len - SYSTEM_AREA_BYTES
+    }
+
+    /// Device memory.
+    pub fn memory(&self) -> &DeviceMemory {
+        &self.parts.memory
+    }
+
+    /// Device memory, writable (to place extension records, signals, tensors...).
+    pub fn memory_mut(&mut self) -> &mut DeviceMemory {
+        &mut self.parts.memory
+    }
+
+    /// The queue descriptors.
+    pub fn queues(&self) -> &[QueueConfig] {
+        &self.parts.queues
+    }
+
+    /// The GPU model.
+    pub fn engine(&self) -> &E {
+        &self.parts.gpu
+    }
+
+    /// The NMC block, if the node has HBM with NMC engines.
+    pub fn nmc(&self) -> Option<&NmcBlock> {
+        self.parts.nmc.as_ref()
+    }
+
+    /// The NMC block, mutable (command logs, ordinary traffic).
+    pub fn nmc_mut(&mut self) -> Option<&mut NmcBlock> {
+        self.parts.nmc.as_mut()
+    }
+
+    /// The first engine error behind an NMC failure the firmware saw.
+    pub fn take_nmc_error(&mut self) -> Option<EngineError> {
+        self.parts
+            .nmc_error
+            .take()
+            .or_else(|| self.parts.nmc.as_mut().and_then(NmcBlock::take_error))
+    }
+
+    /// The firmware.
+    pub fn firmware(&self) -> &Firmware {
+        &self.firmware
+    }
+
+    /// Per-packet outcomes, by (queue, dispatch id).
+    pub fn outcomes(&self) -> &BTreeMap<(u8, u64), PacketOutcome> {
+        &self.parts.outcomes
+    }
+
+    /// The CP's log with the time each record's handler ended.
+    pub fn records(&self) -> &[(Nanos, CpRecord)] {
+        &self.records
+    }
+
+    /// Totals so far.
+    pub fn summary(&self) -> RunSummary {
+        self.summary
+    }
+
+    /// The CP's work counters.
+    pub fn cp_work(&self) -> CpWork {
+        self.firmware.cp.work()
+    }
+
+    /// The last error a firmware handler returned.
+    pub fn last_error(&self) -> Option<FirmwareError> {
+        self.last_error
+    }
+
+    /// When the CP is free for its next handler.
+    pub fn cp_free_at(&self) -> Tick {
+        self.cp_free_at
+    }
+
+    /// The DRAM clock (1 GHz when the node has no HBM model).
+    pub fn dram_clock(&self) -> ClockDomain {
+        self.parts.dram_clock
+    }
+
+    /// Enqueues a raw packet on `queue` at `at` ns with the producer protocol, after
+    /// setting its completion signal (if it has one in device memory) to 1. The doorbell
+    /// is rung separately.
+    ///
+    /// # Errors
+    /// [`NodeError`] if the queue does not exist or is full.
+    pub fn enqueue(
+        &mut self,
+        queue: u8,
+        packet: &[u8; AQL_PACKET_BYTES],
+        at: Nanos,
+    ) -> Result<u64, NodeError> {
+        let q = *self
+            .parts
+            .queues
+            .get(usize::from(queue))
+            .ok_or_else(|| NodeError::Config(format!("no queue {queue}")))?;
+        let signal = u64::from_le_bytes(
+            packet[aql::offset::COMPLETION_SIGNAL..]
+                .try_into()
+                .unwrap_or([0; 8]),
+        );
+        let mem = &mut self.parts.memory;
+        if signal != 0 && mem.range().contains(signal, 8) {
+            mem.write_signal(signal, 1).map_err(NodeError::Memory)?;
+        }
+        let id = queue::enqueue(mem, &q, packet).map_err(NodeError::Queue)?;
+        self.parts.outcomes.insert(
+            (queue, id),
+            PacketOutcome {
+                queue,
+                dispatch_id: id,
+                enqueued_at: at,
+                ..PacketOutcome::default()
+            },
+        );
+        Ok(id)
+    }
+
+    /// Stores `queue`'s last write index into its doorbell signal (the producer's side of
+    /// ringing it; the system delivers the `Doorbell` event).
+    ///
+    /// # Errors
+    /// [`NodeError`] if the queue does not exist.
+    pub fn write_doorbell(&mut self, queue: u8) -> Result<(), NodeError> {
+        let q = *self
+            .parts
+            .queues
+            .get(usize::from(queue))
+            .ok_or_else(|| NodeError::Config(format!("no queue {queue}")))?;
+        let w = self
+            .parts
+            .memory
+            .read_u64(q.write_index_addr)
+            .map_err(NodeError::Memory)?;
+        self.parts
+            .memory
+            .write_u64(q.doorbell_addr, w.saturating_sub(1))
+            .map_err(NodeError::Memory)
+    }
+
+    /// Loads a dump's memory sections and enqueues its packets; returns the queues used
+    /// (whose doorbells the caller rings).
+    ///
+    /// # Errors
+    /// [`NodeError`] if a section overlaps the system area or leaves device memory, a
+    /// packet names a queue the node lacks, or a ring overflows.
+    pub fn load_dump(&mut self, dump: &QueueDump) -> Result<Vec<u8>, NodeError> {
+        let sys = self.system_area_base();
+        for m in &dump.memory {
+            let end = m.addr.saturating_add(m.bytes.len() as u64);
+            if end > sys {
+                return Err(NodeError::Config(format!(
+                    "memory section at {:#x} overlaps the queue area at {sys:#x}",
+                    m.addr
+                )));
+            }
+            self.parts.memory.write(m.addr, &m.bytes).map_err(|_| {
+                NodeError::Config(format!(
+                    "memory section at {:#x} ({} bytes) is outside device memory",
+                    m.addr,
+                    m.bytes.len()
+                ))
+            })?;
+        }
+        let mut used = [false; MAX_QUEUES];
+        for p in &dump.packets {
+            self.enqueue(p.queue, &p.bytes, 0.0)
+                .map_err(|e| NodeError::Config(format!("packet at offset {}: {e}", p.offset)))?;
+            if let Some(u) = used.get_mut(usize::from(p.queue)) {
+                *u = true;
+            }
+        }
+        Ok((0..MAX_QUEUES as u8)
+            .filter(|&q| used[usize::from(q)])
+            .collect())
+    }
+
+    /// When the GPU model next has something to report.
+    pub fn gpu_wake(&self) -> Option<Tick> {
+        self.parts.gpu.next_event().map(ns_to_tick)
+    }
+
+    /// Advances the GPU model to `until` and turns what it reports into firmware events.
+    pub fn advance_gpu(&mut self, until: Tick, q: &mut EventQueue<SysEvent>) {
+        let mut u = tick_to_ns(until);
+        // The wake tick is the model's time rounded up; never stop short of it.
+        if let Some(g) = self.parts.gpu.next_event() {
+            if ns_to_tick(g) <= until {
+                u = u.max(g);
+            }
+        }
+        let mut out = Vec::new();
+        self.parts.gpu.advance(u, &mut out);
+        self.gpu_events(&out, q);
+    }
+
+    fn push(&self, q: &mut EventQueue<SysEvent>, at: Tick, event: Event) {
+        q.push_with(
+            at,
+            EVENT_PRIORITY,
+            SysEvent {
+                node: self.index,
+                event,
+            },
+        );
+    }
+
+    fn gpu_events(&mut self, evs: &[GpuEvent], q: &mut EventQueue<SysEvent>) {
+        for &ev in evs {
+            match ev {
+                GpuEvent::AllDispatched { tag, at } => {
+                    let Some(info) = self.parts.launched.get(&tag).copied() else {
+                        continue;
+                    };
+                    let qi = usize::from(info.queue);
+                    let p = &mut self.parts;
+                    if let Some(qc) = p.queues.get(qi).copied() {
+                        let _ = p.memory.write_u64(qc.read_index_addr, info.dispatch_id + 1);
+                        let _ = p.memory.write(
+                            qc.packet_addr(info.dispatch_id),
+                            &INVALID_HEADER.to_le_bytes(),
+                        );
+                    }
+                    if let Some(d) = p.dispatching.get_mut(qi) {
+                        *d = None;
+                    }
+                    if let Some(o) = p.outcomes.get_mut(&(info.queue, info.dispatch_id)) {
+                        o.all_dispatched_at = Some(at);
+                    }
+                    self.summary.end = self.summary.end.max(at);
+                    self.push(
+                        q,
+                        ns_to_tick(at),
+                        Event::KernelDispatched {
+                            queue: info.queue,
+                            dispatch_id: info.dispatch_id,
+                        },
+                    );
+                }
+                GpuEvent::Completed { tag, at } => {
+                    let Some(info) = self.parts.launched.remove(&tag) else {
+                        continue;
+                    };
+                    let sig = self.parts.completion_signal_of(info.queue, info.dispatch_id);
+                    let p = &mut self.parts;
+                    if let Some(o) = p.outcomes.get_mut(&(info.queue, info.dispatch_id)) {
+                        o.completed_at = Some(at);
+                        o.completions += 1;
+                        if let Some(sig) = sig {
+                            let _ = p.memory.write_signal(sig, 0);
+                        }
+                    }
+                    self.summary.end = self.summary.end.max(at);
+                    self.push(
+                        q,
+                        ns_to_tick(at),
+                        Event::KernelCompleted {
+                            queue: info.queue,
+                            dispatch_id: info.dispatch_id,
+                            status: Ok(()),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Delivers `event` (due at `at`) to the firmware at `max(at, CP free)`.
+    pub fn handle(&mut self, event: Event, at: Tick, q: &mut EventQueue<SysEvent>) {
+        let start = at.max(self.cp_free_at);
+        let result = self.run_handler(start, q, |fw, p| fw.handle(event, p));
+        if let Err(e) = result {
+            self.summary.handler_errors += 1;
+            self.last_error = Some(e);
+        }
+    }
+
+    /// Starts a LAMB step on the NMC sequencer at `at` (or when the CP is free), as a
+    /// handler of its own.
+    ///
+    /// # Errors
+    /// The sequencer's or the platform's refusal.
+    pub fn start_lamb(
+        &mut self,
+        job: LambJob,
+        at: Tick,
+        q: &mut EventQueue<SysEvent>,
+    ) -> Result<(), FirmwareError> {
+        let start = at.max(self.cp_free_at);
+        self.run_handler(start, q, |fw, p| fw.nmc.start_lamb(job, p))
+    }
+
+    /// Runs one firmware handler from `start` with the node's platform view, charges its
+    /// work, and makes its hardware calls take effect at its end.
+    fn run_handler(
+        &mut self,
+        start: Tick,
+        q: &mut EventQueue<SysEvent>,
+        f: impl FnOnce(
+            &mut Firmware,
+            &mut platform::NodePlatform<'_, E>,
+        ) -> Result<(), FirmwareError>,
+    ) -> Result<(), FirmwareError> {
+        let before = FirmwareWork::of(&self.firmware);
+        let result = {
+            let mut p = platform::NodePlatform::new(&mut self.parts, start);
+            f(&mut self.firmware, &mut p)
+        };
+        let work = FirmwareWork::of(&self.firmware).since(&before);
+        let cycles = self.parts.cost.cycles(&work);
+        let busy = self.parts.cp_clock.ticks(cycles);
+        let end = start + busy;
+        self.cp_free_at = end;
+        let end_ns = tick_to_ns(end);
+        self.summary.events += 1;
+        self.summary.cp_cycles += cycles;
+        self.summary.max_handler_cycles = self.summary.max_handler_cycles.max(cycles);
+        self.summary.cp_busy_ns += tick_to_ns(busy);
+        self.summary.end = self.summary.end.max(end_ns);
+        while let Some(rec) = self.firmware.cp.pop_record() {
+            if let Some(o) = self.parts.outcomes.get_mut(&(rec.queue, rec.dispatch_id)) {
+                o.action = Some(rec.action);
+            }
+            self.records.push((end_ns, rec));
+        }
+        for key in std::mem::take(&mut self.parts.completed_in_handler) {
+            if let Some(o) = self.parts.outcomes.get_mut(&key) {
+                o.completed_at = Some(end_ns);
+            }
+        }
+        let launches = std::mem::take(&mut self.parts.pending_launches);
+        if !launches.is_empty() {
+            let mut out = Vec::new();
+            self.parts.gpu.advance(end_ns, &mut out);
+            self.gpu_events(&out, q);
+            for (tag, l) in launches {
+                if let Some(info) = self.parts.launched.get(&tag).copied() {
+                    if let Some(o) = self.parts.outcomes.get_mut(&(info.queue, info.dispatch_id)) {
+                        o.launched_at = Some(end_ns);
+                    }
+                }
+                self.parts.gpu.launch(end_ns, tag, &l);
+            }
+        }
+        self.run_nmc_ops(end, q);
+        if self.firmware.cp.has_pending_work() {
+            self.push(q, end, Event::Deferred);
+        }
+        result
+    }
+
+    /// The NMC calls of the handler that ended at `end`, in call order.
+    fn run_nmc_ops(&mut self, end: Tick, q: &mut EventQueue<SysEvent>) {
+        if self.parts.nmc_ops.is_empty() {
+            return;
+        }
+        let clock = self.parts.dram_clock;
+        let now = clock.cycle_at_or_after(end);
+        let ops = std::mem::take(&mut self.parts.nmc_ops);
+        let p = &mut self.parts;
+        let Some(nmc) = p.nmc.as_mut() else { return };
+        for op in ops {
+            match op {
+                NmcOp::Submit(ticket, cmd) => {
+                    let (at, status) = match nmc.submit(now, &cmd, &mut p.memory) {
+                        Ok(done) => (clock.tick_of(done), Ok(())),
+                        Err(e) => (end, Err(e)),
+                    };
+                    let ev = Event::NmcDone { ticket, status };
+                    q.push_with(at, EVENT_PRIORITY, SysEvent { node: self.index, event: ev });
+                }
+                NmcOp::Scalar(ch, reg, bits) => {
+                    // Checked when the firmware called; the engines cannot refuse it now.
+                    if nmc.write_scalar(now, ch, reg, bits).is_err() {
+                        p.nmc_error = nmc.take_error();
+                    }
+                }
+                NmcOp::Reduce(ticket, ch) => {
+                    let (at, sum, status) = match nmc.reduce_partials(now, ch) {
+                        Ok((ready, sum)) => (clock.tick_of(ready), sum, Ok(())),
+                        Err(e) => (end, 0.0, Err(e)),
+                    };
+                    let ev = Event::PartialsReady {
+                        ticket,
+                        sum,
+                        status,
+                    };
+                    q.push_with(at, EVENT_PRIORITY, SysEvent { node: self.index, event: ev });
+                }
+            }
+        }
+    }
+}
+
+impl<E: KernelEngine> NodeParts<E> {
+    /// The completion-signal handle recorded for a packet (read from the ring while the
+    /// body is still there: invalidating a slot only rewrites its header).
+    fn completion_signal_of(&self, queue: u8, id: u64) -> Option<u64> {
+        let qc = self.queues.get(usize::from(queue))?;
+        let sig = self
+            .memory
+            .read_u64(qc.packet_addr(id) + aql::offset::COMPLETION_SIGNAL as u64)
+            .ok()?;
+        (sig != 0 && self.memory.range().contains(sig, 8)).then_some(sig)
+    }
+
+    fn ticket(&mut self) -> NmcTicket {
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        NmcTicket(self.next_ticket)
+    }
+}

@@ -1,0 +1,194 @@
+//! The firmware's view of its node: a borrow of the node's hardware blocks for the length
+//! of one handler, implementing every platform trait.
+//!
+//! The view is a split borrow (the firmware is borrowed next to it, not lent out), so N
+//! nodes in one system each hand their firmware a view of their own parts. Device memory
+//! accesses take effect at once; hardware calls are checked at once (the split-phase
+//! rule: `Ok` promises a completion event) and take effect when the handler ends.
+
+use nmcp_firmware::platform::{
+    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest,
+    DmaController, DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket,
+    TrackerController, TrackerError,
+};
+use nmcp_isa::nmc::MacroCommand;
+use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+
+use super::{Launched, NmcOp, NodeParts};
+use crate::gpu::dispatch::launch_from_packet;
+use crate::gpu::queue::INVALID_HEADER;
+use crate::gpu::KernelEngine;
+use crate::nmc::system::NmcBlock;
+use crate::sim::Tick;
+
+/// One node's hardware as one handler sees it.
+#[derive(Debug)]
+pub struct NodePlatform<'a, E: KernelEngine> {
+    parts: &'a mut NodeParts<E>,
+    now: Tick,
+}
+
+impl<'a, E: KernelEngine> NodePlatform<'a, E> {
+    /// The view for a handler starting at `now`.
+    pub fn new(parts: &'a mut NodeParts<E>, now: Tick) -> Self {
+        Self { parts, now }
+    }
+
+    fn check_head(&self, queue: u8, id: u64) -> Result<nmcp_firmware::cp::QueueConfig, DispatchError> {
+        let p = &self.parts;
+        let qc = *p
+            .queues
+            .get(usize::from(queue))
+            .ok_or(DispatchError::NoSuchQueue)?;
+        let read = p
+            .memory
+            .read_u64(qc.read_index_addr)
+            .map_err(|_| DispatchError::NoSuchQueue)?;
+        let write = p
+            .memory
+            .read_u64(qc.write_index_addr)
+            .map_err(|_| DispatchError::NoSuchQueue)?;
+        if read != id || id >= write {
+            return Err(DispatchError::NotAtHead);
+        }
+        Ok(qc)
+    }
+
+    fn nmc(&mut self) -> Result<&mut NmcBlock, NmcError> {
+        self.parts.nmc.as_mut().ok_or(NmcError::Unsupported)
+    }
+
+    /// Submits queued in this handler, which hold queue entries from its end on.
+    fn submits_pending(&self) -> usize {
+        self.parts
+            .nmc_ops
+            .iter()
+            .filter(|o| matches!(o, NmcOp::Submit(..)))
+            .count()
+    }
+}
+
+impl<E: KernelEngine> Clock for NodePlatform<'_, E> {
+    fn now(&self) -> Cycle {
+        self.parts.cp_clock.cycle_at(self.now)
+    }
+
+    fn hz(&self) -> u64 {
+        self.parts.cp_clock.hz()
+    }
+}
+
+impl<E: KernelEngine> DeviceMemory for NodePlatform<'_, E> {
+    fn read(&mut self, addr: DevAddr, buf: &mut [u8]) -> Result<(), MemoryError> {
+        self.parts.memory.read(addr, buf)
+    }
+
+    fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError> {
+        self.parts.memory.write(addr, data)
+    }
+}
+
+impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
+    fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+        let qc = self.check_head(req.queue, req.dispatch_id)?;
+        let p = &mut *self.parts;
+        if p
+            .dispatching
+            .get(usize::from(req.queue))
+            .is_some_and(|d| d.is_some())
+        {
+            return Err(DispatchError::Busy);
+        }
+        let launch = launch_from_packet(
+            &p.memory,
+            qc.packet_addr(req.dispatch_id),
+            req.kernel_object,
+            p.non_gemm_workgroup_ns,
+        )?;
+        let tag = p.next_tag;
+        p.next_tag += 1;
+        p.launched.insert(
+            tag,
+            Launched {
+                queue: req.queue,
+                dispatch_id: req.dispatch_id,
+            },
+        );
+        if let Some(d) = p.dispatching.get_mut(usize::from(req.queue)) {
+            *d = Some(req.dispatch_id);
+        }
+        if let Some(o) = p.outcomes.get_mut(&(req.queue, req.dispatch_id)) {
+            o.dispatches += 1;
+            o.kernel_object = Some(req.kernel_object);
+        }
+        p.pending_launches.push((tag, launch));
+        Ok(())
+    }
+
+    fn complete_without_dispatch(
+        &mut self,
+        queue: u8,
+        dispatch_id: u64,
+        value: i64,
+    ) -> Result<(), DispatchError> {
+        let qc = self.check_head(queue, dispatch_id)?;
+        let p = &mut *self.parts;
+        if let Some(sig) = p.completion_signal_of(queue, dispatch_id) {
+            let _ = p.memory.write_signal(sig, value);
+        }
+        let _ = p.memory.write_u64(qc.read_index_addr, dispatch_id + 1);
+        let _ = p
+            .memory
+            .write(qc.packet_addr(dispatch_id), &INVALID_HEADER.to_le_bytes());
+        if let Some(o) = p.outcomes.get_mut(&(queue, dispatch_id)) {
+            o.completions += 1;
+            o.completion_value = Some(value);
+        }
+        p.completed_in_handler.push((queue, dispatch_id));
+        Ok(())
+    }
+}
+
+impl<E: KernelEngine> NmcController for NodePlatform<'_, E> {
+    fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
+        let now = self.parts.dram_clock.cycle_at_or_after(self.now);
+        let pending = self.submits_pending();
+        let nmc = self.nmc()?;
+        nmc.precheck(cmd)?;
+        if nmc.queue_room(now) <= pending {
+            return Err(NmcError::Busy);
+        }
+        let t = self.parts.ticket();
+        self.parts
+            .nmc_ops
+            .push(NmcOp::Submit(t, Box::new(cmd.clone())));
+        Ok(t)
+    }
+
+    fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError> {
+        self.nmc()?.precheck_scalar(channels, reg)?;
+        self.parts.nmc_ops.push(NmcOp::Scalar(channels, reg, bits));
+        Ok(())
+    }
+
+    fn reduce_partials(&mut self, channels: ChannelSet) -> Result<NmcTicket, NmcError> {
+        self.nmc()?.precheck_reduce(channels)?;
+        let t = self.parts.ticket();
+        self.parts.nmc_ops.push(NmcOp::Reduce(t, channels));
+        Ok(t)
+    }
+}
+
+impl<E: KernelEngine> DmaController for NodePlatform<'_, E> {
+    /// DMA engines arrive with T3; until then the node has none.
+    fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
+        Err(DmaError::Unsupported)
+    }
+}
+
+impl<E: KernelEngine> TrackerController for NodePlatform<'_, E> {
+    /// The store tracker arrives with T3; until then the node has none.
+    fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
+        Err(TrackerError::Unsupported)
+    }
+}

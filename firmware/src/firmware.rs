@@ -1,0 +1,86 @@
+//! The top floor: the one place that knows the CP, the NMC sequencer and T3, routes each
+//! event to its owner and gathers their errors. Nothing below imports it.
+
+use core::fmt;
+
+use crate::{cp, nmc, Event, Platform};
+
+use crate::platform::{DispatchError, DmaError, MemoryError, NmcError, TrackerError};
+
+/// Why a handler could not finish. The firmware stays consistent after any of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum FirmwareError {
+    /// A device-memory access failed.
+    Memory(MemoryError),
+    /// The dispatcher refused a request.
+    Dispatch(DispatchError),
+    /// The NMC engine refused a request.
+    Nmc(NmcError),
+    /// A DMA engine refused a request.
+    Dma(DmaError),
+    /// The tracker refused a request.
+    Tracker(TrackerError),
+    /// The command processor failed.
+    Cp(cp::CpError),
+    /// The NMC sequencer failed.
+    Sequencer(nmc::SequencerError),
+}
+
+impl fmt::Display for FirmwareError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory(e) => write!(f, "device memory: {e}"),
+            Self::Dispatch(e) => write!(f, "dispatch: {e}"),
+            Self::Nmc(e) => write!(f, "NMC: {e}"),
+            Self::Dma(e) => write!(f, "DMA: {e}"),
+            Self::Tracker(e) => write!(f, "tracker: {e}"),
+            Self::Cp(e) => write!(f, "command processor: {e}"),
+            Self::Sequencer(e) => write!(f, "NMC sequencer: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for FirmwareError {}
+
+macro_rules! from_error {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for FirmwareError {
+            fn from(e: $t) -> Self { Self::$v(e) }
+        }
+    )*};
+}
+from_error!(MemoryError => Memory, DispatchError => Dispatch, NmcError => Nmc,
+            DmaError => Dma, TrackerError => Tracker, cp::CpError => Cp,
+            nmc::SequencerError => Sequencer);
+
+/// The whole firmware: one value, owned by the board's main loop or by the emulator.
+#[derive(Debug, Default)]
+pub struct Firmware {
+    /// GOLDYLOC command processor.
+    pub cp: cp::CommandProcessor,
+    /// NMC sequencing (LAMB, reductions).
+    pub nmc: nmc::NmcSequencer,
+}
+
+impl Firmware {
+    /// Handles one event to completion.
+    ///
+    /// # Errors
+    /// Any [`FirmwareError`]; the firmware's state stays consistent and the next event
+    /// can be handled.
+    pub fn handle<P: Platform>(&mut self, event: Event, p: &mut P) -> Result<(), FirmwareError> {
+        match event {
+            Event::Doorbell { .. }
+            | Event::KernelDispatched { .. }
+            | Event::KernelCompleted { .. }
+            | Event::Deferred => self.cp.on_event(&event, p),
+            Event::NmcDone { .. } | Event::PartialsReady { .. } => self.nmc.on_event(&event, p),
+            // T3's programming arrives with the T3 mechanism; until then nothing the
+            // firmware programs can fire these.
+            Event::DmaDone { .. } | Event::TrackerFired { .. } => Ok(()),
+        }
+    }
+}
+
