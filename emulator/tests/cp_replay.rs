@@ -4,7 +4,9 @@
 
 use nmcp_emulator::gpu::queue::demo::{self, Expect};
 use nmcp_emulator::gpu::queue::{sample, QueueDump};
-use nmcp_emulator::gpu::system::{CpSystem, CpSystemConfig, FixedTimeEngine};
+use nmcp_emulator::gpu::FixedTimeEngine;
+use nmcp_emulator::node::GpuNodeConfig;
+use nmcp_emulator::system::System;
 use nmcp_firmware::cp::features::FRAC_BITS;
 use nmcp_firmware::cp::{CdPredictor, CpAction, RejectCode, CLASS_COUNT, MAX_CD};
 use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
@@ -19,7 +21,7 @@ fn cd4() -> CdPredictor {
     p
 }
 
-fn replay(dump: &QueueDump, queues: usize, predictor: CdPredictor) -> CpSystem<FixedTimeEngine> {
+fn replay(dump: &QueueDump, queues: usize, predictor: CdPredictor) -> System<FixedTimeEngine> {
     replay_on(dump, queues, predictor, FixedTimeEngine::new(8, 4, 500.0))
 }
 
@@ -28,15 +30,15 @@ fn replay_on(
     queues: usize,
     predictor: CdPredictor,
     engine: FixedTimeEngine,
-) -> CpSystem<FixedTimeEngine> {
-    let cfg = CpSystemConfig {
+) -> System<FixedTimeEngine> {
+    let cfg = GpuNodeConfig {
         queues,
         ring_packets: 64,
         predictor,
-        ..CpSystemConfig::default()
+        ..GpuNodeConfig::default()
     };
-    let mut sys = CpSystem::new(cfg, engine).unwrap();
-    sys.load_dump(dump).unwrap();
+    let mut sys = System::single(cfg, engine).unwrap();
+    sys.load_dump(0, dump).unwrap();
     sys.run(100_000);
     sys
 }
@@ -57,9 +59,9 @@ fn malformed_packets_complete_with_their_error_and_the_rest_run() {
     for (p, e) in dump.packets.iter().zip(&expect) {
         let id = per_queue[usize::from(p.queue)];
         per_queue[usize::from(p.queue)] += 1;
-        let o = &sys.outcomes()[&(p.queue, id)];
+        let o = &sys.node(0).outcomes()[&(p.queue, id)];
         assert_eq!(o.completions, 1, "completes exactly once: {o:?}");
-        let signal = sys.memory().read_signal(signal_of(&p.bytes)).unwrap();
+        let signal = sys.node(0).memory().read_signal(signal_of(&p.bytes)).unwrap();
         match *e {
             Expect::Runs => {
                 assert_eq!(o.dispatches, 1, "{o:?}");
@@ -115,20 +117,20 @@ fn a_long_run_of_bad_packets_is_worked_off_in_bounded_handlers() {
             bytes: p,
         });
     }
-    let cfg = CpSystemConfig {
+    let cfg = GpuNodeConfig {
         queues: 1,
         ring_packets: 128,
-        ..CpSystemConfig::default()
+        ..GpuNodeConfig::default()
     };
-    let mut sys = CpSystem::new(cfg, FixedTimeEngine::new(8, 4, 500.0)).unwrap();
-    sys.load_dump(&dump).unwrap();
+    let mut sys = System::single(cfg, FixedTimeEngine::new(8, 4, 500.0)).unwrap();
+    sys.load_dump(0, &dump).unwrap();
     let s = sys.run(10_000);
-    assert!(sys.outcomes().values().all(|o| o.completions == 1
+    assert!(sys.node(0).outcomes().values().all(|o| o.completions == 1
         && o.completion_value == Some(RejectCode::ZeroGridSize.signal_value())));
     // 100 packets at 32 per handler: the doorbell plus three timer continuations.
     assert_eq!(s.events, 4);
     assert_eq!(
-        sys.cp_work().packets_inspected,
+        sys.node(0).cp_work().packets_inspected,
         100,
         "no packet is inspected twice"
     );
@@ -267,8 +269,8 @@ proptest! {
         // A corrupted record can ask for billions of workgroups; a GPU with a million
         // slots places them in few batches, so the run stays short.
         let sys = replay_on(&dump, 4, predictor, FixedTimeEngine::new(1000, 1000, 500.0));
-        prop_assert_eq!(sys.outcomes().len(), stream.len());
-        for o in sys.outcomes().values() {
+        prop_assert_eq!(sys.node(0).outcomes().len(), stream.len());
+        for o in sys.node(0).outcomes().values() {
             prop_assert_eq!(o.completions, 1, "{:?}", o);
             prop_assert!(o.dispatches <= 1, "{:?}", o);
             match o.action {
@@ -283,7 +285,7 @@ proptest! {
         // One decision per handler: the GEMMs dispatched together are exactly CD many
         // (CD never exceeds the GEMMs available, nor 16).
         let mut by_handler: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
-        for (t, rec) in sys.records() {
+        for (t, rec) in sys.node(0).records() {
             if let CpAction::Dispatched { cd, gemm: true, .. } = rec.action {
                 by_handler.entry(t.to_bits()).or_default().push(cd);
             }

@@ -505,6 +505,11 @@ impl CpState {
                             address: km.kernel_object,
                         }));
                     }
+                    if !ext.kernels.iter().any(|km| km.kernel_object == k.kernel_object) {
+                        return Ok(Class::Reject(RejectReason::KernelNotListed {
+                            address: k.kernel_object,
+                        }));
+                    }
                     if let Some(index) = ext
                         .kernels
                         .iter()

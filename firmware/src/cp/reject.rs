@@ -57,11 +57,13 @@ pub enum RejectCode {
     DependencyFailed = 18,
     /// A kernel of the extension would launch more workgroups than a u64 counts.
     GridTooLarge = 19,
+    /// The packet's kernel object is not one of the extension's kernels.
+    KernelNotListed = 20,
     /// Anything else.
     Other = 255,
 }
 
-const ALL_CODES: [RejectCode; 20] = [
+const ALL_CODES: [RejectCode; 21] = [
     RejectCode::UnknownPacketType,
     RejectCode::UnsupportedPacketType,
     RejectCode::ReservedBits,
@@ -81,6 +83,7 @@ const ALL_CODES: [RejectCode; 20] = [
     RejectCode::ExtUnreadable,
     RejectCode::DependencyFailed,
     RejectCode::GridTooLarge,
+    RejectCode::KernelNotListed,
     RejectCode::Other,
 ];
 
@@ -117,6 +120,7 @@ impl RejectCode {
             Self::ExtUnreadable => "ext_unreadable",
             Self::DependencyFailed => "dependency_failed",
             Self::GridTooLarge => "grid_too_large",
+            Self::KernelNotListed => "kernel_not_listed",
             Self::Other => "other",
         }
     }
@@ -152,6 +156,12 @@ pub enum RejectReason {
     GridTooLarge {
         /// Index into the kernel map.
         index: u8,
+    },
+    /// The packet's kernel object is none of the extension's kernels, so no tuned
+    /// alternative is known to compute the same GEMM.
+    KernelNotListed {
+        /// The packet's kernel object.
+        address: u64,
     },
     /// Dependency signal `index` of a barrier holds a negative (error) value.
     DependencyFailed {
@@ -192,6 +202,7 @@ impl RejectReason {
             Self::KernelObject { .. } => RejectCode::KernelObjectOutOfRange,
             Self::Memory(_) => RejectCode::ExtUnreadable,
             Self::GridTooLarge { .. } => RejectCode::GridTooLarge,
+            Self::KernelNotListed { .. } => RejectCode::KernelNotListed,
             Self::DependencyFailed { .. } => RejectCode::DependencyFailed,
         }
     }
@@ -216,6 +227,10 @@ impl fmt::Display for RejectReason {
             Self::GridTooLarge { index } => write!(
                 f,
                 "GEMM extension kernels[{index}] launches more workgroups than a u64 counts"
+            ),
+            Self::KernelNotListed { address } => write!(
+                f,
+                "kernel_object {address:#x} is none of the GEMM extension's kernels"
             ),
             Self::DependencyFailed { index, value } => {
                 write!(f, "barrier dep_signal[{index}] holds error value {value}")

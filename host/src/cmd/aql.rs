@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use nmcp_emulator::gpu::queue::{DumpPacket, QueueDump};
-use nmcp_emulator::gpu::system::DEFAULT_DEVICE;
+use nmcp_emulator::node::DEFAULT_DEVICE;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 use serde_json::{json, Value};

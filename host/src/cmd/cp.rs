@@ -9,9 +9,9 @@ use nmcp_emulator::gpu::gemm::Calibration;
 use nmcp_emulator::gpu::queue::demo::{self, Expect};
 use nmcp_emulator::gpu::queue::{sample, DumpPacket, MemSection, QueueDump};
 use nmcp_emulator::gpu::sim::GpuSim;
-use nmcp_emulator::gpu::system::{
-    CpSystem, CpSystemConfig, FixedTimeEngine, PacketOutcome, DEFAULT_DEVICE,
-};
+use nmcp_emulator::gpu::FixedTimeEngine;
+use nmcp_emulator::node::{GpuNodeConfig, PacketOutcome, DEFAULT_DEVICE};
+use nmcp_emulator::system::System;
 use nmcp_emulator::gpu::KernelEngine;
 use nmcp_firmware::cp::features::{workgroups, CuResources};
 use nmcp_firmware::cp::{CdPredictor, CpAction};
@@ -356,16 +356,16 @@ fn run_replay<E: KernelEngine>(
     (engine_label, predictor_source): (&str, &str),
 ) -> CmdResult {
     let ids = dispatch_ids(dump);
-    let cfg = CpSystemConfig {
+    let cfg = GpuNodeConfig {
         device,
         queues,
         ring_packets,
         predictor,
         resources,
-        ..CpSystemConfig::default()
+        ..GpuNodeConfig::default()
     };
-    let mut sys = CpSystem::new(cfg, engine).map_err(|e| format!("{}: {e}", a.file.display()))?;
-    sys.load_dump(dump)
+    let mut sys = System::single(cfg, engine).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    sys.load_dump(0, dump)
         .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let summary = sys.run(a.max_steps);
 
@@ -384,7 +384,7 @@ fn run_replay<E: KernelEngine>(
     }
     let (mut dispatched, mut rejected, mut pending) = (0, 0, 0);
     for (p, &id) in dump.packets.iter().zip(&ids) {
-        let o = sys.outcomes().get(&(p.queue, id));
+        let o = sys.node(0).outcomes().get(&(p.queue, id));
         let kind = match aql::decode(&p.bytes) {
             Ok(AqlPacket::KernelDispatch(k)) if k.gemm_ext_address != 0 => "gemm",
             Ok(pk) => pk.header().packet_type.name(),
@@ -423,7 +423,7 @@ fn run_replay<E: KernelEngine>(
             );
         }
     }
-    let work = sys.cp_work();
+    let work = sys.node(0).cp_work();
     if a.json {
         outln!(
             out,

@@ -280,6 +280,7 @@ pub fn run(a: LambArgs) -> CmdResult {
             ..NmcSystemConfig::default()
         },
         hyper: h,
+        ..LambRunConfig::default()
     };
     let mut run = LambRun::new(preset.clone(), &elements, config(a.ts, functional))?;
     let mut expect = None;

@@ -14,7 +14,9 @@ use nmcp_emulator::gpu::catalog::CatalogKernel;
 use nmcp_emulator::gpu::gemm::GemmShape;
 use nmcp_emulator::gpu::queue::{demo, sample};
 use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_partitioned};
-use nmcp_emulator::gpu::system::{CpSystem, CpSystemConfig, FixedTimeEngine};
+use nmcp_emulator::gpu::FixedTimeEngine;
+use nmcp_emulator::node::GpuNodeConfig;
+use nmcp_emulator::system::System;
 use nmcp_firmware::cp::features::{CuResources, FEATURE_COUNT, FRAC_BITS};
 use nmcp_firmware::cp::{decide, CdPredictor, CpWork, GemmCandidate, CLASS_COUNT};
 use nmcp_isa::gemm_ext::CONCURRENCY_DEGREES;
@@ -81,34 +83,34 @@ pub fn cp_charge(n: u32, cd: u8, resources: &CuResources) -> CpCharge {
     let Some(predictor) = constant_predictor(cd) else {
         return charge;
     };
-    let cfg = CpSystemConfig {
+    let cfg = GpuNodeConfig {
         queues: n.clamp(1, 32) as usize,
         ring_packets: 16,
         predictor,
         resources: *resources,
-        ..CpSystemConfig::default()
+        ..GpuNodeConfig::default()
     };
-    let Ok(mut sys) = CpSystem::new(cfg, FixedTimeEngine::new(resources.cus, 8, 1000.0)) else {
+    let Ok(mut sys) = System::single(cfg, FixedTimeEngine::new(resources.cus, 8, 1000.0)) else {
         return charge;
     };
     let ext = sample::gemm_ext(1024, 1024, 1024, demo::KO_BASE);
     let ext_addr = demo::EXT_BASE;
-    if sys.memory_mut().write(ext_addr, &ext.encode()).is_err() {
+    if sys.node_mut(0).memory_mut().write(ext_addr, &ext.encode()).is_err() {
         return charge;
     }
     for q in 0..n.min(32) {
         let sig = demo::SIGNAL_BASE + u64::from(q) * 8;
         let q8 = u8::try_from(q).unwrap_or(0);
         if sys
-            .enqueue(q8, &sample::gemm_dispatch(&ext, ext_addr, sig), 0.0)
+            .enqueue(0, q8, &sample::gemm_dispatch(&ext, ext_addr, sig), 0.0)
             .is_err()
-            || sys.ring_doorbell(q8, 0.0).is_err()
+            || sys.ring_doorbell(0, q8, 0.0).is_err()
         {
             return charge;
         }
     }
     let summary = sys.run(1_000_000);
-    let work = sys.cp_work();
+    let work = sys.node(0).cp_work();
     charge.cycles = summary.cp_cycles;
     charge.decisions = work.decisions;
     charge.busy_ns = summary.cp_busy_ns;
