@@ -204,6 +204,41 @@ fn params(h: &LambHyper) -> LambParams {
     }
 }
 
+/// The job the firmware runs for step `k` (counting from 0) of `config` over `layout`:
+/// the geometry of `preset` and the hyperparameters with the step counted up.
+pub fn lamb_job(preset: &HbmPreset, layout: &Layout, config: &LambRunConfig, k: u32) -> LambJob {
+    let o = &preset.organisation;
+    let geometry = NmcGeometry {
+        pseudo_channels: preset.pseudo_channels() as u16,
+        banks_per_pc: preset.banks_per_pseudo_channel() as u16,
+        cols_per_row: o.columns_per_row,
+        column_bytes: o.bytes_per_column,
+        ts_entries: config.system.ts_entries.min(usize::from(u16::MAX)) as u16,
+    };
+    let mut h = config.hyper;
+    h.step = h.step.saturating_add(k);
+    LambJob {
+        table: layout.table,
+        tensors: layout.tensors.len() as u32,
+        geometry,
+        params: params(&h),
+    }
+}
+
+/// Writes the descriptor table of `layout` into `memory`.
+///
+/// # Errors
+/// [`LambError::Data`] when the table lies outside device memory.
+pub fn write_descriptors(memory: &mut crate::memory::DeviceMemory, layout: &Layout) -> Result<(), LambError> {
+    for (i, t) in layout.tensors.iter().enumerate() {
+        let a = layout.table + (i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES) as u64;
+        memory
+            .write(a, &t.desc.encode())
+            .map_err(|e| LambError::Data(format!("descriptor table: {e}")))?;
+    }
+    Ok(())
+}
+
 impl LambRun {
     /// Lays out tensors of `elements` values on `preset` and writes the descriptor table.
     ///
@@ -225,14 +260,7 @@ impl LambRun {
             .map_err(|e| LambError::Data(format!("node: {e}")))?;
         let mut system =
             System::new(vec![node]).map_err(|e| LambError::Data(format!("system: {e}")))?;
-        for (i, t) in layout.tensors.iter().enumerate() {
-            let a = layout.table + (i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES) as u64;
-            system
-                .node_mut(0)
-                .memory_mut()
-                .write(a, &t.desc.encode())
-                .map_err(|e| LambError::Data(format!("descriptor table: {e}")))?;
-        }
+        write_descriptors(system.node_mut(0).memory_mut(), &layout)?;
         Ok(Self {
             system,
             layout,
@@ -359,23 +387,7 @@ impl LambRun {
     /// Firmware or engine errors, or a stall.
     pub fn step(&mut self) -> Result<StepOutcome, LambError> {
         let nmc = self.nmc();
-        let p = nmc.preset();
-        let o = &p.organisation;
-        let geometry = NmcGeometry {
-            pseudo_channels: p.pseudo_channels() as u16,
-            banks_per_pc: p.banks_per_pseudo_channel() as u16,
-            cols_per_row: o.columns_per_row,
-            column_bytes: o.bytes_per_column,
-            ts_entries: self.config.system.ts_entries.min(usize::from(u16::MAX)) as u16,
-        };
-        let mut h = self.config.hyper;
-        h.step = h.step.saturating_add(self.steps_done);
-        let job = LambJob {
-            table: self.layout.table,
-            tensors: self.layout.tensors.len() as u32,
-            geometry,
-            params: params(&h),
-        };
+        let job = lamb_job(nmc.preset(), &self.layout, &self.config, self.steps_done);
         let clock = self.node().dram_clock();
         let start = clock.cycle_at(self.system.now()).max(nmc.engines_done());
         let run_error = |sys: &mut System<NoGpu>, e: FirmwareError| {

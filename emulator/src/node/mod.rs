@@ -36,7 +36,7 @@ use crate::memory::DeviceMemory;
 use crate::nmc::engine::EngineError;
 use crate::nmc::system::{NmcBlock, NmcSystemConfig};
 use crate::sim::time::{ns_to_tick, tick_to_ns};
-use crate::sim::{ClockDomain, EventQueue, Tick};
+use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
 pub use cost::{FirmwareCost, FirmwareWork, SequencerCostModel};
 
@@ -755,6 +755,24 @@ impl<E: KernelEngine> GpuNode<E> {
                     q.push_with(at, EVENT_PRIORITY, SysEvent { node: self.index, event: ev });
                 }
             }
+        }
+    }
+}
+
+/// A node's timed hardware (today its GPU model) as one component of the system: it
+/// reports firmware events for its CP as (tick, event) pairs.
+impl<E: KernelEngine> Component for GpuNode<E> {
+    type Output = (Tick, SysEvent);
+
+    fn next_wake(&self) -> Option<Tick> {
+        self.gpu_wake()
+    }
+
+    fn advance(&mut self, until: Tick, out: &mut Vec<Self::Output>) {
+        let mut q = EventQueue::new();
+        self.advance_gpu(until, &mut q);
+        while let Some(s) = q.pop() {
+            out.push((s.at, s.event));
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::node::{
     GpuNode, GpuNodeConfig, NodeError, RunSummary, SysEvent, DEFERRED_PRIORITY, EVENT_PRIORITY,
 };
 use crate::sim::time::{ns_to_tick, tick_to_ns};
-use crate::sim::{EventQueue, Tick};
+use crate::sim::{Component, EventQueue, Tick};
 
 /// N GPU nodes sharing one event queue.
 #[derive(Debug)]
@@ -151,6 +151,7 @@ impl<E: KernelEngine> System<E> {
     /// totals over all nodes.
     pub fn run(&mut self, max_steps: u64) -> RunSummary {
         let mut steps = 0u64;
+        let mut out = Vec::new();
         loop {
             if steps >= max_steps {
                 self.truncated = true;
@@ -159,7 +160,7 @@ impl<E: KernelEngine> System<E> {
             // The earliest component; ties go to the lowest node index.
             let mut gpu: Option<(Tick, usize)> = None;
             for (i, n) in self.nodes.iter().enumerate() {
-                if let Some(t) = n.gpu_wake() {
+                if let Some(t) = n.next_wake() {
                     if gpu.is_none_or(|(b, _)| t < b) {
                         gpu = Some((t, i));
                     }
@@ -172,7 +173,11 @@ impl<E: KernelEngine> System<E> {
                 (e, Some((g, i))) if e.is_none_or(|e| g <= e) => {
                     steps += 1;
                     self.now = self.now.max(g);
-                    self.nodes[i].advance_gpu(g, &mut self.queue);
+                    out.clear();
+                    self.nodes[i].advance(g, &mut out);
+                    for (at, e) in out.drain(..) {
+                        self.queue.push_with(at, EVENT_PRIORITY, e);
+                    }
                 }
                 _ => {
                     let Some(s) = self.queue.pop() else { break };
