@@ -194,7 +194,12 @@ impl DeviceMemory {
     /// # Errors
     /// [`MemoryError::OutOfRange`]; [`MemoryError::Misaligned`] when `data` is not a whole
     /// number of lanes.
-    pub fn apply_update(&mut self, addr: u64, dtype: DType, data: &[u8]) -> Result<(), MemoryError> {
+    pub fn apply_update(
+        &mut self,
+        addr: u64,
+        dtype: DType,
+        data: &[u8],
+    ) -> Result<(), MemoryError> {
         let lane = match dtype {
             DType::F16 | DType::Bf16 => 2,
             DType::F32 | DType::I32 => 4,
@@ -272,14 +277,20 @@ mod tests {
     fn update_adds_lane_by_lane() {
         let mut m = DeviceMemory::with_capacity(4096);
         m.write_f32(0, &[1.0, 2.5]).unwrap();
-        let add: Vec<u8> = [0.5f32, -2.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let add: Vec<u8> = [0.5f32, -2.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         m.apply_update(0, DType::F32, &add).unwrap();
         let mut back = [0f32; 2];
         m.read_f32(0, &mut back).unwrap();
         assert_eq!(back, [1.5, 0.0]);
         let h = |x: f32| half::f16::from_f32(x).to_bits();
         m.write_u16(64, &[h(1.0), h(-3.0)]).unwrap();
-        let add: Vec<u8> = [h(0.25), h(1.0)].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let add: Vec<u8> = [h(0.25), h(1.0)]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         m.apply_update(64, DType::F16, &add).unwrap();
         let mut hb = [0u16; 2];
         m.read_u16(64, &mut hb).unwrap();
@@ -289,7 +300,8 @@ mod tests {
             Err(MemoryError::Misaligned)
         );
         m.write(100, &(-5i32).to_le_bytes()).unwrap();
-        m.apply_update(100, DType::I32, &7i32.to_le_bytes()).unwrap();
+        m.apply_update(100, DType::I32, &7i32.to_le_bytes())
+            .unwrap();
         assert_eq!(m.read_u64(100).unwrap() as u32 as i32, 2);
     }
 }

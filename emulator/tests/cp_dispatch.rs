@@ -51,7 +51,10 @@ fn system(queues: usize, predictor: CdPredictor) -> System<FixedTimeEngine> {
 fn put_gemm(sys: &mut System<FixedTimeEngine>, queue: u8, m: u32, slot: u64) -> u64 {
     let ext = sample::gemm_ext(m, 512, 512, KO_BASE + u64::from(m));
     let addr = EXT_BASE + slot * 0x100;
-    sys.node_mut(0).memory_mut().write(addr, &ext.encode()).unwrap();
+    sys.node_mut(0)
+        .memory_mut()
+        .write(addr, &ext.encode())
+        .unwrap();
     let sig = SIG_BASE + slot * 8;
     sys.enqueue(0, queue, &sample::gemm_dispatch(&ext, addr, sig), 0.0)
         .unwrap();

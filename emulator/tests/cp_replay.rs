@@ -61,7 +61,11 @@ fn malformed_packets_complete_with_their_error_and_the_rest_run() {
         per_queue[usize::from(p.queue)] += 1;
         let o = &sys.node(0).outcomes()[&(p.queue, id)];
         assert_eq!(o.completions, 1, "completes exactly once: {o:?}");
-        let signal = sys.node(0).memory().read_signal(signal_of(&p.bytes)).unwrap();
+        let signal = sys
+            .node(0)
+            .memory()
+            .read_signal(signal_of(&p.bytes))
+            .unwrap();
         match *e {
             Expect::Runs => {
                 assert_eq!(o.dispatches, 1, "{o:?}");

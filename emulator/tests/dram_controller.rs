@@ -278,7 +278,7 @@ fn unloaded_read_latency_through_the_memory_system() {
 #[test]
 fn nmc_engine_can_own_the_pseudo_channel() {
     let mut c = controller(RefreshMode::Off, PagePolicy::Open, 32);
-    c.acquire_for_nmc();
+    c.acquire_for_nmc(0);
     let mut done = Vec::new();
     let part = RequestPart {
         write: false,

@@ -151,7 +151,10 @@ fn two_nodes_share_the_queue_and_each_gets_its_own_result() {
             .filter_map(|o| o.completed_at)
             .fold(f64::INFINITY, f64::min);
         let lamb_end = sys.node(li).summary().end;
-        assert!(first_gemm > 0.0 && first_gemm < lamb_end, "{first_gemm} vs {lamb_end}");
+        assert!(
+            first_gemm > 0.0 && first_gemm < lamb_end,
+            "{first_gemm} vs {lamb_end}"
+        );
     }
 }
 

@@ -65,4 +65,3 @@ pub enum Event {
     /// its work bound with work left (Tock's deferred call), not a periodic timer.
     Deferred,
 }
-

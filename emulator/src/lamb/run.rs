@@ -229,7 +229,10 @@ pub fn lamb_job(preset: &HbmPreset, layout: &Layout, config: &LambRunConfig, k: 
 ///
 /// # Errors
 /// [`LambError::Data`] when the table lies outside device memory.
-pub fn write_descriptors(memory: &mut crate::memory::DeviceMemory, layout: &Layout) -> Result<(), LambError> {
+pub fn write_descriptors(
+    memory: &mut crate::memory::DeviceMemory,
+    layout: &Layout,
+) -> Result<(), LambError> {
     for (i, t) in layout.tensors.iter().enumerate() {
         let a = layout.table + (i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES) as u64;
         memory
@@ -281,7 +284,9 @@ impl LambRun {
 
     /// The node's NMC block (engines, controllers, command logs).
     pub fn nmc(&self) -> &NmcBlock {
-        self.node().nmc().unwrap_or_else(|| unreachable!("a LAMB node has NMC engines"))
+        self.node()
+            .nmc()
+            .unwrap_or_else(|| unreachable!("a LAMB node has NMC engines"))
     }
 
     fn node(&self) -> &GpuNode<NoGpu> {

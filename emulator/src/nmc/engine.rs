@@ -165,8 +165,13 @@ pub trait ColumnStore {
     ///
     /// # Errors
     /// [`EngineError::OutOfRange`] when the column is not backed by device memory.
-    fn read_column(&self, pc: usize, bank: usize, row: u32, col: u32)
-        -> Result<[u8; 32], EngineError>;
+    fn read_column(
+        &self,
+        pc: usize,
+        bank: usize,
+        row: u32,
+        col: u32,
+    ) -> Result<[u8; 32], EngineError>;
     /// Writes it back.
     ///
     /// # Errors
@@ -341,7 +346,12 @@ impl NmcChannelEngine {
     }
 
     /// Opens `row` (in every bank, or in `single`).
-    fn open(&mut self, ctrl: &mut Controller, row: u32, single: Option<usize>) -> Result<(), EngineError> {
+    fn open(
+        &mut self,
+        ctrl: &mut Controller,
+        row: u32,
+        single: Option<usize>,
+    ) -> Result<(), EngineError> {
         if row >= self.rows {
             return Err(EngineError::OutOfRange(format!(
                 "row {row} of {}",

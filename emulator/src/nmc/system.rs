@@ -26,9 +26,7 @@ use rayon::prelude::*;
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
 use crate::memctrl::{Controller, ControllerConfig, MemorySystem};
 use crate::memory::DeviceMemory;
-use crate::nmc::engine::{
-    ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine,
-};
+use crate::nmc::engine::{ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine};
 
 /// Settings of a node's NMC block.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -194,7 +192,11 @@ impl NmcBlock {
 
     /// When the last engine finishes what it was given.
     pub fn engines_done(&self) -> Cycle {
-        self.engines.iter().map(NmcChannelEngine::now).max().unwrap_or(0)
+        self.engines
+            .iter()
+            .map(NmcChannelEngine::now)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The first engine error a call hit (the call itself answered with a firmware error
@@ -251,7 +253,9 @@ impl NmcBlock {
         while self.outstanding.front().is_some_and(|&t| t <= now) {
             self.outstanding.pop_front();
         }
-        self.config.queue_depth.saturating_sub(self.outstanding.len())
+        self.config
+            .queue_depth
+            .saturating_sub(self.outstanding.len())
     }
 
     /// Checks, without running it, that the engines accept `cmd`: its channels exist, it
@@ -354,7 +358,10 @@ impl NmcBlock {
     ) -> Result<(), NmcError> {
         let range = self.check_range(channels)?;
         let controllers = self.memory.controllers();
-        for (e, c) in self.engines[range.clone()].iter_mut().zip(&controllers[range]) {
+        for (e, c) in self.engines[range.clone()]
+            .iter_mut()
+            .zip(&controllers[range])
+        {
             if let Err(err) = e.write_scalar(c, now, reg, bits) {
                 self.error = Some(err);
                 return Err(NmcError::NoSuchRegister);
@@ -379,7 +386,10 @@ impl NmcBlock {
         let mut sum = 0f64;
         let mut last = now;
         let controllers = self.memory.controllers();
-        for (e, c) in self.engines[range.clone()].iter_mut().zip(&controllers[range]) {
+        for (e, c) in self.engines[range.clone()]
+            .iter_mut()
+            .zip(&controllers[range])
+        {
             let (t, partials) = e.read_accumulators(c, now);
             last = last.max(t);
             sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>();
@@ -397,7 +407,12 @@ impl NmcBlock {
     pub fn release_idle(&mut self, now: Cycle) -> Vec<(usize, Cycle)> {
         let mut out = Vec::new();
         let controllers = self.memory.controllers_mut();
-        for (i, (e, c)) in self.engines.iter_mut().zip(controllers.iter_mut()).enumerate() {
+        for (i, (e, c)) in self
+            .engines
+            .iter_mut()
+            .zip(controllers.iter_mut())
+            .enumerate()
+        {
             if e.owns_channel() && e.now() <= now && !c.is_idle() {
                 out.push((i, e.release(c, now)));
             }

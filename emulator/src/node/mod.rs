@@ -297,9 +297,8 @@ impl<E: KernelEngine> GpuNode<E> {
                 )));
             }
             let base = config.device.base + config.device.len - SYSTEM_AREA_BYTES;
-            queues =
-                queue::layout_queues(&mut memory, base, config.queues, config.ring_packets)
-                    .map_err(NodeError::Memory)?;
+            queues = queue::layout_queues(&mut memory, base, config.queues, config.ring_packets)
+                .map_err(NodeError::Memory)?;
             firmware
                 .cp
                 .configure(CpConfig {
@@ -608,7 +607,9 @@ impl<E: KernelEngine> GpuNode<E> {
                     let Some(info) = self.parts.launched.remove(&tag) else {
                         continue;
                     };
-                    let sig = self.parts.completion_signal_of(info.queue, info.dispatch_id);
+                    let sig = self
+                        .parts
+                        .completion_signal_of(info.queue, info.dispatch_id);
                     let p = &mut self.parts;
                     if let Some(o) = p.outcomes.get_mut(&(info.queue, info.dispatch_id)) {
                         o.completed_at = Some(at);
@@ -663,10 +664,7 @@ impl<E: KernelEngine> GpuNode<E> {
         &mut self,
         start: Tick,
         q: &mut EventQueue<SysEvent>,
-        f: impl FnOnce(
-            &mut Firmware,
-            &mut platform::NodePlatform<'_, E>,
-        ) -> Result<(), FirmwareError>,
+        f: impl FnOnce(&mut Firmware, &mut platform::NodePlatform<'_, E>) -> Result<(), FirmwareError>,
     ) -> Result<(), FirmwareError> {
         let before = FirmwareWork::of(&self.firmware);
         let result = {
@@ -734,7 +732,14 @@ impl<E: KernelEngine> GpuNode<E> {
                         Err(e) => (end, Err(e)),
                     };
                     let ev = Event::NmcDone { ticket, status };
-                    q.push_with(at, EVENT_PRIORITY, SysEvent { node: self.index, event: ev });
+                    q.push_with(
+                        at,
+                        EVENT_PRIORITY,
+                        SysEvent {
+                            node: self.index,
+                            event: ev,
+                        },
+                    );
                 }
                 NmcOp::Scalar(ch, reg, bits) => {
                     // Checked when the firmware called; the engines cannot refuse it now.
@@ -752,7 +757,14 @@ impl<E: KernelEngine> GpuNode<E> {
                         sum,
                         status,
                     };
-                    q.push_with(at, EVENT_PRIORITY, SysEvent { node: self.index, event: ev });
+                    q.push_with(
+                        at,
+                        EVENT_PRIORITY,
+                        SysEvent {
+                            node: self.index,
+                            event: ev,
+                        },
+                    );
                 }
             }
         }

@@ -7,9 +7,9 @@
 //! rule: `Ok` promises a completion event) and take effect when the handler ends.
 
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest,
-    DmaController, DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket,
-    TrackerController, TrackerError,
+    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
+    DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
+    TrackerError,
 };
 use nmcp_isa::nmc::MacroCommand;
 use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
@@ -34,7 +34,11 @@ impl<'a, E: KernelEngine> NodePlatform<'a, E> {
         Self { parts, now }
     }
 
-    fn check_head(&self, queue: u8, id: u64) -> Result<nmcp_firmware::cp::QueueConfig, DispatchError> {
+    fn check_head(
+        &self,
+        queue: u8,
+        id: u64,
+    ) -> Result<nmcp_firmware::cp::QueueConfig, DispatchError> {
         let p = &self.parts;
         let qc = *p
             .queues
@@ -92,8 +96,7 @@ impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
     fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
         let qc = self.check_head(req.queue, req.dispatch_id)?;
         let p = &mut *self.parts;
-        if p
-            .dispatching
+        if p.dispatching
             .get(usize::from(req.queue))
             .is_some_and(|d| d.is_some())
         {

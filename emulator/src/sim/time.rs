@@ -27,7 +27,11 @@ impl ClockDomain {
     /// A clock with a period of `ns` nanoseconds (e.g. a DRAM preset's tCK), rounded to
     /// the nearest hertz.
     pub fn from_period_ns(ns: f64) -> Self {
-        let hz = if ns > 0.0 { (1e9 / ns).round() as u64 } else { 1 };
+        let hz = if ns > 0.0 {
+            (1e9 / ns).round() as u64
+        } else {
+            1
+        };
         Self::from_hz(hz)
     }
 
@@ -117,8 +121,12 @@ mod tests {
         assert_eq!(c.tick_of(3_000_000_000), 2_000_000_000_000);
         for k in [0u64, 1, 2, 7, 1_000_003] {
             assert_eq!(c.cycle_at(c.tick_of(k)), k);
-            assert_eq!(c.cycle_at_or_after(c.tick_of(k)), k);
         }
+        // Cycle 1 begins at 666.67 ps, so the first cycle at or after 667 ps is cycle 2;
+        // at a tick where a cycle begins exactly, it is that cycle.
+        assert_eq!(c.cycle_at_or_after(667), 2);
+        assert_eq!(c.cycle_at_or_after(2_000), 3);
+        assert_eq!(c.cycle_at_or_after(1_999), 3);
     }
 
     #[test]

@@ -220,7 +220,11 @@ impl CommandProcessor {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform; the CP stays consistent.
-    pub fn on_event<P: DeviceMemory + KernelDispatcher>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        event: &Event,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
         let Some(cfg) = self.config.as_ref() else {
             return Ok(());
         };
@@ -315,7 +319,11 @@ impl CpState {
         }
     }
 
-    fn scan<P: DeviceMemory + KernelDispatcher>(&mut self, cfg: &CpConfig, p: &mut P) -> Result<(), FirmwareError> {
+    fn scan<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
         self.pending = false;
         self.heads.clear();
         self.completions_this_scan = 0;
@@ -505,7 +513,11 @@ impl CpState {
                             address: km.kernel_object,
                         }));
                     }
-                    if !ext.kernels.iter().any(|km| km.kernel_object == k.kernel_object) {
+                    if !ext
+                        .kernels
+                        .iter()
+                        .any(|km| km.kernel_object == k.kernel_object)
+                    {
                         return Ok(Class::Reject(RejectReason::KernelNotListed {
                             address: k.kernel_object,
                         }));

@@ -34,7 +34,11 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// Any [`FirmwareError`] from the platform or the sequencer.
-    pub fn on_event<P: NmcController + DeviceMemory>(&mut self, event: &Event, p: &mut P) -> Result<(), FirmwareError> {
+    pub fn on_event<P: NmcController + DeviceMemory>(
+        &mut self,
+        event: &Event,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
         match *event {
             Event::NmcDone { ticket, status } => {
                 // An engine failed a command it had accepted: the step cannot finish.

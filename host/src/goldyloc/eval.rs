@@ -95,7 +95,12 @@ pub fn cp_charge(n: u32, cd: u8, resources: &CuResources) -> CpCharge {
     };
     let ext = sample::gemm_ext(1024, 1024, 1024, demo::KO_BASE);
     let ext_addr = demo::EXT_BASE;
-    if sys.node_mut(0).memory_mut().write(ext_addr, &ext.encode()).is_err() {
+    if sys
+        .node_mut(0)
+        .memory_mut()
+        .write(ext_addr, &ext.encode())
+        .is_err()
+    {
         return charge;
     }
     for q in 0..n.min(32) {
