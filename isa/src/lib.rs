@@ -24,5 +24,6 @@ mod fmt;
 pub mod aql;
 pub mod asm;
 pub mod gemm_ext;
+pub mod le;
 pub mod nmc;
 pub mod t3;
