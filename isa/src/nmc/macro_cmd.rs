@@ -34,7 +34,9 @@ use heapless::Vec;
 
 use crate::le::{LeReader, LeWriter, OutOfBounds};
 
-use super::instr::{DecodeError, Instr, INSTR_BYTES, MAX_JUMP_TAKEN};
+use super::encoding::{DecodeError, INSTR_BYTES};
+use super::instr::Instr;
+use super::operand::MAX_JUMP_TAKEN;
 
 /// Phases per macro-command.
 pub const MAX_PHASES: usize = 8;
