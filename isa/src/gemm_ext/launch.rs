@@ -43,6 +43,7 @@ impl CuResources {
 /// split-K, times batch. Zero tiles, split-K and batch count as 1. Takes the fields one by
 /// one so a caller that holds the problem and the tiling in other types (the emulator's
 /// kernel catalog) computes the same count; [`workgroups`] is the record's form.
+#[inline]
 pub fn grid_workgroups(
     m: u32,
     n: u32,
@@ -60,6 +61,7 @@ pub fn grid_workgroups(
 }
 
 /// Workgroups kernel `k` launches for the GEMM of record `g` (see [`grid_workgroups`]).
+#[inline]
 pub fn workgroups(g: &GemmExt, k: &KernelMeta) -> u64 {
     grid_workgroups(g.m, g.n, g.batch, k.macro_tile_0, k.macro_tile_1, k.split_k)
 }
@@ -67,6 +69,7 @@ pub fn workgroups(g: &GemmExt, k: &KernelMeta) -> u64 {
 /// [`workgroups`] without overflow: `None` when M, N, split-K and batch of a (malformed
 /// or absurd) record multiply past `u64`. The CP uses this on records it has not
 /// validated against any size bound.
+#[inline]
 pub fn checked_workgroups(g: &GemmExt, k: &KernelMeta) -> Option<u64> {
     u64::from(g.m)
         .div_ceil(u64::from(k.macro_tile_0.max(1)))
@@ -77,6 +80,7 @@ pub fn checked_workgroups(g: &GemmExt, k: &KernelMeta) -> Option<u64> {
 
 /// Resident workgroups per CU: the tightest of LDS, registers, wave slots and the
 /// hardware limit. Zero means the kernel cannot run on this GPU.
+#[inline]
 pub fn occupancy(k: &KernelMeta, r: &CuResources) -> u32 {
     let threads = u32::from(k.workgroup_size.max(1));
     let waves_per_wg = threads.div_ceil(r.wave_size.max(1));
