@@ -14,6 +14,8 @@
 
 use core::fmt;
 
+use crate::le::{LeReader, LeWriter, OutOfBounds};
+
 /// Bytes in one AQL packet.
 pub const AQL_PACKET_BYTES: usize = 64;
 /// Dependency signals a barrier packet carries.
@@ -456,39 +458,18 @@ impl fmt::Display for AqlError {
 
 impl core::error::Error for AqlError {}
 
-fn u16_at(b: &[u8; AQL_PACKET_BYTES], at: usize) -> u16 {
-    let mut w = [0u8; 2];
-    if let Some(s) = b.get(at..at + 2) {
-        w.copy_from_slice(s);
-    }
-    u16::from_le_bytes(w)
-}
-
-fn u32_at(b: &[u8; AQL_PACKET_BYTES], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        w.copy_from_slice(s);
-    }
-    u32::from_le_bytes(w)
-}
-
-fn u64_at(b: &[u8; AQL_PACKET_BYTES], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
-}
-
-fn put(b: &mut [u8; AQL_PACKET_BYTES], at: usize, v: &[u8]) {
-    if let Some(s) = b.get_mut(at..at + v.len()) {
-        s.copy_from_slice(v);
+/// A field read past the end of the buffer: fewer than [`AQL_PACKET_BYTES`] bytes.
+impl From<OutOfBounds> for AqlError {
+    fn from(e: OutOfBounds) -> Self {
+        Self::WrongLength { len: e.len }
     }
 }
 
 /// The header word of a raw packet, undecoded (a producer publishes it last).
 pub fn raw_header(bytes: &[u8; AQL_PACKET_BYTES]) -> u16 {
-    u16_at(bytes, offset::HEADER)
+    // The header is inside any 64-byte packet; the fallback is never taken (and 0 would
+    // read as an INVALID packet).
+    LeReader::new(bytes).u16_at(offset::HEADER).unwrap_or(0)
 }
 
 /// Decodes one packet.
@@ -500,11 +481,12 @@ pub fn raw_header(bytes: &[u8; AQL_PACKET_BYTES]) -> u16 {
 /// [`AqlError::UnknownPacketType`], [`AqlError::UnsupportedPacketType`] (vendor-specific
 /// and agent-dispatch packets), [`AqlError::ReservedFenceScope`], [`AqlError::ReservedBits`].
 pub fn decode(bytes: &[u8; AQL_PACKET_BYTES]) -> Result<AqlPacket, AqlError> {
-    let header = PacketHeader::from_bits(raw_header(bytes))?;
+    let r = LeReader::new(bytes);
+    let header = PacketHeader::from_bits(r.u16_at(offset::HEADER)?)?;
     match header.packet_type {
         PacketType::Invalid => Ok(AqlPacket::Invalid(header)),
         PacketType::KernelDispatch => {
-            let setup = u16_at(bytes, offset::SETUP);
+            let setup = r.u16_at(offset::SETUP)?;
             if setup & !SETUP_DIMENSIONS_MASK != 0 {
                 return Err(AqlError::ReservedBits {
                     field: "setup[15:2]",
@@ -512,7 +494,7 @@ pub fn decode(bytes: &[u8; AQL_PACKET_BYTES]) -> Result<AqlPacket, AqlError> {
                     value: u64::from(setup & !SETUP_DIMENSIONS_MASK),
                 });
             }
-            let reserved0 = u16_at(bytes, offset::DISPATCH_RESERVED0);
+            let reserved0 = r.u16_at(offset::DISPATCH_RESERVED0)?;
             if reserved0 != 0 {
                 return Err(AqlError::ReservedBits {
                     field: "reserved0",
@@ -523,20 +505,20 @@ pub fn decode(bytes: &[u8; AQL_PACKET_BYTES]) -> Result<AqlPacket, AqlError> {
             let mut workgroup_size = [0u16; 3];
             let mut grid_size = [0u32; 3];
             for (i, (w, g)) in workgroup_size.iter_mut().zip(&mut grid_size).enumerate() {
-                *w = u16_at(bytes, offset::WORKGROUP_SIZE_X + 2 * i);
-                *g = u32_at(bytes, offset::GRID_SIZE_X + 4 * i);
+                *w = r.u16_at(offset::WORKGROUP_SIZE_X + 2 * i)?;
+                *g = r.u32_at(offset::GRID_SIZE_X + 4 * i)?;
             }
             Ok(AqlPacket::KernelDispatch(KernelDispatchPacket {
                 header,
                 dimensions: (setup & SETUP_DIMENSIONS_MASK) as u8,
                 workgroup_size,
                 grid_size,
-                private_segment_size: u32_at(bytes, offset::PRIVATE_SEGMENT_SIZE),
-                group_segment_size: u32_at(bytes, offset::GROUP_SEGMENT_SIZE),
-                kernel_object: u64_at(bytes, offset::KERNEL_OBJECT),
-                kernarg_address: u64_at(bytes, offset::KERNARG_ADDRESS),
-                gemm_ext_address: u64_at(bytes, offset::GEMM_EXT_ADDRESS),
-                completion_signal: u64_at(bytes, offset::COMPLETION_SIGNAL),
+                private_segment_size: r.u32_at(offset::PRIVATE_SEGMENT_SIZE)?,
+                group_segment_size: r.u32_at(offset::GROUP_SEGMENT_SIZE)?,
+                kernel_object: r.u64_at(offset::KERNEL_OBJECT)?,
+                kernarg_address: r.u64_at(offset::KERNARG_ADDRESS)?,
+                gemm_ext_address: r.u64_at(offset::GEMM_EXT_ADDRESS)?,
+                completion_signal: r.u64_at(offset::COMPLETION_SIGNAL)?,
             }))
         }
         PacketType::BarrierAnd | PacketType::BarrierOr => {
@@ -546,9 +528,9 @@ pub fn decode(bytes: &[u8; AQL_PACKET_BYTES]) -> Result<AqlPacket, AqlError> {
                 ("reserved2", offset::BARRIER_RESERVED2, 8),
             ] {
                 let v = match width {
-                    2 => u64::from(u16_at(bytes, at)),
-                    4 => u64::from(u32_at(bytes, at)),
-                    _ => u64_at(bytes, at),
+                    2 => u64::from(r.u16_at(at)?),
+                    4 => u64::from(r.u32_at(at)?),
+                    _ => r.u64_at(at)?,
                 };
                 if v != 0 {
                     return Err(AqlError::ReservedBits {
@@ -560,12 +542,12 @@ pub fn decode(bytes: &[u8; AQL_PACKET_BYTES]) -> Result<AqlPacket, AqlError> {
             }
             let mut dep_signal = [0u64; BARRIER_DEP_SIGNALS];
             for (i, d) in dep_signal.iter_mut().enumerate() {
-                *d = u64_at(bytes, offset::DEP_SIGNAL + 8 * i);
+                *d = r.u64_at(offset::DEP_SIGNAL + 8 * i)?;
             }
             let p = BarrierPacket {
                 header,
                 dep_signal,
-                completion_signal: u64_at(bytes, offset::COMPLETION_SIGNAL),
+                completion_signal: r.u64_at(offset::COMPLETION_SIGNAL)?,
             };
             Ok(if header.packet_type == PacketType::BarrierAnd {
                 AqlPacket::BarrierAnd(p)
@@ -596,66 +578,39 @@ pub fn decode_slice(bytes: &[u8]) -> Result<AqlPacket, AqlError> {
 /// has only its header written.
 pub fn encode(packet: &AqlPacket) -> [u8; AQL_PACKET_BYTES] {
     let mut b = [0u8; AQL_PACKET_BYTES];
-    put(
-        &mut b,
-        offset::HEADER,
-        &packet.header().to_bits().to_le_bytes(),
-    );
+    // Every field lies inside the 64 bytes (a unit test checks this returns Ok).
+    let _ = write_fields(packet, &mut LeWriter::new(&mut b));
+    b
+}
+
+fn write_fields(packet: &AqlPacket, w: &mut LeWriter<'_>) -> Result<(), OutOfBounds> {
+    w.put_u16_at(offset::HEADER, packet.header().to_bits())?;
     match packet {
         AqlPacket::KernelDispatch(p) => {
-            put(
-                &mut b,
+            w.put_u16_at(
                 offset::SETUP,
-                &(u16::from(p.dimensions) & SETUP_DIMENSIONS_MASK).to_le_bytes(),
-            );
-            for (i, (w, g)) in p.workgroup_size.iter().zip(&p.grid_size).enumerate() {
-                put(&mut b, offset::WORKGROUP_SIZE_X + 2 * i, &w.to_le_bytes());
-                put(&mut b, offset::GRID_SIZE_X + 4 * i, &g.to_le_bytes());
+                u16::from(p.dimensions) & SETUP_DIMENSIONS_MASK,
+            )?;
+            for (i, (&wg, &g)) in p.workgroup_size.iter().zip(&p.grid_size).enumerate() {
+                w.put_u16_at(offset::WORKGROUP_SIZE_X + 2 * i, wg)?;
+                w.put_u32_at(offset::GRID_SIZE_X + 4 * i, g)?;
             }
-            put(
-                &mut b,
-                offset::PRIVATE_SEGMENT_SIZE,
-                &p.private_segment_size.to_le_bytes(),
-            );
-            put(
-                &mut b,
-                offset::GROUP_SEGMENT_SIZE,
-                &p.group_segment_size.to_le_bytes(),
-            );
-            put(
-                &mut b,
-                offset::KERNEL_OBJECT,
-                &p.kernel_object.to_le_bytes(),
-            );
-            put(
-                &mut b,
-                offset::KERNARG_ADDRESS,
-                &p.kernarg_address.to_le_bytes(),
-            );
-            put(
-                &mut b,
-                offset::GEMM_EXT_ADDRESS,
-                &p.gemm_ext_address.to_le_bytes(),
-            );
-            put(
-                &mut b,
-                offset::COMPLETION_SIGNAL,
-                &p.completion_signal.to_le_bytes(),
-            );
+            w.put_u32_at(offset::PRIVATE_SEGMENT_SIZE, p.private_segment_size)?;
+            w.put_u32_at(offset::GROUP_SEGMENT_SIZE, p.group_segment_size)?;
+            w.put_u64_at(offset::KERNEL_OBJECT, p.kernel_object)?;
+            w.put_u64_at(offset::KERNARG_ADDRESS, p.kernarg_address)?;
+            w.put_u64_at(offset::GEMM_EXT_ADDRESS, p.gemm_ext_address)?;
+            w.put_u64_at(offset::COMPLETION_SIGNAL, p.completion_signal)?;
         }
         AqlPacket::BarrierAnd(p) | AqlPacket::BarrierOr(p) => {
-            for (i, d) in p.dep_signal.iter().enumerate() {
-                put(&mut b, offset::DEP_SIGNAL + 8 * i, &d.to_le_bytes());
+            for (i, &d) in p.dep_signal.iter().enumerate() {
+                w.put_u64_at(offset::DEP_SIGNAL + 8 * i, d)?;
             }
-            put(
-                &mut b,
-                offset::COMPLETION_SIGNAL,
-                &p.completion_signal.to_le_bytes(),
-            );
+            w.put_u64_at(offset::COMPLETION_SIGNAL, p.completion_signal)?;
         }
         AqlPacket::Invalid(_) => {}
     }
-    b
+    Ok(())
 }
 
 impl KernelDispatchPacket {
@@ -841,6 +796,23 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[32..40].try_into().unwrap()), 0x1000);
         assert_eq!(u64::from_le_bytes(b[56..64].try_into().unwrap()), 0x2000);
         assert_eq!(u16::from_le_bytes([b[2], b[3]]), 1);
+    }
+
+    #[test]
+    fn every_field_lies_inside_the_packet() {
+        let barrier = BarrierPacket {
+            header: PacketHeader::new(PacketType::BarrierAnd),
+            dep_signal: [1, 2, 3, 4, 5],
+            completion_signal: 6,
+        };
+        for packet in [
+            AqlPacket::KernelDispatch(dispatch()),
+            AqlPacket::BarrierAnd(barrier),
+        ] {
+            let mut b = [0u8; AQL_PACKET_BYTES];
+            assert_eq!(write_fields(&packet, &mut LeWriter::new(&mut b)), Ok(()));
+            assert_eq!(decode(&b), Ok(packet));
+        }
     }
 
     #[test]

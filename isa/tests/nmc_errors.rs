@@ -1,5 +1,14 @@
 //! Malformed words, bytes and text are rejected with an error that says what and where.
 
+// Tests may unwrap and index: a panic is a test failure (the crate denies these in
+// Cargo.toml for its library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
 use nmcp_isa::asm::{parse_instr, parse_macro, AsmErrorKind, Assembler};
 use nmcp_isa::nmc::*;
 

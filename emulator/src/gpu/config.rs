@@ -5,7 +5,7 @@
 //! not DRAM command timing, so HBM is a fluid resource here (`hbm_bytes_per_ns` times
 //! `hbm_sustained_fraction`); the DRAM-level model serves T3 and NMC.
 
-use nmcp_firmware::cp::features::CuResources;
+use nmcp_isa::gemm_ext::CuResources;
 use nmcp_isa::gemm_ext::GemmDataType;
 use serde::{Deserialize, Serialize};
 

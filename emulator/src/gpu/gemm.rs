@@ -8,8 +8,7 @@
 
 use super::catalog::CatalogKernel;
 use super::config::GpuConfig;
-use nmcp_firmware::cp::features::{occupancy, CuResources};
-use nmcp_isa::gemm_ext::{GemmDataType, KernelMeta};
+use nmcp_isa::gemm_ext::{grid_workgroups, occupancy, CuResources, GemmDataType, KernelMeta};
 use serde::{Deserialize, Serialize};
 
 /// The model's calibration: one efficiency curve and one LLC-reuse parameter.
@@ -177,7 +176,16 @@ fn cost_of_meta(
     let tiles_m = u64::from(shape.m).div_ceil(u64::from(kernel.mt0.max(1)));
     let tiles_n = u64::from(shape.n).div_ceil(u64::from(kernel.mt1.max(1)));
     let slices = u64::from(shape.batch.max(1)) * u64::from(kernel.split_u.max(1));
-    let workgroups = tiles_m * tiles_n * slices;
+    // The count is the one the CP's features use (tiles_m x tiles_n x slices); the
+    // catalog kernel's tiling (not `meta`'s) sets it, as the GPU launches that kernel.
+    let workgroups = grid_workgroups(
+        shape.m,
+        shape.n,
+        shape.batch,
+        kernel.mt0,
+        kernel.mt1,
+        kernel.split_u,
+    );
     let ks = (k / split).ceil().max(1.0);
     // Rows of a tile that exist (a tile larger than the matrix loads only what is there).
     let rows_a = mt0.min(m);

@@ -335,41 +335,16 @@ pub mod sample {
         encode, AqlPacket, BarrierPacket, KernelDispatchPacket, PacketHeader, PacketType,
         AQL_PACKET_BYTES, BARRIER_DEP_SIGNALS,
     };
-    use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, KernelMeta};
+    use nmcp_isa::gemm_ext::GemmExt;
 
     /// Address stride between the three kernel objects of [`gemm_ext`].
     pub const KO_STRIDE: u64 = 0x100;
 
-    /// A GEMM record with three Tensile-like kernels at `ko_base`, `+KO_STRIDE`,
-    /// `+2*KO_STRIDE`: the isolated 128x128 kernel (GPU), 128x64 (GPU/2), 64x64 (GPU/4);
-    /// CD 1 and 2 keep the isolated kernel, CD 4 takes GPU/2, CD 8 and 16 take GPU/4.
+    /// The sample GEMM record ([`nmcp_isa::gemm_ext::sample_record`]: 128x128, 128x64,
+    /// 64x64 for CD 1-2, 4, 8-16) with its kernels at `ko_base`, `+KO_STRIDE`,
+    /// `+2*KO_STRIDE`.
     pub fn gemm_ext(m: u32, n: u32, k: u32, ko_base: u64) -> GemmExt {
-        let meta = |i: u64, t0: u16, t1: u16, vgprs: u16| KernelMeta {
-            kernel_object: ko_base + i * KO_STRIDE,
-            macro_tile_0: t0,
-            macro_tile_1: t1,
-            depth_u: 16,
-            workgroup_size: 256,
-            lds_bytes: (u32::from(t0) + u32::from(t1)) * 16 * 2 * 2,
-            vgprs_per_thread: vgprs,
-            split_k: 1,
-        };
-        GemmExt {
-            m,
-            n,
-            k,
-            batch: 1,
-            trans_a: false,
-            trans_b: false,
-            dtype: GemmDataType::F16,
-            kernels: heapless::Vec::from_slice(&[
-                meta(0, 128, 128, 128),
-                meta(1, 128, 64, 96),
-                meta(2, 64, 64, 64),
-            ])
-            .unwrap_or_default(),
-            cd_choice: [0, 0, 1, 2, 2],
-        }
+        nmcp_isa::gemm_ext::sample_record(m, n, k, ko_base, KO_STRIDE)
     }
 
     /// A 1-D kernel-dispatch packet.

@@ -6,7 +6,7 @@
 //! sent over a link. Changing a scenario here changes the expected output.
 
 use heapless::Vec;
-use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, KernelMeta, CONCURRENCY_DEGREES};
+use nmcp_isa::gemm_ext::{sample_record, GemmExt, CONCURRENCY_DEGREES};
 use serde::{Deserialize, Serialize};
 
 /// Distinct GEMM shapes a CP scenario can hold.
@@ -95,39 +95,10 @@ pub struct LambScenario {
 /// Q16.16 one.
 const ONE_Q16: i64 = 1 << 16;
 
-/// A Tensile-like kernel map: the isolated 128x128 kernel, 128x64 (tuned on half the
-/// GPU) and 64x64 (a quarter); CD 1-2 keep the first, CD 4 the second, CD 8-16 the third.
-/// Kernel objects are placeholders (0, 1, 2); the layout rebases them.
+/// The emulator's sample kernel map ([`sample_record`]: 128x128, 128x64, 64x64 for CD
+/// 1-2, 4, 8-16). Kernel objects are placeholders (0, 1, 2); the layout rebases them.
 fn gemm(m: u32, n: u32, k: u32) -> GemmExt {
-    let meta = |i: u64, t0: u16, t1: u16, vgprs: u16| KernelMeta {
-        kernel_object: i,
-        macro_tile_0: t0,
-        macro_tile_1: t1,
-        depth_u: 16,
-        workgroup_size: 256,
-        lds_bytes: (u32::from(t0) + u32::from(t1)) * 16 * 2 * 2,
-        vgprs_per_thread: vgprs,
-        split_k: 1,
-    };
-    let mut kernels = Vec::new();
-    for km in [
-        meta(0, 128, 128, 128),
-        meta(1, 128, 64, 96),
-        meta(2, 64, 64, 64),
-    ] {
-        let _ = kernels.push(km);
-    }
-    GemmExt {
-        m,
-        n,
-        k,
-        batch: 1,
-        trans_a: false,
-        trans_b: false,
-        dtype: GemmDataType::F16,
-        kernels,
-        cd_choice: [0, 0, 1, 2, 2],
-    }
+    sample_record(m, n, k, 0, 1)
 }
 
 /// 32 queues, alternating two BERT-like shapes (3072x1024x1024 and 1024x4096x1024).

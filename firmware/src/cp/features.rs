@@ -5,6 +5,10 @@
 //! evaluation, so the two can never disagree on a feature.
 
 use nmcp_isa::gemm_ext::{GemmExt, KernelMeta, CONCURRENCY_DEGREES};
+// The workgroup and occupancy formulas are pure functions of the extension record, shared
+// with the emulator's timing model; they live in the ISA crate and are re-exported here
+// for the firmware's existing paths.
+pub use nmcp_isa::gemm_ext::{occupancy, workgroups, CuResources};
 
 /// Number of features: M, N, K, then (#WGs, occupancy, waves) for CD 2, 4, 8, 16.
 pub const FEATURE_COUNT: usize = 3 + 3 * (CONCURRENCY_DEGREES.len() - 1);
@@ -12,65 +16,6 @@ pub const FEATURE_COUNT: usize = 3 + 3 * (CONCURRENCY_DEGREES.len() - 1);
 /// Fractional bits of the fixed-point format used for features and weights (Q16.16
 /// values carried in `i64` so products do not overflow).
 pub const FRAC_BITS: u32 = 16;
-
-/// Per-CU resources of the GPU the CP runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CuResources {
-    /// Compute units.
-    pub cus: u32,
-    /// LDS bytes per CU.
-    pub lds_bytes_per_cu: u32,
-    /// 32-bit vector registers per CU (all SIMDs together).
-    pub vgprs_per_cu: u32,
-    /// Wavefront slots per CU.
-    pub wave_slots_per_cu: u32,
-    /// Hardware limit of resident workgroups per CU.
-    pub max_wgs_per_cu: u32,
-    /// Threads per wavefront.
-    pub wave_size: u32,
-}
-
-impl CuResources {
-    /// The MI100-like GPU of dissertation ch. 7: 120 CUs, 64 KiB LDS and 512 KiB of
-    /// VGPRs per CU (4 SIMDs x 128 KiB), 40 wave slots (4 SIMDs x 10), 64-thread waves.
-    pub const MI100: Self = Self {
-        cus: 120,
-        lds_bytes_per_cu: 64 * 1024,
-        vgprs_per_cu: 4 * 512 * 64,
-        wave_slots_per_cu: 40,
-        max_wgs_per_cu: 16,
-        wave_size: 64,
-    };
-}
-
-/// Workgroups a kernel launches for a GEMM: one per output macro tile, times split-K,
-/// times batch.
-pub fn workgroups(g: &GemmExt, k: &KernelMeta) -> u64 {
-    let t0 = u64::from(k.macro_tile_0.max(1));
-    let t1 = u64::from(k.macro_tile_1.max(1));
-    u64::from(g.m).div_ceil(t0)
-        * u64::from(g.n).div_ceil(t1)
-        * u64::from(k.split_k.max(1))
-        * u64::from(g.batch.max(1))
-}
-
-/// Resident workgroups per CU: the tightest of LDS, registers, wave slots and the
-/// hardware limit. Zero means the kernel cannot run on this GPU.
-pub fn occupancy(k: &KernelMeta, r: &CuResources) -> u32 {
-    let threads = u32::from(k.workgroup_size.max(1));
-    let waves_per_wg = threads.div_ceil(r.wave_size.max(1));
-    let by_lds = r
-        .lds_bytes_per_cu
-        .checked_div(k.lds_bytes)
-        .unwrap_or(u32::MAX);
-    let by_regs = r
-        .vgprs_per_cu
-        .checked_div(u32::from(k.vgprs_per_thread).saturating_mul(threads))
-        .unwrap_or(u32::MAX);
-    let by_waves = r.wave_slots_per_cu.checked_div(waves_per_wg).unwrap_or(0);
-    by_lds.min(by_regs).min(by_waves).min(r.max_wgs_per_cu)
-}
 
 /// Waves in Q16.16: WGs / (CUs x occupancy). Fractional, so a partial last wave shows
 /// (the integer count is its ceiling). `None` when the kernel cannot be resident.
@@ -189,17 +134,6 @@ mod tests {
             kernels: heapless::Vec::from_slice(kernels).unwrap(),
             cd_choice: [0, 0, 1, 1, 1],
         }
-    }
-
-    #[test]
-    fn occupancy_takes_the_tightest_resource() {
-        let r = CuResources::MI100;
-        // LDS-bound: 64 KiB / 20 KiB = 3.
-        assert_eq!(occupancy(&meta(128, 128, 20 * 1024, 64, 256), &r), 3);
-        // Register-bound: 131072 / (128 * 256) = 4.
-        assert_eq!(occupancy(&meta(128, 128, 1024, 128, 256), &r), 4);
-        // Wave-slot-bound: 40 / 4 = 10, then the WG limit 16 does not bind.
-        assert_eq!(occupancy(&meta(64, 64, 1024, 8, 256), &r), 10);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use heapless::{Deque, Vec};
 use nmcp_isa::aql::{
     self, AqlPacket, DeviceRange, PacketType, AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES,
 };
-use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
+use nmcp_isa::gemm_ext::{checked_workgroups, GemmExt, GEMM_EXT_BYTES};
 
 use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
@@ -287,16 +287,6 @@ fn read_u64<P: DeviceMemory>(
     let mut b = [0u8; 8];
     read(p, work, addr, &mut b)?;
     Ok(u64::from_le_bytes(b))
-}
-
-/// `features::workgroups` without overflow: `None` when M, N, split-K and batch of a
-/// (malformed or absurd) record multiply past `u64`.
-fn checked_workgroups(g: &GemmExt, k: &nmcp_isa::gemm_ext::KernelMeta) -> Option<u64> {
-    u64::from(g.m)
-        .div_ceil(u64::from(k.macro_tile_0.max(1)))
-        .checked_mul(u64::from(g.n).div_ceil(u64::from(k.macro_tile_1.max(1))))?
-        .checked_mul(u64::from(k.split_k.max(1)))?
-        .checked_mul(u64::from(g.batch.max(1)))
 }
 
 impl CpState {

@@ -33,6 +33,7 @@
 use core::fmt;
 
 use heapless::{Deque, Vec};
+use nmcp_isa::le::{LeReader, LeWriter, OutOfBounds};
 use nmcp_isa::nmc::{
     BankMode, BinaryOp, ChannelRange, DType, Instr, Loc, MacroCommand, Phase, ReduceOp, ScalarReg,
     SpecialOp, Src, SrcImm, TsSlot, MAX_CHUNK,
@@ -73,13 +74,19 @@ impl TensorDesc {
     /// @28.
     pub fn encode(&self) -> [u8; TENSOR_DESC_BYTES] {
         let mut b = [0u8; TENSOR_DESC_BYTES];
-        let rows = [self.g_row, self.w_row, self.m_row, self.v_row, self.u_row];
-        let (head, tail) = b.split_at_mut(8);
-        head.copy_from_slice(&self.elements.to_le_bytes());
-        for (chunk, r) in tail.chunks_exact_mut(4).zip(rows) {
-            chunk.copy_from_slice(&r.to_le_bytes());
-        }
+        // The fields fill the 32 bytes exactly (a unit test checks this returns Ok).
+        let _ = self.write_fields(&mut LeWriter::new(&mut b));
         b
+    }
+
+    fn write_fields(&self, w: &mut LeWriter<'_>) -> Result<(), OutOfBounds> {
+        w.put_u64(self.elements)?;
+        for row in [
+            self.g_row, self.w_row, self.m_row, self.v_row, self.u_row, 0,
+        ] {
+            w.put_u32(row)?;
+        }
+        Ok(())
     }
 
     /// Decodes and checks the reserved word.
@@ -88,28 +95,24 @@ impl TensorDesc {
     /// [`SequencerError::BadDescriptor`] if the reserved word is not zero or the tensor is
     /// empty.
     pub fn decode(b: &[u8; TENSOR_DESC_BYTES], index: u32) -> Result<Self, SequencerError> {
-        let mut words = [0u32; 6];
-        let (head, tail) = b.split_at(8);
-        let mut e = [0u8; 8];
-        e.copy_from_slice(head);
-        for (w, c) in words.iter_mut().zip(tail.chunks_exact(4)) {
-            let mut x = [0u8; 4];
-            x.copy_from_slice(c);
-            *w = u32::from_le_bytes(x);
-        }
-        let [g_row, w_row, m_row, v_row, u_row, reserved] = words;
-        let elements = u64::from_le_bytes(e);
-        if reserved != 0 || elements == 0 {
-            return Err(SequencerError::BadDescriptor { index });
-        }
-        Ok(Self {
-            elements,
-            g_row,
-            w_row,
-            m_row,
-            v_row,
-            u_row,
-        })
+        Self::read_fields(&mut LeReader::new(b))
+            .ok()
+            .filter(|(d, reserved)| *reserved == 0 && d.elements != 0)
+            .map(|(d, _)| d)
+            .ok_or(SequencerError::BadDescriptor { index })
+    }
+
+    /// The descriptor and its reserved word, front to back.
+    fn read_fields(r: &mut LeReader<'_>) -> Result<(Self, u32), OutOfBounds> {
+        let d = Self {
+            elements: r.u64()?,
+            g_row: r.u32()?,
+            w_row: r.u32()?,
+            m_row: r.u32()?,
+            v_row: r.u32()?,
+            u_row: r.u32()?,
+        };
+        Ok((d, r.u32()?))
     }
 }
 
@@ -862,5 +865,38 @@ impl LambSequencer {
             self.front.sub += 1;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_desc_layout_round_trips_and_rejects_reserved_and_empty() {
+        let d = TensorDesc {
+            elements: 0x1_0000_0001,
+            g_row: 1,
+            w_row: 2,
+            m_row: 3,
+            v_row: 4,
+            u_row: 0xffff_ffff,
+        };
+        let mut b = [0xaau8; TENSOR_DESC_BYTES];
+        assert_eq!(d.write_fields(&mut LeWriter::new(&mut b)), Ok(()));
+        assert_eq!(b, d.encode());
+        assert_eq!(b[..8], [1, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(b[24..], [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        assert_eq!(TensorDesc::decode(&b, 0), Ok(d));
+        b[28] = 1;
+        assert_eq!(
+            TensorDesc::decode(&b, 5),
+            Err(SequencerError::BadDescriptor { index: 5 })
+        );
+        let empty = TensorDesc { elements: 0, ..d };
+        assert_eq!(
+            TensorDesc::decode(&empty.encode(), 6),
+            Err(SequencerError::BadDescriptor { index: 6 })
+        );
     }
 }

@@ -32,7 +32,11 @@ use core::fmt;
 
 use heapless::Vec;
 
-use super::instr::{DecodeError, Instr, INSTR_BYTES, MAX_JUMP_TAKEN};
+use crate::le::{LeReader, LeWriter, OutOfBounds};
+
+use super::encoding::{DecodeError, INSTR_BYTES};
+use super::instr::Instr;
+use super::operand::MAX_JUMP_TAKEN;
 
 /// Phases per macro-command.
 pub const MAX_PHASES: usize = 8;
@@ -484,30 +488,14 @@ impl<'a> Iterator for BlockSteps<'a> {
     }
 }
 
-fn u16_at(buf: &[u8], at: usize) -> u16 {
-    let mut b = [0u8; 2];
-    if let Some(s) = buf.get(at..at + 2) {
-        b.copy_from_slice(s);
-    }
-    u16::from_le_bytes(b)
-}
-
-fn u32_at(buf: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    if let Some(s) = buf.get(at..at + 4) {
-        b.copy_from_slice(s);
-    }
-    u32::from_le_bytes(b)
-}
-
-fn byte_at(buf: &[u8], at: usize) -> u8 {
-    buf.get(at).copied().unwrap_or(0)
-}
-
-/// Writes `bytes` at `at`; the caller has checked the length.
-fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
-    if let Some(d) = buf.get_mut(at..at + bytes.len()) {
-        d.copy_from_slice(bytes);
+/// A field read past the end of the buffer. Decoding checks lengths before it reads, so
+/// this names the field's end as what the command needs.
+impl From<OutOfBounds> for MacroDecodeError {
+    fn from(e: OutOfBounds) -> Self {
+        Self::Truncated {
+            needed: e.at.saturating_add(e.width),
+            available: e.len,
+        }
     }
 }
 
@@ -638,25 +626,38 @@ impl MacroCommand {
             BankMode::AllBank => (MODE_ALL_BANK, 0, 0),
             BankMode::SingleBank { bank_group, bank } => (MODE_SINGLE_BANK, bank_group, bank),
         };
-        put(buf, 0, &MACRO_MAGIC.to_le_bytes());
-        put(buf, 4, &MACRO_VERSION.to_le_bytes());
-        put(buf, 6, &[self.phases.len() as u8, self.program.len() as u8]);
-        put(buf, 8, &self.channels.first.to_le_bytes());
-        put(buf, 10, &self.channels.count.to_le_bytes());
-        put(buf, 12, &[mode, bank_group, bank, self.chunk]);
-        put(buf, 16, &self.col_start.to_le_bytes());
-        put(buf, 20, &self.col_count.to_le_bytes());
-        let mut at = MACRO_HEADER_BYTES;
+        let available = buf.len();
+        self.write_fields(&mut LeWriter::new(buf), mode, bank_group, bank)
+            .map_err(|_| MacroEncodeError::BufferTooSmall { needed, available })?;
+        Ok(needed)
+    }
+
+    /// Writes the header, the phases and the program front to back (the layout has no
+    /// gaps; reserved bytes are written as zero).
+    fn write_fields(
+        &self,
+        w: &mut LeWriter<'_>,
+        mode: u8,
+        bank_group: u8,
+        bank: u8,
+    ) -> Result<(), OutOfBounds> {
+        w.put_u32(MACRO_MAGIC)?;
+        w.put_u16(MACRO_VERSION)?;
+        w.put_u8(self.phases.len() as u8)?;
+        w.put_u8(self.program.len() as u8)?;
+        w.put_u16(self.channels.first)?;
+        w.put_u16(self.channels.count)?;
+        w.put_bytes(&[mode, bank_group, bank, self.chunk])?;
+        w.put_u32(self.col_start)?;
+        w.put_u32(self.col_count)?;
         for p in &self.phases {
-            put(buf, at, &p.base_row.to_le_bytes());
-            put(buf, at + 4, &[p.first, p.len, 0, 0]);
-            at += PHASE_BYTES;
+            w.put_u32(p.base_row)?;
+            w.put_bytes(&[p.first, p.len, 0, 0])?;
         }
         for i in &self.program {
-            put(buf, at, &i.encode().to_le_bytes());
-            at += INSTR_BYTES;
+            w.put_u32(i.encode())?;
         }
-        Ok(needed)
+        Ok(())
     }
 
     /// Reads a macro-command that fills `buf` exactly.
@@ -684,25 +685,26 @@ impl MacroCommand {
             needed,
             available: buf.len(),
         };
+        let r = LeReader::new(buf);
         if buf.len() < 4 {
             return Err(truncated(MACRO_HEADER_BYTES));
         }
-        let magic = u32_at(buf, 0);
+        let magic = r.u32_at(0)?;
         if magic != MACRO_MAGIC {
             return Err(MacroDecodeError::BadMagic { found: magic });
         }
         if buf.len() < MACRO_HEADER_BYTES {
             return Err(truncated(MACRO_HEADER_BYTES));
         }
-        let version = u16_at(buf, 4);
+        let version = r.u16_at(4)?;
         if version != MACRO_VERSION {
             return Err(MacroDecodeError::BadVersion { found: version });
         }
-        let phase_count = byte_at(buf, 6);
+        let phase_count = r.u8_at(6)?;
         if usize::from(phase_count) > MAX_PHASES {
             return Err(MacroDecodeError::TooManyPhases { count: phase_count });
         }
-        let program_len = byte_at(buf, 7);
+        let program_len = r.u8_at(7)?;
         if usize::from(program_len) > MAX_PROGRAM {
             return Err(MacroDecodeError::ProgramTooLong { len: program_len });
         }
@@ -712,18 +714,18 @@ impl MacroCommand {
         if buf.len() < len {
             return Err(truncated(len));
         }
-        let mode = match byte_at(buf, 12) {
+        let mode = match r.u8_at(12)? {
             MODE_ALL_BANK => {
                 for offset in [13, 14] {
-                    if byte_at(buf, offset) != 0 {
+                    if r.u8_at(offset)? != 0 {
                         return Err(MacroDecodeError::ReservedNotZero { offset });
                     }
                 }
                 BankMode::AllBank
             }
             MODE_SINGLE_BANK => BankMode::SingleBank {
-                bank_group: byte_at(buf, 13),
-                bank: byte_at(buf, 14),
+                bank_group: r.u8_at(13)?,
+                bank: r.u8_at(14)?,
             },
             value => return Err(MacroDecodeError::BadMode { value }),
         };
@@ -731,14 +733,14 @@ impl MacroCommand {
         let mut at = MACRO_HEADER_BYTES;
         for _ in 0..phase_count {
             for offset in [at + 6, at + 7] {
-                if byte_at(buf, offset) != 0 {
+                if r.u8_at(offset)? != 0 {
                     return Err(MacroDecodeError::ReservedNotZero { offset });
                 }
             }
             let phase = Phase {
-                base_row: u32_at(buf, at),
-                first: byte_at(buf, at + 4),
-                len: byte_at(buf, at + 5),
+                base_row: r.u32_at(at)?,
+                first: r.u8_at(at + 4)?,
+                len: r.u8_at(at + 5)?,
             };
             phases
                 .push(phase)
@@ -747,12 +749,11 @@ impl MacroCommand {
         }
         let mut program = Vec::new();
         for index in 0..program_len {
-            let instr =
-                Instr::decode(u32_at(buf, at)).map_err(|error| MacroDecodeError::Instr {
-                    offset: at,
-                    index,
-                    error,
-                })?;
+            let instr = Instr::decode(r.u32_at(at)?).map_err(|error| MacroDecodeError::Instr {
+                offset: at,
+                index,
+                error,
+            })?;
             program
                 .push(instr)
                 .map_err(|_| MacroDecodeError::ProgramTooLong { len: program_len })?;
@@ -760,13 +761,13 @@ impl MacroCommand {
         }
         let cmd = Self {
             channels: ChannelRange {
-                first: u16_at(buf, 8),
-                count: u16_at(buf, 10),
+                first: r.u16_at(8)?,
+                count: r.u16_at(10)?,
             },
             mode,
-            col_start: u32_at(buf, 16),
-            col_count: u32_at(buf, 20),
-            chunk: byte_at(buf, 15),
+            col_start: r.u32_at(16)?,
+            col_count: r.u32_at(20)?,
+            chunk: r.u8_at(15)?,
             phases,
             program,
         };

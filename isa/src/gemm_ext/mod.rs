@@ -14,6 +14,14 @@
 
 use heapless::Vec;
 
+use crate::le::{LeReader, LeWriter, OutOfBounds};
+
+mod launch;
+mod sample;
+
+pub use launch::{checked_workgroups, grid_workgroups, occupancy, workgroups, CuResources};
+pub use sample::sample_record;
+
 /// Record magic, little-endian "GEXT".
 pub const GEMM_EXT_MAGIC: u32 = u32::from_le_bytes(*b"GEXT");
 /// The layout version this crate writes and reads.
@@ -246,8 +254,17 @@ pub mod offset {
     pub const SLOT_RESERVED: usize = 23;
 }
 
-const FLAG_TRANS_A: u8 = 1;
-const FLAG_TRANS_B: u8 = 2;
+bitflags::bitflags! {
+    /// The record's `flags` byte. Bits 7:2 are reserved: a record that sets them does not
+    /// decode, so a later layout version can give them a meaning.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct GemmExtFlags: u8 {
+        /// A is transposed.
+        const TRANS_A = 1;
+        /// B is transposed.
+        const TRANS_B = 2;
+    }
+}
 
 impl GemmDataType {
     /// The type for its encoded byte.
@@ -384,6 +401,13 @@ impl core::fmt::Display for GemmExtError {
 
 impl core::error::Error for GemmExtError {}
 
+/// A field read past the end of the buffer: the record is shorter than its layout.
+impl From<OutOfBounds> for GemmExtError {
+    fn from(e: OutOfBounds) -> Self {
+        Self::Truncated { len: e.len }
+    }
+}
+
 /// Field names of the kernel slots, so errors can name `kernels[i].<field>`.
 const SLOT_FIELD_NAMES: [[&str; 6]; MAX_KERNEL_OBJECTS] = [
     [
@@ -414,20 +438,6 @@ const SLOT_FIELD_NAMES: [[&str; 6]; MAX_KERNEL_OBJECTS] = [
 
 fn slot_offset(i: usize, field: usize) -> u16 {
     (KERNELS_OFFSET + i * KERNEL_SLOT_BYTES + field) as u16
-}
-
-fn rd<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut w = [0u8; N];
-    if let Some(s) = b.get(at..at + N) {
-        w.copy_from_slice(s);
-    }
-    w
-}
-
-fn wr(b: &mut [u8], at: usize, v: &[u8]) {
-    if let Some(s) = b.get_mut(at..at + v.len()) {
-        s.copy_from_slice(v);
-    }
 }
 
 impl KernelMeta {
@@ -495,58 +505,48 @@ impl GemmExt {
         Ok(())
     }
 
+    /// The record's flags byte.
+    pub fn flags(&self) -> GemmExtFlags {
+        let mut flags = GemmExtFlags::empty();
+        flags.set(GemmExtFlags::TRANS_A, self.trans_a);
+        flags.set(GemmExtFlags::TRANS_B, self.trans_b);
+        flags
+    }
+
     /// Encodes the record in its fixed little-endian layout (see [`offset`]). Encoding
     /// does not validate: a test can encode a bad record on purpose.
     pub fn encode(&self) -> [u8; GEMM_EXT_BYTES] {
         let mut b = [0u8; GEMM_EXT_BYTES];
-        wr(&mut b, offset::MAGIC, &GEMM_EXT_MAGIC.to_le_bytes());
-        wr(&mut b, offset::VERSION, &GEMM_EXT_VERSION.to_le_bytes());
-        wr(&mut b, offset::KERNEL_COUNT, &[self.kernels.len() as u8]);
-        let flags = (if self.trans_a { FLAG_TRANS_A } else { 0 })
-            | (if self.trans_b { FLAG_TRANS_B } else { 0 });
-        wr(&mut b, offset::FLAGS, &[flags]);
-        wr(&mut b, offset::M, &self.m.to_le_bytes());
-        wr(&mut b, offset::N, &self.n.to_le_bytes());
-        wr(&mut b, offset::K, &self.k.to_le_bytes());
-        wr(&mut b, offset::BATCH, &self.batch.to_le_bytes());
-        wr(&mut b, offset::DTYPE, &[self.dtype as u8]);
-        wr(&mut b, offset::CD_CHOICE, &self.cd_choice);
+        // Every field lies inside GEMM_EXT_BYTES (a unit test checks this returns Ok), so
+        // there is no error to report.
+        let _ = self.write_fields(&mut LeWriter::new(&mut b));
+        b
+    }
+
+    /// Writes every field at its offset; unused kernel slots are left as they are.
+    fn write_fields(&self, w: &mut LeWriter<'_>) -> Result<(), OutOfBounds> {
+        w.put_u32_at(offset::MAGIC, GEMM_EXT_MAGIC)?;
+        w.put_u16_at(offset::VERSION, GEMM_EXT_VERSION)?;
+        w.put_u8_at(offset::KERNEL_COUNT, self.kernels.len() as u8)?;
+        w.put_u8_at(offset::FLAGS, self.flags().bits())?;
+        w.put_u32_at(offset::M, self.m)?;
+        w.put_u32_at(offset::N, self.n)?;
+        w.put_u32_at(offset::K, self.k)?;
+        w.put_u32_at(offset::BATCH, self.batch)?;
+        w.put_u8_at(offset::DTYPE, self.dtype as u8)?;
+        w.put_bytes_at(offset::CD_CHOICE, &self.cd_choice)?;
         for (i, k) in self.kernels.iter().enumerate() {
             let s = KERNELS_OFFSET + i * KERNEL_SLOT_BYTES;
-            wr(
-                &mut b,
-                s + offset::SLOT_KERNEL_OBJECT,
-                &k.kernel_object.to_le_bytes(),
-            );
-            wr(
-                &mut b,
-                s + offset::SLOT_MACRO_TILE_0,
-                &k.macro_tile_0.to_le_bytes(),
-            );
-            wr(
-                &mut b,
-                s + offset::SLOT_MACRO_TILE_1,
-                &k.macro_tile_1.to_le_bytes(),
-            );
-            wr(&mut b, s + offset::SLOT_DEPTH_U, &k.depth_u.to_le_bytes());
-            wr(
-                &mut b,
-                s + offset::SLOT_WORKGROUP_SIZE,
-                &k.workgroup_size.to_le_bytes(),
-            );
-            wr(
-                &mut b,
-                s + offset::SLOT_LDS_BYTES,
-                &k.lds_bytes.to_le_bytes(),
-            );
-            wr(
-                &mut b,
-                s + offset::SLOT_VGPRS,
-                &k.vgprs_per_thread.to_le_bytes(),
-            );
-            wr(&mut b, s + offset::SLOT_SPLIT_K, &[k.split_k]);
+            w.put_u64_at(s + offset::SLOT_KERNEL_OBJECT, k.kernel_object)?;
+            w.put_u16_at(s + offset::SLOT_MACRO_TILE_0, k.macro_tile_0)?;
+            w.put_u16_at(s + offset::SLOT_MACRO_TILE_1, k.macro_tile_1)?;
+            w.put_u16_at(s + offset::SLOT_DEPTH_U, k.depth_u)?;
+            w.put_u16_at(s + offset::SLOT_WORKGROUP_SIZE, k.workgroup_size)?;
+            w.put_u32_at(s + offset::SLOT_LDS_BYTES, k.lds_bytes)?;
+            w.put_u16_at(s + offset::SLOT_VGPRS, k.vgprs_per_thread)?;
+            w.put_u8_at(s + offset::SLOT_SPLIT_K, k.split_k)?;
         }
-        b
+        Ok(())
     }
 
     /// Decodes and validates a record from the first [`GEMM_EXT_BYTES`] bytes of `bytes`.
@@ -556,31 +556,31 @@ impl GemmExt {
     /// # Errors
     /// Any [`GemmExtError`].
     pub fn decode(bytes: &[u8]) -> Result<Self, GemmExtError> {
-        let b = bytes
-            .get(..GEMM_EXT_BYTES)
-            .ok_or(GemmExtError::Truncated { len: bytes.len() })?;
-        let magic = u32::from_le_bytes(rd(b, offset::MAGIC));
+        if bytes.len() < GEMM_EXT_BYTES {
+            return Err(GemmExtError::Truncated { len: bytes.len() });
+        }
+        let r = LeReader::new(bytes);
+        let magic = r.u32_at(offset::MAGIC)?;
         if magic != GEMM_EXT_MAGIC {
             return Err(GemmExtError::BadMagic { found: magic });
         }
-        let version = u16::from_le_bytes(rd(b, offset::VERSION));
+        let version = r.u16_at(offset::VERSION)?;
         if version != GEMM_EXT_VERSION {
             return Err(GemmExtError::UnsupportedVersion { found: version });
         }
-        let [count] = rd::<1>(b, offset::KERNEL_COUNT);
+        let count = r.u8_at(offset::KERNEL_COUNT)?;
         if count == 0 || usize::from(count) > MAX_KERNEL_OBJECTS {
             return Err(GemmExtError::KernelCount { found: count });
         }
-        let [flags] = rd::<1>(b, offset::FLAGS);
-        if flags & !(FLAG_TRANS_A | FLAG_TRANS_B) != 0 {
-            return Err(GemmExtError::ReservedNonZero {
+        let flags = GemmExtFlags::from_bits(r.u8_at(offset::FLAGS)?).ok_or(
+            GemmExtError::ReservedNonZero {
                 field: "flags[7:2]",
                 offset: offset::FLAGS as u16,
-            });
-        }
-        let [dt] = rd::<1>(b, offset::DTYPE);
+            },
+        )?;
+        let dt = r.u8_at(offset::DTYPE)?;
         let dtype = GemmDataType::from_u8(dt).ok_or(GemmExtError::BadDataType { found: dt })?;
-        if u16::from_le_bytes(rd(b, offset::RESERVED)) != 0 {
+        if r.u16_at(offset::RESERVED)? != 0 {
             return Err(GemmExtError::ReservedNonZero {
                 field: "reserved",
                 offset: offset::RESERVED as u16,
@@ -589,9 +589,9 @@ impl GemmExt {
         let mut kernels = Vec::new();
         for i in 0..MAX_KERNEL_OBJECTS {
             let s = KERNELS_OFFSET + i * KERNEL_SLOT_BYTES;
-            let slot: [u8; KERNEL_SLOT_BYTES] = rd(b, s);
+            let slot_bytes: [u8; KERNEL_SLOT_BYTES] = r.array_at(s)?;
             if i >= usize::from(count) {
-                if slot.iter().any(|&x| x != 0) {
+                if slot_bytes.iter().any(|&x| x != 0) {
                     return Err(GemmExtError::ReservedNonZero {
                         field: "unused kernel slot",
                         offset: s as u16,
@@ -599,36 +599,36 @@ impl GemmExt {
                 }
                 continue;
             }
-            let [reserved] = rd::<1>(&slot, offset::SLOT_RESERVED);
-            if reserved != 0 {
+            let slot = LeReader::new(&slot_bytes);
+            if slot.u8_at(offset::SLOT_RESERVED)? != 0 {
                 return Err(GemmExtError::ReservedNonZero {
                     field: "kernel slot reserved byte",
                     offset: slot_offset(i, offset::SLOT_RESERVED),
                 });
             }
             let meta = KernelMeta {
-                kernel_object: u64::from_le_bytes(rd(&slot, offset::SLOT_KERNEL_OBJECT)),
-                macro_tile_0: u16::from_le_bytes(rd(&slot, offset::SLOT_MACRO_TILE_0)),
-                macro_tile_1: u16::from_le_bytes(rd(&slot, offset::SLOT_MACRO_TILE_1)),
-                depth_u: u16::from_le_bytes(rd(&slot, offset::SLOT_DEPTH_U)),
-                workgroup_size: u16::from_le_bytes(rd(&slot, offset::SLOT_WORKGROUP_SIZE)),
-                lds_bytes: u32::from_le_bytes(rd(&slot, offset::SLOT_LDS_BYTES)),
-                vgprs_per_thread: u16::from_le_bytes(rd(&slot, offset::SLOT_VGPRS)),
-                split_k: u8::from_le_bytes(rd(&slot, offset::SLOT_SPLIT_K)),
+                kernel_object: slot.u64_at(offset::SLOT_KERNEL_OBJECT)?,
+                macro_tile_0: slot.u16_at(offset::SLOT_MACRO_TILE_0)?,
+                macro_tile_1: slot.u16_at(offset::SLOT_MACRO_TILE_1)?,
+                depth_u: slot.u16_at(offset::SLOT_DEPTH_U)?,
+                workgroup_size: slot.u16_at(offset::SLOT_WORKGROUP_SIZE)?,
+                lds_bytes: slot.u32_at(offset::SLOT_LDS_BYTES)?,
+                vgprs_per_thread: slot.u16_at(offset::SLOT_VGPRS)?,
+                split_k: slot.u8_at(offset::SLOT_SPLIT_K)?,
             };
             // Capacity is MAX_KERNEL_OBJECTS and i < MAX_KERNEL_OBJECTS: push cannot fail.
             let _ = kernels.push(meta);
         }
         let ext = Self {
-            m: u32::from_le_bytes(rd(b, offset::M)),
-            n: u32::from_le_bytes(rd(b, offset::N)),
-            k: u32::from_le_bytes(rd(b, offset::K)),
-            batch: u32::from_le_bytes(rd(b, offset::BATCH)),
-            trans_a: flags & FLAG_TRANS_A != 0,
-            trans_b: flags & FLAG_TRANS_B != 0,
+            m: r.u32_at(offset::M)?,
+            n: r.u32_at(offset::N)?,
+            k: r.u32_at(offset::K)?,
+            batch: r.u32_at(offset::BATCH)?,
+            trans_a: flags.contains(GemmExtFlags::TRANS_A),
+            trans_b: flags.contains(GemmExtFlags::TRANS_B),
             dtype,
             kernels,
-            cd_choice: rd(b, offset::CD_CHOICE),
+            cd_choice: r.array_at(offset::CD_CHOICE)?,
         };
         ext.validate()?;
         Ok(ext)
@@ -647,5 +647,45 @@ impl GemmExt {
     pub fn kernel_for_cd(&self, cd: u8) -> Option<&KernelMeta> {
         let idx = self.cd_choice.get(Self::cd_index(cd)).copied()?;
         self.kernels.get(usize::from(idx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_of_a_full_record_lies_inside_the_layout() {
+        let g = sample_record(3072, 1024, 1024, 0x1000, 0x100);
+        let mut b = [0u8; GEMM_EXT_BYTES];
+        assert_eq!(g.write_fields(&mut LeWriter::new(&mut b)), Ok(()));
+        assert_eq!(b, g.encode());
+        assert_eq!(GemmExt::decode(&b), Ok(g));
+    }
+
+    #[test]
+    fn flags_byte_holds_the_transposes() {
+        let mut g = sample_record(64, 64, 64, 0x1000, 0x100);
+        g.trans_b = true;
+        assert_eq!(g.flags(), GemmExtFlags::TRANS_B);
+        assert_eq!(g.encode()[offset::FLAGS], 2);
+        let mut b = g.encode();
+        b[offset::FLAGS] = 4;
+        assert_eq!(
+            GemmExt::decode(&b),
+            Err(GemmExtError::ReservedNonZero {
+                field: "flags[7:2]",
+                offset: offset::FLAGS as u16
+            })
+        );
+    }
+
+    #[test]
+    fn sample_record_is_valid_and_places_kernel_objects_by_stride() {
+        let g = sample_record(3072, 1024, 1024, 0x1000, 0x100);
+        assert_eq!(g.validate(), Ok(()));
+        let objects: [u64; 3] = core::array::from_fn(|i| g.kernels[i].kernel_object);
+        assert_eq!(objects, [0x1000, 0x1100, 0x1200]);
+        assert_eq!(g.kernel_for_cd(8).map(|k| k.macro_tile_1), Some(64));
     }
 }

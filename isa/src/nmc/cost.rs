@@ -1,0 +1,77 @@
+//! What a bank-ALU instruction costs: dependent ALU operations and the column-command
+//! slots they occupy, with the Newton-step counts of the multi-cycle functions that set
+//! them. The NMC engine's timing and the firmware's scheduling read these.
+
+use super::instr::{Instr, SpecialOp};
+
+/// Dependent FMA-class operations the ALU completes in one column slot (tCCD_L).
+///
+/// A column slot is tCCD_L = 4 DRAM clocks in `hbm2-2000`; the ALU is pipelined at the
+/// DRAM clock but an operand read and a write-back share the slot with the arithmetic, so
+/// only half the clocks carry a dependent operation. Ordinary instructions are one
+/// operation and are bound by the column access, not the ALU.
+pub const ALU_OPS_PER_SLOT: u32 = 2;
+/// Newton–Raphson steps RCP runs after its bit-trick seed (error up to ~12 %, so two steps
+/// leave ~2^-17.6). Each step is two FMAs.
+pub const RCP_NEWTON_STEPS: u32 = 3;
+/// Newton–Raphson steps RSQRT (and SQRT) run after the bit-trick seed (whose error is up to
+/// 3.4 %, so two steps leave ~2^-18). Each step is three dependent operations (m·y, the
+/// residual FMA, the update FMA).
+pub const RSQRT_NEWTON_STEPS: u32 = 3;
+/// Dependent operations SQRT adds after its RSQRT: s = m·y, the residual FMA and the
+/// correction FMA (one Heron/Newton step on s, which makes the result nearly correctly
+/// rounded).
+pub const SQRT_EXTRA_OPS: u32 = 3;
+/// Dependent operations DIV adds after its reciprocal (seed + [`RCP_NEWTON_STEPS`] Newton
+/// steps, as RCP): `q = a·y`, the residual `r = fma(-b, q, a)` and the correction
+/// `q' = fma(r, y, q)`, so DIV is `1 + 2·RCP_NEWTON_STEPS + DIV_EXTRA_OPS` operations.
+///
+/// This is Markstein's FMA-based division (Markstein 1990; Cornea et al. for IA-64), the
+/// scheme GPUs use for `div.rn.f32`. Why it is correctly rounded: with `q` within an ulp
+/// of `a/b`, the residual `r = a - b·q` is exactly representable, so the FMA computes it
+/// without error; the correction `q + r·y` then lands on the round-to-nearest-even quotient
+/// in its single final rounding, provided the reciprocal `y` has been refined to full
+/// precision (Markstein's theorem assumes `y` is `1/b` correctly rounded). Operand scaling
+/// and the special cases (zeros, infinities, NaNs, subnormal and overflowing quotients) go
+/// through the exponent logic beside the mantissa datapath, off the dependent chain. The
+/// emulator executes DIV as exactly IEEE `a / b`.
+///
+/// Caveat, measured with the emulator's RCP seed and step form: three Newton steps leave
+/// `y` one ulp off for ~0.016 % of divisor mantissas, and then the final FMA can miss by
+/// one ulp (34 of the 2^32 quotients of the 512 divisor mantissas nearest 1 and 2, none in
+/// 5·10^7 random mantissa pairs). A fourth step (`1 + 2·4 + 3` = 12 operations, 6 slots)
+/// leaves only the textbook exception, a divisor mantissa of all ones. See
+/// `docs/decisions/isa.md`. So DIV pays for that fourth step ([`DIV_NEWTON_STEPS`]) and
+/// handles the all-ones divisor mantissa as a special case in the exponent logic, like
+/// hardware dividers do: 12 operations, 6 slots, and the IEEE quotient it is modelled as.
+pub const DIV_EXTRA_OPS: u32 = 3;
+/// Newton steps DIV refines its reciprocal with (one more than RCP, see [`DIV_EXTRA_OPS`]).
+pub const DIV_NEWTON_STEPS: u32 = RCP_NEWTON_STEPS + 1;
+/// Guaranteed bound on the relative error of RCP, RSQRT and SQRT against the exact
+/// result, for every finite input whose exact result is a normal f32. Tested by the
+/// emulator's ALU tests over random, tiny, huge and denormal inputs.
+pub const SPECIAL_REL_ERROR_BOUND: f32 = 1.0 / (1u32 << 21) as f32;
+
+impl Instr {
+    /// Dependent ALU operations the instruction needs (0 for control instructions).
+    pub const fn alu_ops(&self) -> u32 {
+        match self {
+            Self::Jump { .. } | Self::Exit => 0,
+            Self::Div { .. } => 1 + 2 * DIV_NEWTON_STEPS + DIV_EXTRA_OPS,
+            Self::Special { op, .. } => match op {
+                SpecialOp::Rcp => 1 + 2 * RCP_NEWTON_STEPS,
+                SpecialOp::Rsqrt => 1 + 3 * RSQRT_NEWTON_STEPS,
+                SpecialOp::Sqrt => 1 + 3 * RSQRT_NEWTON_STEPS + SQRT_EXTRA_OPS,
+            },
+            _ => 1,
+        }
+    }
+
+    /// Column-command slots (each tCCD_L long in all-bank mode) the instruction occupies:
+    /// 0 for JUMP/EXIT, 1 for ordinary instructions (including NOP), and
+    /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (7 ops, 4 slots), RSQRT (10 ops, 5 slots),
+    /// SQRT (13 ops, 7 slots) and DIV (10 ops, 5 slots).
+    pub const fn column_slots(&self) -> u32 {
+        self.alu_ops().div_ceil(ALU_OPS_PER_SLOT)
+    }
+}
