@@ -310,12 +310,7 @@ fn replay(a: &ReplayArgs) -> CmdResult {
     let device = a.device.or(dump.device).unwrap_or(DEFAULT_DEVICE);
     match a.engine.as_str() {
         "gpu" => {
-            let gpu = GpuConfig::preset(&a.gpu).ok_or_else(|| {
-                format!(
-                    "unknown GPU preset `{}` (mi100, mi100-half, mi100-quarter, t3-table-8.1)",
-                    a.gpu
-                )
-            })?;
+            let gpu = GpuConfig::preset(&a.gpu)?;
             let res = gpu.cu_resources();
             let engine = GpuSim::new(gpu, Calibration::default());
             let label = format!("gpu {}", a.gpu);

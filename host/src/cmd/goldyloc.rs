@@ -95,12 +95,7 @@ struct Prepared {
 }
 
 fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
-    let gpu = GpuConfig::preset(&c.gpu).ok_or_else(|| {
-        format!(
-            "unknown GPU preset `{}` (mi100, mi100-half, mi100-quarter, t3-table-8.1)",
-            c.gpu
-        )
-    })?;
+    let gpu = GpuConfig::preset(&c.gpu)?;
     let cache = (!c.no_cache).then(Cache::default_location);
     let mut ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
     ctx.knn = c.knn;
@@ -280,7 +275,7 @@ pub fn default_predictor(
 /// The GO library (GEMM extension records) of one application's evaluated GEMMs on
 /// `gpu`, tuned through the cached tuning step.
 pub fn app_library(gpu: &str, app: &str) -> Result<Vec<GemmExt>, Box<dyn std::error::Error>> {
-    let g = GpuConfig::preset(gpu).ok_or_else(|| format!("unknown GPU preset `{gpu}`"))?;
+    let g = GpuConfig::preset(gpu)?;
     let shapes: Vec<GemmShape> = unique_shapes(
         evaluated_gemms()
             .iter()
