@@ -3,7 +3,10 @@
 
 pub mod lamb;
 
-pub use lamb::{LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, TensorDesc};
+pub use lamb::{
+    lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, TensorDesc,
+    TensorPlacement,
+};
 
 use crate::{Event, FirmwareError, Platform};
 
