@@ -9,7 +9,7 @@
 
 use heapless::Deque;
 use nmcp_firmware::cp::{CdPredictor, CpConfig, CuResources, QueueConfig};
-use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, TensorDesc};
+use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
     DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
