@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod fixture;
 pub mod gemm;
 pub mod queue;
 pub mod sim;

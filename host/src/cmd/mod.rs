@@ -2,6 +2,7 @@
 
 pub mod aql;
 pub mod asm;
+pub mod io;
 pub mod board;
 pub mod cp;
 pub mod goldyloc;
