@@ -10,8 +10,8 @@
 
 use nmcp_emulator::hbm::HbmPreset;
 use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
-use nmcp_emulator::lamb::CheckedRun;
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::lamb::CheckedRun;
 use nmcp_emulator::nmc::system::NmcSystemConfig;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -71,7 +71,11 @@ fn run(
         let out = checked.step(grads).unwrap();
         let g_norm = out.reference_global_norm;
         let rel = (out.nmc.global_norm - g_norm).abs() / g_norm.max(f32::MIN_POSITIVE);
-        assert!(rel < 1e-5, "global norm {} vs {g_norm}", out.nmc.global_norm);
+        assert!(
+            rel < 1e-5,
+            "global norm {} vs {g_norm}",
+            out.nmc.global_norm
+        );
     }
     assert_eq!(
         checked.scales().len(),
@@ -83,7 +87,8 @@ fn run(
     assert!(
         c.max_error_vs_term_scale <= 1e-5,
         "after {steps} steps: {}",
-        c.worst.map_or_else(|| "tensor lists differ".into(), |w| w.to_string())
+        c.worst
+            .map_or_else(|| "tensor lists differ".into(), |w| w.to_string())
     );
     eprintln!(
         "after {steps} steps: worst error / term scale {:.3e}, worst plain relative error {:.3e}",

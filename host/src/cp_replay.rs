@@ -17,7 +17,6 @@ use nmcp_firmware::cp::{CdPredictor, CpAction};
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange};
 use serde::Serialize;
 
-
 /// The dispatch id each packet of a dump gets when loaded (its position in its queue).
 pub fn dispatch_ids(dump: &QueueDump) -> Vec<u64> {
     let mut next = [0u64; 256];
@@ -31,7 +30,6 @@ pub fn dispatch_ids(dump: &QueueDump) -> Vec<u64> {
         })
         .collect()
 }
-
 
 /// The kernel timing model of a replay.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,11 +157,7 @@ pub fn queue_shape(dump: &QueueDump) -> Result<(usize, u32), ReplayError> {
         .map(|p| usize::from(p.queue) + 1)
         .max()
         .unwrap_or(1);
-    let per_queue_max = dispatch_ids(dump)
-        .iter()
-        .map(|&i| i + 1)
-        .max()
-        .unwrap_or(1);
+    let per_queue_max = dispatch_ids(dump).iter().map(|&i| i + 1).max().unwrap_or(1);
     let ring = u32::try_from(per_queue_max.next_power_of_two().max(16))
         .map_err(|_| ReplayError::TooManyPackets)?;
     Ok((queues, ring))

@@ -127,15 +127,18 @@ fn npy_in_and_out() {
     // A shape mismatch is an error naming the file, and nothing is written.
     let out2 = dir.join("out2");
     write_npy(&inp.join("bias.g.npy"), &[8], &g[..8]);
-    let r = nmcp_tests::nmcp(NMCP, &[
-        "lamb",
-        "--preset",
-        "hbm2-2000",
-        "--input",
-        inp.to_str().unwrap(),
-        "--output",
-        out2.to_str().unwrap(),
-    ]);
+    let r = nmcp_tests::nmcp(
+        NMCP,
+        &[
+            "lamb",
+            "--preset",
+            "hbm2-2000",
+            "--input",
+            inp.to_str().unwrap(),
+            "--output",
+            out2.to_str().unwrap(),
+        ],
+    );
     assert!(!r.status.success());
     let e = String::from_utf8_lossy(&r.stderr);
     assert!(e.contains("bias.g.npy") && e.contains("shape"), "{e}");

@@ -9,7 +9,6 @@ fn nmcp(args: &[&str]) -> std::process::Output {
     nmcp_tests::nmcp(NMCP, args)
 }
 
-
 /// A file in the system temp directory, unique to this test process and name.
 fn temp_file(name: &str, contents: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("nmcp-mem-cli-{}-{name}", std::process::id()));

@@ -377,7 +377,9 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
     let gpu_bytes = IdealGpu::bytes(params) * u64::from(e.steps);
     let nmc_data = totals.host_read_bytes + totals.host_write_bytes;
     let nmc_cmd = totals.commands_total * COMMAND_BYTES;
-    let (comparison, state) = main.checked.map_or((None, None), |(c, s)| (Some(c), Some(s)));
+    let (comparison, state) = main
+        .checked
+        .map_or((None, None), |(c, s)| (Some(c), Some(s)));
     let wall_s = wall.elapsed().as_secs_f64();
     let report = LambReport {
         model: e.model.clone(),

@@ -8,8 +8,8 @@ pub mod model;
 pub mod reference;
 pub mod run;
 
-pub use ideal_gpu::{IdealGpu, ARRAY_PASSES};
-pub use model::{ModelPreset, TensorSpec};
 pub use checked::{CheckedRun, CheckedStep};
 pub use experiment::{LambExperiment, LambOutcome, LambReport};
+pub use ideal_gpu::{IdealGpu, ARRAY_PASSES};
+pub use model::{ModelPreset, TensorSpec};
 pub use reference::{compare, Comparison, LambHyper, TensorState};

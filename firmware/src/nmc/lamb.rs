@@ -930,7 +930,10 @@ mod tests {
         assert_eq!(G.stripe_bytes(), 1 << 18);
         let p = lay_out(&G, 65_537, 3).unwrap();
         let d = p.desc;
-        assert_eq!((d.g_row, d.w_row, d.m_row, d.v_row, d.u_row), (3, 5, 7, 9, 11));
+        assert_eq!(
+            (d.g_row, d.w_row, d.m_row, d.v_row, d.u_row),
+            (3, 5, 7, 9, 11)
+        );
         assert_eq!(p.next_row, 13);
         // Even an empty tensor owns one stripe per array.
         assert_eq!(lay_out(&G, 0, 0).unwrap().next_row, 5);

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::cp_replay::{self, PacketRow, ReplayEngine, ReplayError, ReplayReport, ReplaySetup};
 use crate::goldyloc::eval::constant_predictor;
+use crate::goldyloc::pipeline;
 use crate::goldyloc::train::PredictorFile;
 
 use std::fmt::Write as _;
@@ -122,7 +123,7 @@ fn gen_dump(a: &GenDumpArgs) -> CmdResult {
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?)
         }
-        (None, Some(app)) => Some(super::goldyloc::app_library("mi100", app)?),
+        (None, Some(app)) => Some(pipeline::app_library("mi100", app)?),
         (None, None) => None,
     };
     if let Some(lib) = library {
@@ -181,7 +182,7 @@ fn load_predictor(a: &ReplayArgs) -> Result<(CdPredictor, String), Box<dyn std::
             (f, path.display().to_string())
         }
         None => (
-            super::goldyloc::default_predictor(&a.gpu)?,
+            pipeline::default_predictor(&a.gpu)?,
             format!("trained for {} (cache)", a.gpu),
         ),
     };
@@ -336,7 +337,10 @@ fn summary_lines(
         );
         return;
     }
-    outln!(out, "\nengine: {engine_label}; predictor: {predictor_source}");
+    outln!(
+        out,
+        "\nengine: {engine_label}; predictor: {predictor_source}"
+    );
     outln!(out,
         "{packets} packets: {dispatched} dispatched, {rejected} rejected, {pending} pending; makespan {:.3} us",
         s.makespan_ns / 1e3

@@ -49,4 +49,3 @@ pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>
     let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     QueueDump::parse(&data).map_err(|e| format!("{}: {e}", file.display()).into())
 }
-

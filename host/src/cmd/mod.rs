@@ -2,10 +2,10 @@
 
 pub mod aql;
 pub mod asm;
-pub mod io;
 pub mod board;
 pub mod cp;
 pub mod goldyloc;
+pub mod io;
 pub mod lamb;
 pub mod mem;
 pub mod presets;
