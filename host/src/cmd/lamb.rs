@@ -130,10 +130,11 @@ fn hyper(a: &LambArgs) -> LambHyper {
     }
 }
 
+/// The `.npy` tensors of `--input`, if given.
+type Named = Option<Vec<npy_io::NamedTensor>>;
+
 /// The experiment the arguments describe, with the `.npy` tensors if `--input` is given.
-fn experiment(
-    a: &LambArgs,
-) -> Result<(LambExperiment, Option<Vec<npy_io::NamedTensor>>), Box<dyn std::error::Error>> {
+fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::error::Error>> {
     let preset = HbmPreset::builtin(&a.preset)?;
     let named = match &a.input {
         Some(dir) => Some(npy_io::read_dir(dir)?),
