@@ -298,5 +298,9 @@ fn gpu_half_and_quarter_scale_cus_and_llc_but_not_hbm() {
         let s = f16(4096, 4096, 1024, false, false);
         assert!(best(&g, &s).1 > best(&full, &s).1, "{name}");
     }
-    assert!(GpuConfig::preset("mi100-eighth").is_none());
+    let e = GpuConfig::preset("mi100-eighth").expect_err("no such preset");
+    assert_eq!(
+        e.to_string(),
+        "unknown GPU preset `mi100-eighth` (mi100, mi100-half, mi100-quarter, t3-table-8.1)"
+    );
 }

@@ -9,8 +9,9 @@
 //! already differ there). The tests also print the plain relative error.
 
 use nmcp_emulator::hbm::HbmPreset;
-use nmcp_emulator::lamb::reference::{self, LambHyper, TensorState, TermScales};
+use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::lamb::CheckedRun;
 use nmcp_emulator::nmc::system::NmcSystemConfig;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -64,61 +65,36 @@ fn run(
         hyper,
         ..LambRunConfig::default()
     };
-    let mut nmc = LambRun::new(preset, &elements, config).unwrap();
-    let mut scales: Vec<TermScales> = Vec::new();
-    nmc.write_state(&expect).unwrap();
+    let nmc = LambRun::new(preset, &elements, config).unwrap();
+    let mut checked = CheckedRun::new(nmc, expect, hyper).unwrap();
     for s in 0..steps {
-        if s > 0 {
-            let g = new_gradients(&mut rng, scale_g);
-            nmc.write_gradients(&g).unwrap();
-            for (t, g) in expect.iter_mut().zip(g) {
-                t.g = g;
-            }
-        }
-        let h = LambHyper {
-            step: hyper.step + s as u32,
-            ..hyper
-        };
-        let g_norm = reference::step_tracking(&mut expect, &h, &mut scales);
-        let out = nmc.step().unwrap();
-        let rel = (out.global_norm - g_norm).abs() / g_norm.max(f32::MIN_POSITIVE);
-        assert!(rel < 1e-5, "global norm {} vs {g_norm}", out.global_norm);
+        let grads = (s > 0).then(|| new_gradients(&mut rng, scale_g));
+        let out = checked.step(grads).unwrap();
+        let g_norm = out.reference_global_norm;
+        let rel = (out.nmc.global_norm - g_norm).abs() / g_norm.max(f32::MIN_POSITIVE);
+        assert!(
+            rel < 1e-5,
+            "global norm {} vs {g_norm}",
+            out.nmc.global_norm
+        );
     }
-    let mut got = expect.clone();
-    nmc.read_state(&mut got).unwrap();
-    assert_eq!(scales.len(), expect.len(), "every tensor is checked");
-    let (mut worst, mut worst_plain) = (0f64, 0f64);
-    for (ti, ((a, b), sc)) in got.iter().zip(&expect).zip(&scales).enumerate() {
-        for (name, x, y, s) in [
-            ("w", &a.w, &b.w, &sc.w),
-            ("m", &a.m, &b.m, &sc.m),
-            ("v", &a.v, &b.v, &sc.v),
-        ] {
-            for (i, ((&x, &y), &s)) in x.iter().zip(y).zip(s).enumerate() {
-                assert_eq!(
-                    x.is_nan(),
-                    y.is_nan(),
-                    "tensor {ti} {name}[{i}]: {x} vs {y}"
-                );
-                if y.is_nan() {
-                    continue;
-                }
-                let err = f64::from((x - y).abs());
-                let scale = s.max(f64::from(y.abs()));
-                if scale > 0.0 {
-                    worst = worst.max(err / scale);
-                }
-                if y != 0.0 {
-                    worst_plain = worst_plain.max(err / f64::from(y.abs()));
-                }
-                assert!(
-                    err <= 1e-5 * scale || err == 0.0,
-                    "tensor {ti} {name}[{i}] after {steps} steps: {x} vs {y}, error {err:e} vs term scale {scale:e}"
-                );
-            }
-        }
-    }
-    eprintln!("after {steps} steps: worst error / term scale {worst:.3e}, worst plain relative error {worst_plain:.3e}");
+    assert_eq!(
+        checked.scales().len(),
+        checked.expected().len(),
+        "every tensor is checked"
+    );
+    // Every element: |nmc - ref| <= 1e-5 * S, or exact; a NaN on one side only fails.
+    let c = checked.compare().unwrap();
+    assert!(
+        c.max_error_vs_term_scale <= 1e-5,
+        "after {steps} steps: {}",
+        c.worst
+            .map_or_else(|| "tensor lists differ".into(), |w| w.to_string())
+    );
+    eprintln!(
+        "after {steps} steps: worst error / term scale {:.3e}, worst plain relative error {:.3e}",
+        c.max_error_vs_term_scale, c.max_plain_rel_error
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod cp_replay;
 mod goldyloc;
 mod lamb;
 

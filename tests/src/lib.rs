@@ -1,25 +1,17 @@
 //! Helpers for the workspace-level integration tests in `tests/tests/`.
+//!
+//! The CLI binary is the package's `nmcp-cli`; an integration test gets its path from
+//! Cargo as `env!("CARGO_BIN_EXE_nmcp-cli")` and passes it in as `bin`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// Runs the CLI under test with `args`.
-pub fn nmcp(args: &[&str]) -> Output {
-    Command::new(nmcp_path())
+/// Runs the CLI `bin` (the path Cargo gives the test) with `args`.
+pub fn nmcp(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nmcp_path().display()))
-}
-
-/// Path of the `nmcp-cli` binary cargo built for this package, next to the test
-/// executable's `deps/` directory.
-pub fn nmcp_path() -> PathBuf {
-    let mut p = std::env::current_exe().unwrap_or_default();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p.join(format!("nmcp-cli{}", std::env::consts::EXE_SUFFIX))
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"))
 }
 
 /// A scratch directory for one test binary (named after `tag` and the process).
@@ -29,13 +21,13 @@ pub fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// Runs the CLI with its offline cache in `dir/cache` and asserts it succeeded.
-pub fn nmcp_cached(dir: &std::path::Path, args: &[&str]) -> Output {
-    let out = Command::new(nmcp_path())
+/// Runs the CLI `bin` with its offline cache in `dir/cache` and asserts it succeeded.
+pub fn nmcp_cached(bin: &str, dir: &std::path::Path, args: &[&str]) -> Output {
+    let out = Command::new(bin)
         .args(args)
         .env("NMCP_CACHE", dir.join("cache"))
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nmcp_path().display()));
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
     assert!(
         out.status.success(),
         "nmcp {args:?} failed: {}",

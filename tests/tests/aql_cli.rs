@@ -2,8 +2,14 @@
 
 use std::path::PathBuf;
 
-use nmcp_tests::nmcp;
 use serde_json::Value;
+
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
+fn nmcp(args: &[&str]) -> std::process::Output {
+    nmcp_tests::nmcp(NMCP, args)
+}
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nmcp-aql-cli-{}", std::process::id()));

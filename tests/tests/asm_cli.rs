@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
 const SOURCE: &str = "\
 ; LAMB stage 2 on one tensor, plus a few loose instructions
 fma.f32 ts0, mem, s1, ts0
@@ -34,7 +37,7 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run_ok(args: &[&str]) -> String {
-    let out = nmcp_tests::nmcp(args);
+    let out = nmcp_tests::nmcp(NMCP, args);
     assert!(
         out.status.success(),
         "nmcp {args:?} failed: {}",
@@ -96,7 +99,7 @@ fn bad_source_reports_file_line_column() {
     let dir = temp_dir("bad");
     let src = dir.join("bad.s");
     std::fs::write(&src, "nop\n  mov.f32 s1, mem\n").unwrap();
-    let out = nmcp_tests::nmcp(&["asm", src.to_str().unwrap()]);
+    let out = nmcp_tests::nmcp(NMCP, &["asm", src.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:2:11: expected tsN or mem", src.display());
@@ -119,7 +122,7 @@ fn bad_binary_reports_offset() {
     // Second word (offset 8 + 8 + 4), top byte: opcode 0x05 is reserved.
     bytes[23] = 0x14;
     std::fs::write(&bin, &bytes).unwrap();
-    let out = nmcp_tests::nmcp(&["disasm", bin.to_str().unwrap()]);
+    let out = nmcp_tests::nmcp(NMCP, &["disasm", bin.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -127,7 +130,7 @@ fn bad_binary_reports_offset() {
         "{err}"
     );
 
-    let out = nmcp_tests::nmcp(&["disasm", "--word", "0x14000000"]);
+    let out = nmcp_tests::nmcp(NMCP, &["disasm", "--word", "0x14000000"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("opcode"));
     let _ = std::fs::remove_dir_all(&dir);

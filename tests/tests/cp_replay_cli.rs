@@ -6,12 +6,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
 fn scratch() -> PathBuf {
     nmcp_tests::scratch("cp-replay-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> Output {
-    nmcp_tests::nmcp_cached(dir, args)
+    nmcp_tests::nmcp_cached(NMCP, dir, args)
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
@@ -111,7 +114,7 @@ fn go_library_gemms_replay_on_the_gemm_model_with_the_trained_predictor() {
     assert_ne!(summary["makespan_ns"].as_f64(), Some(gpu_makespan));
 
     // A library dump refuses --malformed (that belongs to the sample dump).
-    let bad = Command::new(nmcp_tests::nmcp_path())
+    let bad = Command::new(NMCP)
         .args(["cp", "gen-dump", &dump, "--library", &lib, "--malformed"])
         .output()
         .expect("runs");

@@ -3,12 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
 fn scratch() -> PathBuf {
     nmcp_tests::scratch("goldyloc-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let out = nmcp_tests::nmcp_cached(dir, args);
+    let out = nmcp_tests::nmcp_cached(NMCP, dir, args);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "nmcp {args:?}: not JSON ({e}): {}",
@@ -100,7 +103,7 @@ fn bad_gemm_csv_is_an_error_with_line_and_column() {
     std::fs::create_dir_all(&dir).expect("dir");
     let csv = dir.join("g.csv");
     std::fs::write(&csv, "64,64,64,0,0,f16\n64,64,zz,0,0,f16\n").expect("write");
-    let out = Command::new(nmcp_tests::nmcp_path())
+    let out = Command::new(NMCP)
         .args([
             "goldyloc",
             "eval",

@@ -2,8 +2,11 @@
 
 use std::path::Path;
 
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = nmcp_tests::nmcp(args);
+    let out = nmcp_tests::nmcp(NMCP, args);
     assert!(
         out.status.success(),
         "nmcp {args:?} failed: {}",
@@ -124,15 +127,18 @@ fn npy_in_and_out() {
     // A shape mismatch is an error naming the file, and nothing is written.
     let out2 = dir.join("out2");
     write_npy(&inp.join("bias.g.npy"), &[8], &g[..8]);
-    let r = nmcp_tests::nmcp(&[
-        "lamb",
-        "--preset",
-        "hbm2-2000",
-        "--input",
-        inp.to_str().unwrap(),
-        "--output",
-        out2.to_str().unwrap(),
-    ]);
+    let r = nmcp_tests::nmcp(
+        NMCP,
+        &[
+            "lamb",
+            "--preset",
+            "hbm2-2000",
+            "--input",
+            inp.to_str().unwrap(),
+            "--output",
+            out2.to_str().unwrap(),
+        ],
+    );
     assert!(!r.status.success());
     let e = String::from_utf8_lossy(&r.stderr);
     assert!(e.contains("bias.g.npy") && e.contains("shape"), "{e}");

@@ -2,7 +2,12 @@
 
 use std::path::PathBuf;
 
-use nmcp_tests::nmcp;
+/// The CLI under test, as Cargo built it for this package.
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
+fn nmcp(args: &[&str]) -> std::process::Output {
+    nmcp_tests::nmcp(NMCP, args)
+}
 
 /// A file in the system temp directory, unique to this test process and name.
 fn temp_file(name: &str, contents: &str) -> PathBuf {

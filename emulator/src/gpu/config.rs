@@ -9,6 +9,23 @@ use nmcp_isa::gemm_ext::CuResources;
 use nmcp_isa::gemm_ext::GemmDataType;
 use serde::{Deserialize, Serialize};
 
+/// A GPU preset name that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownGpu(pub String);
+
+impl std::fmt::Display for UnknownGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown GPU preset `{}` ({})",
+            self.0,
+            GpuConfig::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownGpu {}
+
 /// One GPU configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuConfig {
@@ -119,10 +136,20 @@ impl GpuConfig {
         g
     }
 
+    /// Names of the built-in presets (see [`GpuConfig::preset`] for aliases and suffixes).
+    pub const NAMES: [&'static str; 4] = ["mi100", "mi100-half", "mi100-quarter", "t3-table-8.1"];
+
     /// A built-in preset by name: `mi100`, `mi100-half` (GPU-Half), `mi100-quarter`
     /// (GPU-Quarter), `t3-table-8.1`; the first and last optionally suffixed `/2`, `/4`
     /// (resource-constrained variants).
-    pub fn preset(name: &str) -> Option<Self> {
+    ///
+    /// # Errors
+    /// [`UnknownGpu`] (its message lists the names) for any other name.
+    pub fn preset(name: &str) -> Result<Self, UnknownGpu> {
+        Self::lookup(name).ok_or_else(|| UnknownGpu(name.to_string()))
+    }
+
+    fn lookup(name: &str) -> Option<Self> {
         match name {
             "mi100-half" | "gpu-half" => {
                 let mut g = Self::mi100_scaled(64, 4);

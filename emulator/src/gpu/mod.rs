@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod config;
 pub mod dispatch;
 pub mod fixed_engine;
+pub mod fixture;
 pub mod gemm;
 pub mod queue;
 pub mod sim;

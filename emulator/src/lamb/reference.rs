@@ -192,6 +192,107 @@ pub fn step_tracking(
     g_norm
 }
 
+/// Where the NMC result is furthest from the reference (see [`compare`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ElementError {
+    /// Tensor index.
+    pub tensor: usize,
+    /// Array: `w`, `m` or `v`.
+    pub array: &'static str,
+    /// Element index.
+    pub index: usize,
+    /// The value under test.
+    pub got: f32,
+    /// The reference value.
+    pub want: f32,
+    /// `|got - want|` (infinite if exactly one is NaN or the difference overflows).
+    pub error: f64,
+    /// The running term scale `max(S, |want|)` the error is measured against.
+    pub term_scale: f64,
+}
+
+impl std::fmt::Display for ElementError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tensor {} {}[{}]: {} vs {}, error {:e} vs term scale {:e}",
+            self.tensor, self.array, self.index, self.got, self.want, self.error, self.term_scale
+        )
+    }
+}
+
+/// How far a result is from the reference, over w, m and v of every tensor.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Comparison {
+    /// Worst `|got - want| / max(S, |want|)` (S: the running term scale, [`TermScales`]);
+    /// the documented bound is 1e-5. An element whose scale is 0 counts 0 if it is exact
+    /// and infinity otherwise; a NaN on one side only counts infinity.
+    pub max_error_vs_term_scale: f64,
+    /// Worst plain `|got - want| / |want|` over elements with `want != 0` (large only
+    /// where an element cancels).
+    pub max_plain_rel_error: f64,
+    /// The element behind `max_error_vs_term_scale` (`None` if every error is 0 or the
+    /// tensor lists do not match).
+    pub worst: Option<ElementError>,
+}
+
+/// Compares `got` with the reference `want`, whose running term scales are `scales`
+/// (as [`step_tracking`] left them). Tensor lists of different lengths compare as
+/// infinitely wrong.
+pub fn compare(got: &[TensorState], want: &[TensorState], scales: &[TermScales]) -> Comparison {
+    let mut c = Comparison {
+        max_error_vs_term_scale: 0.0,
+        max_plain_rel_error: 0.0,
+        worst: None,
+    };
+    if scales.len() != want.len() || got.len() != want.len() {
+        c.max_error_vs_term_scale = f64::INFINITY;
+        c.max_plain_rel_error = f64::INFINITY;
+        return c;
+    }
+    for (tensor, ((a, b), sc)) in got.iter().zip(want).zip(scales).enumerate() {
+        for (array, x, y, s) in [
+            ("w", &a.w, &b.w, &sc.w),
+            ("m", &a.m, &b.m, &sc.m),
+            ("v", &a.v, &b.v, &sc.v),
+        ] {
+            for (index, ((&x, &y), &s)) in x.iter().zip(y).zip(s).enumerate() {
+                if (x.is_nan() && y.is_nan()) || x == y {
+                    continue;
+                }
+                let error = if x.is_nan() != y.is_nan() {
+                    c.max_plain_rel_error = f64::INFINITY;
+                    f64::INFINITY
+                } else {
+                    f64::from((x - y).abs())
+                };
+                let term_scale = s.max(f64::from(y.abs()));
+                let scaled = if term_scale > 0.0 {
+                    error / term_scale
+                } else {
+                    f64::INFINITY
+                };
+                if y != 0.0 && !y.is_nan() {
+                    c.max_plain_rel_error = c.max_plain_rel_error.max(error / f64::from(y.abs()));
+                }
+                if scaled > c.max_error_vs_term_scale || c.worst.is_none() {
+                    c.max_error_vs_term_scale = c.max_error_vs_term_scale.max(scaled);
+                    c.worst = Some(ElementError {
+                        tensor,
+                        array,
+                        index,
+                        got: x,
+                        want: y,
+                        error,
+                        term_scale,
+                    });
+                }
+            }
+        }
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

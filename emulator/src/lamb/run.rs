@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, TensorDesc};
+use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, TensorDesc};
 use nmcp_firmware::{Firmware, FirmwareError};
 
 use crate::gpu::NoGpu;
@@ -123,39 +123,34 @@ pub struct Layout {
 /// # Errors
 /// [`LambError::Capacity`] when the arrays need more rows than a bank has.
 pub fn layout(preset: &HbmPreset, elements: &[u64]) -> Result<Layout, LambError> {
-    let stripe = preset.row_bytes()
-        * u64::from(preset.pseudo_channels())
-        * u64::from(preset.banks_per_pseudo_channel());
+    // The firmware's layout; the TS size does not enter it.
+    let geometry = NmcGeometry {
+        pseudo_channels: preset.pseudo_channels() as u16,
+        banks_per_pc: preset.banks_per_pseudo_channel() as u16,
+        cols_per_row: preset.organisation.columns_per_row,
+        column_bytes: preset.organisation.bytes_per_column,
+        ts_entries: 0,
+    };
+    let stripe = geometry.stripe_bytes();
     let table_bytes = elements.len() as u64 * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u64;
-    let mut row = table_bytes.div_ceil(stripe);
+    let capacity = |rows_needed| LambError::Capacity {
+        rows_needed,
+        rows: preset.organisation.rows,
+    };
+    let first = table_bytes.div_ceil(stripe);
+    let mut row = u32::try_from(first).map_err(|_| capacity(first))?;
     let mut tensors = Vec::with_capacity(elements.len());
     for &n in elements {
-        let rows = (n * 4).div_ceil(stripe).max(1);
-        let mut r = [0u32; 5];
-        let mut addr = [0u64; 5];
-        for (slot, a) in r.iter_mut().zip(addr.iter_mut()) {
-            *slot = u32::try_from(row).unwrap_or(u32::MAX);
-            *a = row * stripe;
-            row += rows;
-        }
-        let [g_row, w_row, m_row, v_row, u_row] = r;
-        tensors.push(TensorPlace {
-            desc: TensorDesc {
-                elements: n,
-                g_row,
-                w_row,
-                m_row,
-                v_row,
-                u_row,
-            },
-            addr,
-        });
+        let placed = lay_out(&geometry, n, row)
+            .ok_or_else(|| capacity(u64::from(row) + 5 * geometry.rows_per_array(n)))?;
+        let d = placed.desc;
+        let addr = [d.g_row, d.w_row, d.m_row, d.v_row, d.u_row].map(|r| u64::from(r) * stripe);
+        tensors.push(TensorPlace { desc: d, addr });
+        row = placed.next_row;
     }
+    let row = u64::from(row);
     if row > u64::from(preset.organisation.rows) {
-        return Err(LambError::Capacity {
-            rows_needed: row,
-            rows: preset.organisation.rows,
-        });
+        return Err(capacity(row));
     }
     Ok(Layout {
         stripe_bytes: stripe,

@@ -9,7 +9,7 @@
 
 use heapless::Deque;
 use nmcp_firmware::cp::{CdPredictor, CpConfig, CuResources, QueueConfig};
-use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, TensorDesc};
+use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
     DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
@@ -333,23 +333,9 @@ impl<'a> Board<'a> {
         };
         let mut row = 0u32;
         for (i, t) in s.tensors.iter().enumerate() {
-            let rows = geometry
-                .columns_per_bank(t.elements)
-                .div_ceil(u64::from(s.cols_per_row.max(1)));
-            let rows = u32::try_from(rows).map_err(|_| LayoutError::Window)?;
-            let mut next = || {
-                let r = row;
-                row = row.saturating_add(rows);
-                r
-            };
-            let desc = TensorDesc {
-                elements: t.elements,
-                g_row: next(),
-                w_row: next(),
-                m_row: next(),
-                v_row: next(),
-                u_row: next(),
-            };
+            let placed = lay_out(&geometry, t.elements, row).ok_or(LayoutError::Window)?;
+            row = placed.next_row;
+            let desc = placed.desc;
             let off = map::TENSOR_TABLE + i * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES;
             self.put(off, &desc.encode())?;
         }

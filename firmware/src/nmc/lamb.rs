@@ -141,12 +141,67 @@ impl NmcGeometry {
         (elements * 4).div_ceil(stripe.max(1))
     }
 
+    /// Bytes of one row stripe: one row in every bank of the device.
+    pub fn stripe_bytes(&self) -> u64 {
+        u64::from(self.cols_per_row)
+            .saturating_mul(u64::from(self.column_bytes))
+            .saturating_mul(u64::from(self.pseudo_channels))
+            .saturating_mul(u64::from(self.banks_per_pc))
+    }
+
+    /// Row stripes one array of `elements` FP32 values occupies: at least one, so every
+    /// array starts on its own stripe.
+    pub fn rows_per_array(&self, elements: u64) -> u64 {
+        elements
+            .saturating_mul(4)
+            .div_ceil(self.stripe_bytes().max(1))
+            .max(1)
+    }
+
     fn channels(&self) -> ChannelRange {
         ChannelRange {
             first: 0,
             count: self.pseudo_channels,
         }
     }
+}
+
+/// One tensor placed by [`lay_out`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TensorPlacement {
+    /// The descriptor the host writes for the sequencer.
+    pub desc: TensorDesc,
+    /// First row after the tensor's arrays: where the next tensor starts.
+    pub next_row: u32,
+}
+
+/// The one row-stripe layout of a tensor: its five arrays (g, w, m, v, u), in that order,
+/// in consecutive runs of [`NmcGeometry::rows_per_array`] row stripes from `first_row`.
+/// Hosts (the emulator, the board) lay out a model by calling this once per tensor, each
+/// from the previous tensor's `next_row`.
+///
+/// Returns `None` if a row number does not fit in `u32`.
+pub fn lay_out(geometry: &NmcGeometry, elements: u64, first_row: u32) -> Option<TensorPlacement> {
+    let rows = u32::try_from(geometry.rows_per_array(elements)).ok()?;
+    let mut row = first_row;
+    let mut next = || {
+        let r = row;
+        row = row.checked_add(rows)?;
+        Some(r)
+    };
+    let desc = TensorDesc {
+        elements,
+        g_row: next()?,
+        w_row: next()?,
+        m_row: next()?,
+        v_row: next()?,
+        u_row: next()?,
+    };
+    Some(TensorPlacement {
+        desc,
+        next_row: row,
+    })
 }
 
 /// LAMB hyperparameters as the firmware applies them.
@@ -898,5 +953,29 @@ mod tests {
             TensorDesc::decode(&empty.encode(), 6),
             Err(SequencerError::BadDescriptor { index: 6 })
         );
+    }
+
+    const G: NmcGeometry = NmcGeometry {
+        pseudo_channels: 16,
+        banks_per_pc: 16,
+        cols_per_row: 32,
+        column_bytes: 32,
+        ts_entries: 16,
+    };
+
+    #[test]
+    fn lay_out_puts_five_arrays_on_consecutive_stripes() {
+        // A stripe is 32 x 32 x 16 x 16 B = 256 KiB = 65536 FP32 values.
+        assert_eq!(G.stripe_bytes(), 1 << 18);
+        let p = lay_out(&G, 65_537, 3).unwrap();
+        let d = p.desc;
+        assert_eq!(
+            (d.g_row, d.w_row, d.m_row, d.v_row, d.u_row),
+            (3, 5, 7, 9, 11)
+        );
+        assert_eq!(p.next_row, 13);
+        // Even an empty tensor owns one stripe per array.
+        assert_eq!(lay_out(&G, 0, 0).unwrap().next_row, 5);
+        assert_eq!(lay_out(&G, 1, u32::MAX - 4), None);
     }
 }

@@ -4,7 +4,8 @@
 pub mod lamb;
 
 pub use lamb::{
-    LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, SequencerWork, TensorDesc,
+    lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, SequencerWork,
+    TensorDesc, TensorPlacement,
 };
 
 use crate::platform::{DeviceMemory, NmcController};

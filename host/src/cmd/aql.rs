@@ -10,24 +10,9 @@ use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 use serde_json::{json, Value};
 
+use super::io::{emit, outln, parse_range, read_dump};
 use super::CmdResult;
-
-/// Appends a line to a `String` buffer (output is written at once by [`emit`]).
-macro_rules! outln {
-    ($out:expr, $($arg:tt)*) => {{
-        let _ = writeln!($out, $($arg)*);
-    }};
-}
-pub(crate) use outln;
-
-/// Writes a command's output; a closed pipe (`| head`) is not an error.
-pub fn emit(text: &str) -> CmdResult {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
-}
+use crate::cp_replay::dispatch_ids;
 
 /// Arguments of `nmcp aql`.
 #[derive(clap::Args, Debug)]
@@ -54,50 +39,11 @@ enum AqlCommand {
     },
 }
 
-/// Parses `BASE:LEN`, each hex (`0x...`) or decimal.
-pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
-    let num = |t: &str| {
-        let t = t.trim();
-        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-            Some(h) => u64::from_str_radix(&h.replace('_', ""), 16),
-            None => t.replace('_', "").parse(),
-        }
-        .map_err(|e| format!("{t:?}: {e}"))
-    };
-    let (b, l) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?}: expected BASE:LEN"))?;
-    Ok(DeviceRange {
-        base: num(b)?,
-        len: num(l)?,
-    })
-}
-
 /// Runs `nmcp aql`.
 pub fn run(args: AqlArgs) -> CmdResult {
     match args.command {
         AqlCommand::Decode { file, json, device } => decode(&file, json, device),
     }
-}
-
-/// Reads and parses a dump file, with the file name in any error.
-pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>> {
-    let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    QueueDump::parse(&data).map_err(|e| format!("{}: {e}", file.display()).into())
-}
-
-/// The dispatch id each packet of a dump gets when loaded (its position in its queue).
-pub fn dispatch_ids(dump: &QueueDump) -> Vec<u64> {
-    let mut next = [0u64; 256];
-    dump.packets
-        .iter()
-        .map(|p| {
-            let slot = &mut next[usize::from(p.queue)];
-            let id = *slot;
-            *slot += 1;
-            id
-        })
-        .collect()
 }
 
 /// The GEMM extension a kernel-dispatch packet points at, if the dump carries it.

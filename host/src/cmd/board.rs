@@ -20,8 +20,8 @@ use super::CmdResult;
 
 /// Target triple of the board binary.
 pub const BOARD_TARGET: &str = "riscv32imac-unknown-none-elf";
-/// Keys of report fields that are measurements (the board crate's `MEASURED_KEYS`).
-pub const MEASURED_KEYS: [&str; 3] = ["instructions", "cycles", "peak_bytes"];
+/// Keys of report fields that are measurements: the board crate's own list.
+pub use nmcp_board::MEASURED_KEYS;
 /// Longest a QEMU run may take; the binary runs for a fraction of a second.
 const QEMU_TIMEOUT: Duration = Duration::from_secs(60);
 

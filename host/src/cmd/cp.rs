@@ -3,28 +3,20 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use nmcp_emulator::gpu::catalog::KERNEL_OBJECT_BASE;
-use nmcp_emulator::gpu::config::GpuConfig;
-use nmcp_emulator::gpu::gemm::Calibration;
+use nmcp_emulator::gpu::fixture::go_dump;
 use nmcp_emulator::gpu::queue::demo::{self, Expect};
-use nmcp_emulator::gpu::queue::{sample, DumpPacket, MemSection, QueueDump};
-use nmcp_emulator::gpu::sim::GpuSim;
-use nmcp_emulator::gpu::FixedTimeEngine;
-use nmcp_emulator::gpu::KernelEngine;
-use nmcp_emulator::node::{GpuNodeConfig, PacketOutcome, DEFAULT_DEVICE};
-use nmcp_emulator::system::System;
-use nmcp_firmware::cp::features::{workgroups, CuResources};
 use nmcp_firmware::cp::{CdPredictor, CpAction};
-use nmcp_isa::aql::{self, AqlPacket, DeviceRange};
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use serde_json::json;
 
+use crate::cp_replay::{self, PacketRow, ReplayEngine, ReplayError, ReplayReport, ReplaySetup};
 use crate::goldyloc::eval::constant_predictor;
+use crate::goldyloc::pipeline;
 use crate::goldyloc::train::PredictorFile;
 
 use std::fmt::Write as _;
 
-use super::aql::{dispatch_ids, emit, outln, read_dump};
+use super::io::{emit, outln, read_dump};
 use super::CmdResult;
 
 /// Arguments of `nmcp cp`.
@@ -106,7 +98,7 @@ struct ReplayArgs {
     wg_ns: f64,
     /// Device memory, `BASE:LEN`; default: the dump's DEVICE directive, else 256 MiB at
     /// 0x10000000. The top 16 MiB hold the replay's queue rings.
-    #[arg(long, value_parser = super::aql::parse_range)]
+    #[arg(long, value_parser = super::io::parse_range)]
     device: Option<nmcp_isa::aql::DeviceRange>,
     /// Stop after this many simulation steps.
     #[arg(long, default_value_t = 10_000_000)]
@@ -121,63 +113,6 @@ pub fn run(args: CpArgs) -> CmdResult {
     }
 }
 
-/// Device range of dumps with real GO-library GEMMs: starts at the catalog's kernel
-/// objects, so the CP's "kernel object inside device memory" check holds for them.
-pub const GO_DEVICE: DeviceRange = DeviceRange {
-    base: KERNEL_OBJECT_BASE,
-    len: 0x1000_0000,
-};
-/// Extension records of a GO dump (256 B apart).
-const GO_EXT_BASE: u64 = KERNEL_OBJECT_BASE + 0x0100_0000;
-/// Completion signals of a GO dump (8 B apart).
-const GO_SIGNAL_BASE: u64 = KERNEL_OBJECT_BASE + 0x0200_0000;
-
-/// A dump of real GEMMs: GEMM `i` on every queue is `library[offset + i]` (wrapping),
-/// dispatched with its isolated kernel object and a grid of its isolated kernel's
-/// workgroups (the CP derives the workgroups of the kernel it picks from the record).
-fn go_dump(library: &[GemmExt], queues: u8, gemms: u32, offset: usize) -> QueueDump {
-    let mut dump = QueueDump {
-        device: Some(GO_DEVICE),
-        ..QueueDump::default()
-    };
-    let mut next_signal = 0u64;
-    for i in 0..gemms as usize {
-        let Some(ext) = library.get((offset + i) % library.len().max(1)) else {
-            break;
-        };
-        let ext_addr = GO_EXT_BASE + i as u64 * 0x100;
-        dump.memory.push(MemSection {
-            addr: ext_addr,
-            bytes: ext.encode().to_vec(),
-        });
-        let Some(k) = ext.kernels.first() else {
-            continue;
-        };
-        let wg = k.workgroup_size.max(1);
-        let groups = workgroups(ext, k).min(u64::from(u32::MAX / u32::from(wg)));
-        let grid = u32::try_from(groups).unwrap_or(1).max(1) * u32::from(wg);
-        for q in 0..queues {
-            let sig = GO_SIGNAL_BASE + next_signal * 8;
-            next_signal += 1;
-            let p = AqlPacket::KernelDispatch(sample::dispatch(
-                k.kernel_object,
-                grid,
-                wg,
-                ext_addr,
-                sig,
-            ));
-            dump.packets.push(DumpPacket {
-                offset: 0,
-                queue: q,
-                bytes: aql::encode(&p),
-            });
-        }
-    }
-    // Per-queue order, as a ring dump would be.
-    dump.packets.sort_by_key(|p| p.queue);
-    dump
-}
-
 fn gen_dump(a: &GenDumpArgs) -> CmdResult {
     if !(1..=32).contains(&a.queues) {
         return Err(format!("--queues {} outside 1..=32", a.queues).into());
@@ -188,7 +123,7 @@ fn gen_dump(a: &GenDumpArgs) -> CmdResult {
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?)
         }
-        (None, Some(app)) => Some(super::goldyloc::app_library("mi100", app)?),
+        (None, Some(app)) => Some(pipeline::app_library("mi100", app)?),
         (None, None) => None,
     };
     if let Some(lib) = library {
@@ -247,7 +182,7 @@ fn load_predictor(a: &ReplayArgs) -> Result<(CdPredictor, String), Box<dyn std::
             (f, path.display().to_string())
         }
         None => (
-            super::goldyloc::default_predictor(&a.gpu)?,
+            pipeline::default_predictor(&a.gpu)?,
             format!("trained for {} (cache)", a.gpu),
         ),
     };
@@ -258,11 +193,11 @@ fn us(t: Option<f64>) -> String {
     t.map_or_else(|| "-".into(), |t| format!("{:.3}", t / 1e3))
 }
 
-fn describe(o: Option<&PacketOutcome>) -> (String, serde_json::Value) {
-    let Some(o) = o else {
+fn describe(p: &PacketRow) -> (String, serde_json::Value) {
+    if !p.loaded {
         return ("not loaded".into(), json!({"status": "not_loaded"}));
-    };
-    match o.action {
+    }
+    match p.action {
         Some(CpAction::Dispatched {
             kernel_object,
             gemm,
@@ -297,80 +232,36 @@ fn describe(o: Option<&PacketOutcome>) -> (String, serde_json::Value) {
 fn replay(a: &ReplayArgs) -> CmdResult {
     let dump = read_dump(&a.file)?;
     let (predictor, predictor_source) = load_predictor(a)?;
-    let ids = dispatch_ids(&dump);
-    let queues = dump
-        .packets
-        .iter()
-        .map(|p| usize::from(p.queue) + 1)
-        .max()
-        .unwrap_or(1);
-    let per_queue_max = ids.iter().map(|&i| i + 1).max().unwrap_or(1);
-    let ring_packets = u32::try_from(per_queue_max.next_power_of_two().max(16))
-        .map_err(|_| "too many packets on one queue")?;
-    let device = a.device.or(dump.device).unwrap_or(DEFAULT_DEVICE);
-    match a.engine.as_str() {
-        "gpu" => {
-            let gpu = GpuConfig::preset(&a.gpu).ok_or_else(|| {
-                format!(
-                    "unknown GPU preset `{}` (mi100, mi100-half, mi100-quarter, t3-table-8.1)",
-                    a.gpu
-                )
-            })?;
-            let res = gpu.cu_resources();
-            let engine = GpuSim::new(gpu, Calibration::default());
-            let label = format!("gpu {}", a.gpu);
-            run_replay(
-                a,
-                &dump,
-                (device, queues, ring_packets),
-                res,
-                predictor,
-                engine,
-                (&label, &predictor_source),
-            )
+    let engine = match a.engine.as_str() {
+        "gpu" => ReplayEngine::Gpu(a.gpu.clone()),
+        "fixed" => ReplayEngine::Fixed {
+            cus: a.cus,
+            slots: a.slots,
+            wg_ns: a.wg_ns,
+        },
+        other => return Err(format!("--engine {other}: must be gpu or fixed").into()),
+    };
+    let setup = ReplaySetup {
+        device: a.device,
+        engine,
+        predictor,
+        max_steps: a.max_steps,
+    };
+    let r = cp_replay::replay(&dump, &setup).map_err(|e| -> Box<dyn std::error::Error> {
+        match e {
+            ReplayError::System(e) => format!("{}: {e}", a.file.display()).into(),
+            e => e.into(),
         }
-        "fixed" => {
-            let engine = FixedTimeEngine::new(a.cus, a.slots, a.wg_ns);
-            let label = format!("fixed {} CUs x {} slots, {} ns/WG", a.cus, a.slots, a.wg_ns);
-            run_replay(
-                a,
-                &dump,
-                (device, queues, ring_packets),
-                CuResources::MI100,
-                predictor,
-                engine,
-                (&label, &predictor_source),
-            )
-        }
-        other => Err(format!("--engine {other}: must be gpu or fixed").into()),
-    }
+    })?;
+    let mut out = String::new();
+    let counts = packet_lines(a.json, &r, &mut out);
+    summary_lines(a, &r, counts, &predictor_source, &mut out);
+    emit(&out)
 }
 
-fn run_replay<E: KernelEngine>(
-    a: &ReplayArgs,
-    dump: &QueueDump,
-    (device, queues, ring_packets): (DeviceRange, usize, u32),
-    resources: CuResources,
-    predictor: CdPredictor,
-    engine: E,
-    (engine_label, predictor_source): (&str, &str),
-) -> CmdResult {
-    let ids = dispatch_ids(dump);
-    let cfg = GpuNodeConfig {
-        device,
-        queues,
-        ring_packets,
-        predictor,
-        resources,
-        ..GpuNodeConfig::default()
-    };
-    let mut sys = System::single(cfg, engine).map_err(|e| format!("{}: {e}", a.file.display()))?;
-    sys.load_dump(0, dump)
-        .map_err(|e| format!("{}: {e}", a.file.display()))?;
-    let summary = sys.run(a.max_steps);
-
-    let mut out = String::new();
-    if !a.json {
+/// One line per packet; returns (dispatched, rejected, pending).
+fn packet_lines(json: bool, r: &ReplayReport, out: &mut String) -> (u64, u64, u64) {
+    if !json {
         outln!(
             out,
             "{:>2} {:>4} {:<15} {:>10} {:>10} {:>10}  decision",
@@ -383,93 +274,94 @@ fn run_replay<E: KernelEngine>(
         );
     }
     let (mut dispatched, mut rejected, mut pending) = (0, 0, 0);
-    for (p, &id) in dump.packets.iter().zip(&ids) {
-        let o = sys.node(0).outcomes().get(&(p.queue, id));
-        let kind = match aql::decode(&p.bytes) {
-            Ok(AqlPacket::KernelDispatch(k)) if k.gemm_ext_address != 0 => "gemm",
-            Ok(pk) => pk.header().packet_type.name(),
-            Err(_) => "malformed",
-        };
-        let (text, mut value) = describe(o);
+    for p in &r.packets {
+        let (text, mut value) = describe(p);
         match value["status"].as_str() {
             Some("dispatched") => dispatched += 1,
             Some("rejected") => rejected += 1,
             Some("pending") => pending += 1,
             _ => {}
         }
-        let (launch, placed, done) = o.map_or((None, None, None), |o| {
-            (o.launched_at, o.all_dispatched_at, o.completed_at)
-        });
-        if a.json {
+        if json {
             let m = value.as_object_mut().expect("describe returns an object");
             m.insert("queue".into(), json!(p.queue));
-            m.insert("dispatch_id".into(), json!(id));
+            m.insert("dispatch_id".into(), json!(p.dispatch_id));
             m.insert("offset".into(), json!(p.offset));
-            m.insert("kind".into(), json!(kind));
-            m.insert("launched_ns".into(), json!(launch));
-            m.insert("all_dispatched_ns".into(), json!(placed));
-            m.insert("completed_ns".into(), json!(done));
+            m.insert("kind".into(), json!(p.kind));
+            m.insert("launched_ns".into(), json!(p.launched_ns));
+            m.insert("all_dispatched_ns".into(), json!(p.all_dispatched_ns));
+            m.insert("completed_ns".into(), json!(p.completed_ns));
             outln!(out, "{value}");
         } else {
             outln!(
                 out,
                 "{:>2} {:>4} {:<15} {:>10} {:>10} {:>10}  {text}",
                 p.queue,
-                id,
-                kind,
-                us(launch),
-                us(placed),
-                us(done)
+                p.dispatch_id,
+                p.kind,
+                us(p.launched_ns),
+                us(p.all_dispatched_ns),
+                us(p.completed_ns)
             );
         }
     }
-    let work = sys.node(0).cp_work();
+    (dispatched, rejected, pending)
+}
+
+fn summary_lines(
+    a: &ReplayArgs,
+    r: &ReplayReport,
+    (dispatched, rejected, pending): (u64, u64, u64),
+    predictor_source: &str,
+    out: &mut String,
+) {
+    let s = &r.summary;
+    let (engine_label, packets) = (&r.engine, r.packets.len());
     if a.json {
         outln!(
             out,
             "{}",
             json!({"summary": {
-                "packets": dump.packets.len(), "dispatched": dispatched,
+                "packets": packets, "dispatched": dispatched,
                 "rejected": rejected, "pending": pending,
-                "makespan_ns": summary.end, "cp_cycles": summary.cp_cycles,
-                "cp_busy_ns": summary.cp_busy_ns, "events": summary.events,
-                "truncated": summary.truncated,
-                "max_handler_cycles": summary.max_handler_cycles,
-                "cp_mem_accesses": work.mem_accesses,
-                "cp_packets_inspected": work.packets_inspected,
-                "cp_predictions": work.predictions, "cp_decisions": work.decisions,
-                "cp_ns_per_decision": summary.cp_busy_ns / work.decisions.max(1) as f64,
+                "makespan_ns": s.makespan_ns, "cp_cycles": s.cp_cycles,
+                "cp_busy_ns": s.cp_busy_ns, "events": s.events,
+                "truncated": s.truncated,
+                "max_handler_cycles": s.max_handler_cycles,
+                "cp_mem_accesses": s.cp_mem_accesses,
+                "cp_packets_inspected": s.cp_packets_inspected,
+                "cp_predictions": s.cp_predictions, "cp_decisions": s.cp_decisions,
+                "cp_ns_per_decision": s.cp_busy_ns / s.cp_decisions.max(1) as f64,
                 "engine": engine_label, "predictor": predictor_source,
             }})
         );
-    } else {
+        return;
+    }
+    outln!(
+        out,
+        "\nengine: {engine_label}; predictor: {predictor_source}"
+    );
+    outln!(out,
+        "{packets} packets: {dispatched} dispatched, {rejected} rejected, {pending} pending; makespan {:.3} us",
+        s.makespan_ns / 1e3
+    );
+    outln!(out,
+        "CP: {} cycles ({:.3} us busy at {} GHz) over {} events (longest handler {} cycles); {} memory accesses, {} packets inspected, {} decisions, {} predictions",
+        s.cp_cycles,
+        s.cp_busy_ns / 1e3,
+        s.cp_clock_hz as f64 / 1e9,
+        s.events,
+        s.max_handler_cycles,
+        s.cp_mem_accesses,
+        s.cp_packets_inspected,
+        s.cp_decisions,
+        s.cp_predictions
+    );
+    if s.truncated {
         outln!(
             out,
-            "\nengine: {engine_label}; predictor: {predictor_source}"
+            "warning: stopped at --max-steps {} with work left",
+            a.max_steps
         );
-        outln!(out,
-            "{} packets: {dispatched} dispatched, {rejected} rejected, {pending} pending; makespan {:.3} us",
-            dump.packets.len(),
-            summary.end / 1e3
-        );
-        outln!(out,
-            "CP: {} cycles ({:.3} us busy at 1.5 GHz) over {} events (longest handler {} cycles); {} memory accesses, {} packets inspected, {} decisions, {} predictions",
-            summary.cp_cycles,
-            summary.cp_busy_ns / 1e3,
-            summary.events,
-            summary.max_handler_cycles,
-            work.mem_accesses,
-            work.packets_inspected,
-            work.decisions,
-            work.predictions
-        );
-        if summary.truncated {
-            outln!(
-                out,
-                "warning: stopped at --max-steps {} with work left",
-                a.max_steps
-            );
-        }
     }
-    emit(&out)
 }

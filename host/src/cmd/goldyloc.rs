@@ -2,27 +2,12 @@
 
 use super::CmdResult;
 use crate::goldyloc::cache::Cache;
-use crate::goldyloc::eval::{evaluate, EvalReport, CONFIGS, HETERO_CONFIGS};
-use crate::goldyloc::train::{dataset, real_features, train, TrainedModel, DEFAULT_SEED};
-use crate::goldyloc::tune::{tune_all, TunedGemm};
-use crate::goldyloc::Context;
-use nmcp_emulator::gpu::config::GpuConfig;
-use nmcp_emulator::gpu::gemm::GemmShape;
-use nmcp_emulator::gpu::workload::{
-    dataset_gemms, evaluated_gemms, parse_gemm_csv, unique_shapes, DATASET_SEED, DATASET_SIZE,
-};
+use crate::goldyloc::eval::{EvalReport, CONFIGS, HETERO_CONFIGS};
+use crate::goldyloc::pipeline::{self, Options};
+use crate::goldyloc::train::DEFAULT_SEED;
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-/// GEMMs per application kept by `--quick`.
-const QUICK_PER_APP: usize = 3;
-/// Every how many extra dataset GEMMs `--quick` keeps one.
-const QUICK_EXTRA_STRIDE: usize = 25;
-/// Every how many heterogeneous pairs (consecutive distinct GEMMs of an app) the full
-/// evaluation simulates (each pair costs a few 16-kernel simulations per scenario).
-const HETERO_STRIDE: usize = 6;
 
 /// Arguments of `nmcp goldyloc`.
 #[derive(clap::Args, Debug)]
@@ -78,6 +63,19 @@ struct Common {
     svg: Option<PathBuf>,
 }
 
+impl Common {
+    fn options(&self) -> Options {
+        Options {
+            gpu: self.gpu.clone(),
+            quick: self.quick,
+            cache: !self.no_cache,
+            gemms: self.gemms.clone(),
+            knn: self.knn,
+            progress: !self.json && std::io::stderr().is_terminal(),
+        }
+    }
+}
+
 /// Runs `nmcp goldyloc`.
 pub fn run(args: GoldylocArgs) -> CmdResult {
     match args.step {
@@ -87,220 +85,48 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
     }
 }
 
-struct Prepared {
-    ctx: Context,
-    eval: Vec<(String, GemmShape)>,
-    hetero: Vec<(String, GemmShape, GemmShape)>,
-    shapes: Vec<GemmShape>,
-}
-
-fn prepare(c: &Common) -> Result<Prepared, Box<dyn std::error::Error>> {
-    let gpu = GpuConfig::preset(&c.gpu).ok_or_else(|| {
-        format!(
-            "unknown GPU preset `{}` (mi100, mi100-half, mi100-quarter, t3-table-8.1)",
-            c.gpu
-        )
-    })?;
-    let cache = (!c.no_cache).then(Cache::default_location);
-    let mut ctx = Context::new(gpu, cache, !c.json && std::io::stderr().is_terminal());
-    ctx.knn = c.knn;
-    let mut eval: Vec<(String, GemmShape)> = match &c.gemms {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let list = parse_gemm_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            list.into_iter()
-                .map(|(s, _)| ("user".to_string(), s))
-                .collect()
-        }
-        None => evaluated_gemms()
-            .into_iter()
-            .map(|g| (g.app, g.shape))
-            .collect(),
-    };
-    if c.quick && c.gemms.is_none() {
-        let mut per_app: std::collections::BTreeMap<String, usize> = Default::default();
-        eval.retain(|(a, _)| {
-            let n = per_app.entry(a.clone()).or_insert(0);
-            *n += 1;
-            *n <= QUICK_PER_APP
-        });
-    }
-    let base = dataset_gemms(DATASET_SIZE, DATASET_SEED);
-    let extra: Vec<GemmShape> = if c.quick {
-        base.iter().step_by(QUICK_EXTRA_STRIDE).copied().collect()
-    } else {
-        base
-    };
-    let shapes = unique_shapes(eval.iter().map(|e| &e.1).chain(extra.iter()));
-    let hetero: Vec<(String, GemmShape, GemmShape)> = eval
-        .windows(2)
-        .filter_map(|w| match w {
-            [a, b] if a.0 == b.0 && a.1 != b.1 => Some((a.0.clone(), a.1, b.1)),
-            _ => None,
-        })
-        .step_by(if c.quick { 1 } else { HETERO_STRIDE })
-        .collect();
-    Ok(Prepared {
-        ctx,
-        eval,
-        hetero,
-        shapes,
-    })
-}
-
-fn tuned(p: &Prepared) -> (Vec<TunedGemm>, f64) {
-    let t0 = Instant::now();
-    let t = tune_all(&p.ctx, &p.shapes);
-    (t, t0.elapsed().as_secs_f64())
-}
-
 fn run_tune(c: &Common) -> CmdResult {
-    let p = prepare(c)?;
-    let (tuned, secs) = tuned(&p);
+    let p = pipeline::prepare(&c.options())?;
+    let (tuned, secs) = pipeline::tune(&p);
     let library: Vec<GemmExt> = tuned.iter().map(|t| t.to_ext(&p.ctx.catalog)).collect();
     if let Some(out) = &c.out {
         std::fs::write(out, serde_json::to_string_pretty(&library)?)
             .map_err(|e| format!("{}: {e}", out.display()))?;
     }
-    let eval_labels: std::collections::BTreeSet<String> =
-        p.eval.iter().map(|e| e.1.to_string()).collect();
-    let eval_tuned: Vec<&TunedGemm> = tuned
-        .iter()
-        .filter(|t| eval_labels.contains(&t.shape.to_string()))
-        .collect();
-    let distinct: std::collections::BTreeSet<u32> = eval_tuned
-        .iter()
-        .filter_map(|t| t.candidates.first().copied())
-        .collect();
-    let go_differs: Vec<f64> = (1..CONCURRENCY_DEGREES.len())
-        .map(|i| {
-            eval_tuned
-                .iter()
-                .filter(|t| t.cd_choice.get(i).is_some_and(|&c| c != 0))
-                .count() as f64
-                / eval_tuned.len().max(1) as f64
-        })
-        .collect();
-    let mut label_hist = [0usize; 5];
-    for t in &tuned {
-        if let Some(h) = label_hist.get_mut(t.best_cd_index(16)) {
-            *h += 1;
-        }
-    }
+    let t = pipeline::tune_summary(&p, &tuned, secs);
     if c.json {
-        let v = serde_json::json!({
-            "gemms_tuned": tuned.len(),
-            "evaluated_gemms": eval_tuned.len(),
-            "catalog_kernels": p.ctx.catalog.len(),
-            "distinct_isolated_kernels": distinct.len(),
-            "go_kernel_differs_share": go_differs,
-            "best_cd_histogram": label_hist,
-            "seconds": secs,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&t)?);
     } else {
         println!(
             "tuned {} GEMMs ({} evaluated) over {} catalog kernels in {secs:.2} s",
-            tuned.len(),
-            eval_tuned.len(),
-            p.ctx.catalog.len()
+            t.gemms_tuned, t.evaluated_gemms, t.catalog_kernels
         );
         println!(
             "distinct isolated kernels over the evaluated GEMMs: {} (dissertation: 291 of 410)",
-            distinct.len()
+            t.distinct_isolated_kernels
         );
-        for (cd, s) in CONCURRENCY_DEGREES.iter().skip(1).zip(&go_differs) {
+        for (cd, s) in CONCURRENCY_DEGREES
+            .iter()
+            .skip(1)
+            .zip(&t.go_kernel_differs_share)
+        {
             println!(
                 "  CD {cd:>2}: GO kernel differs from the isolated kernel for {:.0} %",
                 s * 100.0
             );
         }
-        println!("best CD (16 available) histogram, CD 1/2/4/8/16: {label_hist:?}");
+        println!(
+            "best CD (16 available) histogram, CD 1/2/4/8/16: {:?}",
+            t.best_cd_histogram
+        );
     }
     Ok(())
 }
 
-fn trained(p: &Prepared, tuned: &[TunedGemm], seed: u64) -> (TrainedModel, f64) {
-    let t0 = Instant::now();
-    let res = p.ctx.gpu.cu_resources();
-    let data: Vec<(Vec<f64>, usize)> = dataset(tuned, &p.ctx.catalog, &res)
-        .into_iter()
-        .map(|(x, y, _)| (x, y))
-        .collect();
-    #[derive(serde::Serialize)]
-    struct Key<'a> {
-        data: &'a [(Vec<f64>, usize)],
-        seed: u64,
-    }
-    let key = crate::goldyloc::cache::key_of("train", &Key { data: &data, seed });
-    if let Some(c) = &p.ctx.cache {
-        if let Some(m) = c.get::<TrainedModel>("train", key) {
-            return (m, t0.elapsed().as_secs_f64());
-        }
-    }
-    let m = train(&data, seed);
-    if let Some(c) = &p.ctx.cache {
-        c.put("train", key, &m);
-    }
-    (m, t0.elapsed().as_secs_f64())
-}
-
-/// The predictor `nmcp goldyloc train` would produce for `gpu` (full dataset, default
-/// seed), through the same cached steps: instant when cached, a full tune + train
-/// otherwise (a note goes to stderr first).
-pub fn default_predictor(
-    gpu: &str,
-) -> Result<crate::goldyloc::train::PredictorFile, Box<dyn std::error::Error>> {
-    let c = Common {
-        quick: false,
-        no_cache: false,
-        gpu: gpu.to_string(),
-        gemms: None,
-        knn: false,
-        seed: DEFAULT_SEED,
-        out: None,
-        json: true,
-        csv: None,
-        svg: None,
-    };
-    let p = prepare(&c)?;
-    eprintln!(
-        "loading the trained predictor for {gpu} from the cache {} (tuning and training first if not cached)",
-        p.ctx
-            .cache
-            .as_ref()
-            .map_or_else(String::new, |c| c.dir().display().to_string())
-    );
-    let (tuned, _) = tuned(&p);
-    let (model, _) = trained(&p, &tuned, DEFAULT_SEED);
-    Ok(model.fixed)
-}
-
-/// The GO library (GEMM extension records) of one application's evaluated GEMMs on
-/// `gpu`, tuned through the cached tuning step.
-pub fn app_library(gpu: &str, app: &str) -> Result<Vec<GemmExt>, Box<dyn std::error::Error>> {
-    let g = GpuConfig::preset(gpu).ok_or_else(|| format!("unknown GPU preset `{gpu}`"))?;
-    let shapes: Vec<GemmShape> = unique_shapes(
-        evaluated_gemms()
-            .iter()
-            .filter(|a| a.app == app)
-            .map(|a| &a.shape),
-    );
-    if shapes.is_empty() {
-        let mut apps: Vec<String> = evaluated_gemms().into_iter().map(|a| a.app).collect();
-        apps.dedup();
-        return Err(format!("no application `{app}` (one of: {})", apps.join(", ")).into());
-    }
-    let ctx = Context::new(g, Some(Cache::default_location()), false);
-    let tuned = tune_all(&ctx, &shapes);
-    Ok(tuned.iter().map(|t| t.to_ext(&ctx.catalog)).collect())
-}
-
 fn run_train(c: &Common) -> CmdResult {
-    let p = prepare(c)?;
-    let (tuned, tune_secs) = tuned(&p);
-    let (model, train_secs) = trained(&p, &tuned, c.seed);
+    let p = pipeline::prepare(&c.options())?;
+    let (tuned, tune_secs) = pipeline::tune(&p);
+    let (model, train_secs) = pipeline::train(&p, &tuned, c.seed);
     let out = c
         .out
         .clone()
@@ -310,7 +136,7 @@ fn run_train(c: &Common) -> CmdResult {
     }
     std::fs::write(&out, serde_json::to_string_pretty(&model.fixed)?)
         .map_err(|e| format!("{}: {e}", out.display()))?;
-    let report = full_eval(&p, &tuned, &model, true);
+    let report = pipeline::evaluate(&p, &tuned, &model, true);
     if c.json {
         let v = serde_json::json!({
             "dataset": tuned.len(),
@@ -338,26 +164,6 @@ fn run_train(c: &Common) -> CmdResult {
     Ok(())
 }
 
-/// Evaluation; `accuracy_only` skips the configurations' simulations.
-fn full_eval(
-    p: &Prepared,
-    tuned: &[TunedGemm],
-    model: &TrainedModel,
-    accuracy_only: bool,
-) -> EvalReport {
-    let res = p.ctx.gpu.cu_resources();
-    let feats: Vec<_> = tuned
-        .iter()
-        .map(|t| real_features(t, &p.ctx.catalog, &res))
-        .collect();
-    let (eval, hetero) = if accuracy_only {
-        (Vec::new(), Vec::new())
-    } else {
-        (p.eval.clone(), p.hetero.clone())
-    };
-    evaluate(&p.ctx, tuned, &feats, model, &eval, &hetero)
-}
-
 const PAPER_ACCURACY: [f64; 4] = [82.0, 70.0, 62.0, 47.0];
 const PAPER_GOLDYLOC_OVER_DEFAULT: [f64; 4] = [5.0, 10.0, 11.0, 12.0];
 
@@ -382,26 +188,36 @@ fn print_accuracy(r: &EvalReport) {
 }
 
 fn run_eval(c: &Common) -> CmdResult {
-    let p = prepare(c)?;
-    let (tuned, tune_secs) = tuned(&p);
-    let (model, train_secs) = trained(&p, &tuned, c.seed);
-    let t0 = Instant::now();
-    let report = full_eval(&p, &tuned, &model, false);
-    let eval_secs = t0.elapsed().as_secs_f64();
+    let run = pipeline::run_eval(&c.options(), c.seed)?;
+    let (report, tune_secs, train_secs, eval_secs) = (
+        &run.report,
+        run.tune_seconds,
+        run.train_seconds,
+        run.eval_seconds,
+    );
     if let Some(dir) = &c.csv {
-        write_csv(dir, &report)?;
+        write_csv(dir, report)?;
     }
     if let Some(dir) = &c.svg {
-        write_svg(dir, &report)?;
+        write_svg(dir, report)?;
     }
     if c.json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{}", serde_json::to_string(report)?);
         return Ok(());
     }
     println!(
         "GPU {}: {} evaluated GEMMs, dataset {} GEMMs; tune {tune_secs:.1} s, train {train_secs:.1} s, eval {eval_secs:.1} s",
         report.gpu, report.gemm_count, report.dataset_size
     );
+    print_scenarios(report);
+    print_cp_charges(report);
+    print_hetero(report);
+    print_vs_dissertation(report);
+    print_accuracy(report);
+    Ok(())
+}
+
+fn print_scenarios(report: &EvalReport) {
     for s in &report.scenarios {
         println!(
             "\n== {} independent GEMMs: geomean speedup per app over Sequential ==",
@@ -454,6 +270,9 @@ fn run_eval(c: &Common) -> CmdResult {
             println!();
         }
     }
+}
+
+fn print_cp_charges(report: &EvalReport) {
     println!("\n== CP time charged to GOLDYLOC (firmware replay, CpCostModel 1.5 GHz, 31-cycle memory) ==");
     println!("dissertation: ~0.32 us to read/write 32 queues, 8 us per inspect+predict+write");
     for ch in &report.cp_charges {
@@ -468,6 +287,9 @@ fn run_eval(c: &Common) -> CmdResult {
             ch.per_decision_ns / 1e3
         );
     }
+}
+
+fn print_hetero(report: &EvalReport) {
     println!("\n== heterogeneous mixes (n/2 + n/2 of two sizes), geomean over Default ==");
     print!("{:<8}{:>7}", "n", "pairs");
     for name in HETERO_CONFIGS {
@@ -487,6 +309,9 @@ fn run_eval(c: &Common) -> CmdResult {
         );
     }
     println!("dissertation: GO-Kernels +3-10 %, GOLDYLOC +15 % over Default at 16");
+}
+
+fn print_vs_dissertation(report: &EvalReport) {
     println!("\n== next to the dissertation ==");
     println!("{:<44}{:>10}{:>14}", "", "model", "dissertation");
     for (s, paper) in report.scenarios.iter().zip(PAPER_GOLDYLOC_OVER_DEFAULT) {
@@ -540,8 +365,6 @@ fn run_eval(c: &Common) -> CmdResult {
             format!("+{paper}")
         );
     }
-    print_accuracy(&report);
-    Ok(())
 }
 
 fn short(name: &str) -> &str {

@@ -5,6 +5,7 @@ pub mod asm;
 pub mod board;
 pub mod cp;
 pub mod goldyloc;
+pub mod io;
 pub mod lamb;
 pub mod mem;
 pub mod presets;

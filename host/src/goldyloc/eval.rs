@@ -3,7 +3,7 @@
 //!
 //! With CD `c` < `n`, the CP dispatches `n / c` rounds of `c` concurrent GEMMs. GOLDYLOC
 //! is charged the time the firmware CP itself spends: the `n`-queue scenario is replayed
-//! through the real firmware (`CpSystem`) at CD `c`, and the CP's busy time (its memory
+//! through the real firmware (a one-node `System`) at CD `c`, and the CP's busy time (its memory
 //! accesses and operations under `CpCostModel`: 1.5 GHz, 31-cycle memory latency) is
 //! added in full, not overlapped with the kernels (an upper bound; 7.5.5 hides most of it).
 

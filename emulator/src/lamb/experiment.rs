@@ -1,0 +1,423 @@
+//! The LAMB experiment of `nmcp lamb`: LAMB steps of a model on NMC, timed at DRAM-command
+//! level and (functional runs) checked against the FP32 reference, next to the ideal GPU
+//! of dissertation 6.4: speedups, the physical and program bounds, data movement, an
+//! Amdahl end-to-end estimate, and optionally where the time goes (breakdown) and a TS
+//! sweep. [`run`] returns a [`LambReport`]; printing it is the caller's business.
+
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use crate::hbm::config::RefreshMode;
+use crate::hbm::HbmPreset;
+use crate::lamb::checked::CheckedRun;
+use crate::lamb::reference::{Comparison, LambHyper, TensorState};
+use crate::lamb::run::{LambError, LambRun, LambRunConfig};
+use crate::lamb::{IdealGpu, ARRAY_PASSES};
+use crate::nmc::system::NmcSystemConfig;
+
+/// TS sizes the sweep visits.
+pub const TS_SWEEP: [usize; 7] = [4, 8, 16, 32, 64, 128, 256];
+
+/// Fractions of peak bandwidth the ideal GPU is shown at.
+pub const GPU_FRACTIONS: [f64; 3] = [1.0, 0.9, 0.8];
+
+/// Bytes one DRAM command occupies on the command pins (row and column command words of
+/// HBM2 are two half-cycles of 8 and 6 pins; we count 4 bytes per command, a round upper
+/// bound, so the data-movement ratio is not flattered).
+pub const COMMAND_BYTES: u64 = 4;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambExperiment {
+    /// Name of the model in the report.
+    pub model: String,
+    /// The memory.
+    pub preset: HbmPreset,
+    /// FP32 elements of every tensor.
+    pub elements: Vec<u64>,
+    /// Given optimizer state (one per tensor; implies a functional run, and every step
+    /// reuses its gradients). Without it a functional run draws random tensors from
+    /// `seed`, and new gradients for every later step.
+    pub input: Option<Vec<TensorState>>,
+    /// Run the bank ALUs on data and compare with the reference.
+    pub functional: bool,
+    /// Seed of random tensors.
+    pub seed: u64,
+    /// LAMB steps.
+    pub steps: u32,
+    /// TS entries per bank ALU.
+    pub ts_entries: usize,
+    /// Hyperparameters of the first step.
+    pub hyper: LambHyper,
+    /// GPU-host reduction round trip in ns.
+    pub host_reduction_ns: f64,
+    /// LAMB's shares of a training iteration (percent) for the end-to-end estimate.
+    pub lamb_share: Vec<f64>,
+    /// Also time the variants of [`LambReport::breakdown`].
+    pub breakdown: bool,
+    /// Also time every TS size of [`TS_SWEEP`].
+    pub ts_sweep: bool,
+}
+
+/// NMC time at one TS size, against the ideal GPU at 100, 90 and 80 % of peak.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timing {
+    /// TS entries per bank ALU.
+    pub ts_entries: usize,
+    /// NMC time of all steps.
+    pub nmc_seconds: f64,
+    /// Ideal GPU at 100 % over NMC.
+    pub speedup_vs_ideal_100: f64,
+    /// Ideal GPU at 90 % over NMC.
+    pub speedup_vs_ideal_90: f64,
+    /// Ideal GPU at 80 % over NMC.
+    pub speedup_vs_ideal_80: f64,
+}
+
+/// One variant of the breakdown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    /// What was changed.
+    pub what: String,
+    /// NMC time of all steps.
+    pub nmc_seconds: f64,
+    /// Ideal GPU at 100 % over NMC.
+    pub speedup_vs_ideal_100: f64,
+}
+
+/// Everything `nmcp lamb` reports (its JSON output, field for field).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LambReport {
+    /// Model name.
+    pub model: String,
+    /// HBM preset name.
+    pub preset: String,
+    /// Tensors.
+    pub tensors: usize,
+    /// FP32 parameters.
+    pub parameters: u64,
+    /// LAMB steps.
+    pub steps: u32,
+    /// TS entries per bank ALU.
+    pub ts_entries: usize,
+    /// NMC time of all steps.
+    pub nmc_seconds: f64,
+    /// NMC cycles (tCK) of all steps.
+    pub nmc_cycles: u64,
+    /// Ideal GPU time at 100, 90 and 80 % of peak.
+    pub ideal_gpu_seconds: [f64; 3],
+    /// Ideal GPU time over NMC time, at the same fractions.
+    pub speedup: [f64; 3],
+    /// Peak HBM bandwidth, GB/s.
+    pub peak_gbps: f64,
+    /// Bank parallelism over the bus: no NMC program can beat it.
+    pub physical_bound: f64,
+    /// The bound for these programs, with no row switches at all.
+    pub program_bound: f64,
+    /// Row activations.
+    pub activations: u64,
+    /// Column commands.
+    pub column_commands: u64,
+    /// DRAM commands of every kind.
+    pub dram_commands: u64,
+    /// Refreshes.
+    pub refreshes: u64,
+    /// Host reductions.
+    pub reductions: u64,
+    /// Bytes the ideal GPU moves.
+    pub gpu_bytes: u64,
+    /// Data bytes NMC moves over the interface (partials, scalars).
+    pub nmc_data_bytes: u64,
+    /// Command bytes NMC moves ([`COMMAND_BYTES`] per DRAM command).
+    pub nmc_command_bytes: u64,
+    /// GPU bytes over NMC data bytes.
+    pub data_movement_ratio: f64,
+    /// GPU bytes over NMC data and command bytes.
+    pub data_movement_ratio_with_commands: f64,
+    /// (LAMB share in percent, end-to-end speedup) by Amdahl's law.
+    pub end_to_end: Vec<(f64, f64)>,
+    /// Global gradient norm of the last step.
+    pub global_norm: f32,
+    /// Worst |nmc - ref| / S over w, m, v (S: running term scale; the documented bound).
+    pub max_error_vs_term_scale: Option<f64>,
+    /// Worst plain |nmc - ref| / |ref| (large only where an element cancels).
+    pub max_plain_rel_error: Option<f64>,
+    /// The TS sweep (empty unless asked for).
+    pub ts_sweep: Vec<Timing>,
+    /// Where the time goes (empty unless asked for).
+    pub breakdown: Vec<Variant>,
+    /// Wall-clock time of the experiment.
+    pub wall_seconds: f64,
+    /// Simulated DRAM commands per wall-clock second.
+    pub dram_commands_per_second: f64,
+}
+
+/// A report and, for functional runs, the state NMC left in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambOutcome {
+    /// The figures.
+    pub report: LambReport,
+    /// w, m and v as read back from device memory (g as last written); `None` for
+    /// timing-only runs.
+    pub state: Option<Vec<TensorState>>,
+}
+
+/// Random tensors (w in ±0.1, g in ±1e-3, zero moments) of the given sizes.
+pub fn random_tensors(elements: &[u64], seed: u64) -> Vec<TensorState> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    elements
+        .iter()
+        .map(|&n| {
+            let w = (0..n).map(|_| rng.random_range(-0.1f32..0.1)).collect();
+            let g = (0..n).map(|_| rng.random_range(-1e-3f32..1e-3)).collect();
+            TensorState::new(w, g)
+        })
+        .collect()
+}
+
+/// Bank parallelism vs bus: all banks of a pseudo-channel move a column every tCCD_L,
+/// the bus moves one column every BL.
+pub fn physical_bound(preset: &HbmPreset) -> f64 {
+    let t = &preset.timing;
+    f64::from(preset.banks_per_pseudo_channel()) * f64::from(t.bl) / f64::from(t.tccd_l)
+}
+
+/// The physical bound for programs that execute `column_commands` column slots over
+/// `steps` steps of `params` parameters: even with no row switches, NMC needs one
+/// tCCD_L slot per executed instruction per column, the GPU one BL per array pass.
+pub fn program_bound(preset: &HbmPreset, params: u64, column_commands: u64, steps: u32) -> f64 {
+    let o = &preset.organisation;
+    let columns_per_pc = params as f64 * 4.0
+        / f64::from(o.bytes_per_column)
+        / f64::from(preset.banks_per_pseudo_channel())
+        / f64::from(preset.pseudo_channels());
+    let slots_per_column = column_commands as f64
+        / f64::from(preset.pseudo_channels())
+        / columns_per_pc
+        / f64::from(steps);
+    physical_bound(preset) * ARRAY_PASSES.len() as f64 / slots_per_column.max(1e-9)
+}
+
+/// End-to-end speedup of an iteration whose LAMB share is `percent`, LAMB being
+/// `speedup` times faster (Amdahl).
+pub fn end_to_end(percent: f64, speedup: f64) -> f64 {
+    let f = percent / 100.0;
+    1.0 / (1.0 - f + f / speedup)
+}
+
+impl LambExperiment {
+    fn config(&self, ts_entries: usize, functional: bool) -> LambRunConfig {
+        LambRunConfig {
+            system: NmcSystemConfig {
+                ts_entries,
+                functional,
+                parallel: !functional,
+                host_reduction_ns: self.host_reduction_ns,
+                ..NmcSystemConfig::default()
+            },
+            hyper: self.hyper,
+            ..LambRunConfig::default()
+        }
+    }
+
+    /// NMC seconds of all steps, timing only.
+    fn timed(&self, preset: &HbmPreset, config: LambRunConfig) -> Result<f64, LambError> {
+        let mut r = LambRun::new(preset.clone(), &self.elements, config)?;
+        let cycles = (0..self.steps)
+            .map(|_| r.step().map(|o| o.cycles))
+            .sum::<Result<u64, _>>()?;
+        Ok(cycles as f64 * preset.organisation.tck_ns * 1e-9)
+    }
+
+    /// The breakdown variants: refresh off, no host latency, TS 256, and the bounds.
+    fn breakdown(&self, gpu_s: f64, program_bound: f64) -> Result<Vec<Variant>, LambError> {
+        let variant = |what: &str, nmc_seconds: f64| Variant {
+            what: what.to_string(),
+            nmc_seconds,
+            speedup_vs_ideal_100: gpu_s / nmc_seconds,
+        };
+        let mut no_ref = self.preset.clone();
+        no_ref.refresh.mode = RefreshMode::Off;
+        let mut c = self.config(self.ts_entries, false);
+        let mut out = vec![
+            variant("as configured", self.timed(&self.preset, c.clone())?),
+            variant("without refresh", self.timed(&no_ref, c.clone())?),
+        ];
+        c.system.host_reduction_ns = 0.0;
+        out.push(variant(
+            "without host round-trip latency",
+            self.timed(&self.preset, c.clone())?,
+        ));
+        c.system.ts_entries = 256;
+        out.push(variant(
+            "  ... and TS 256 (chunks of a whole row), no refresh",
+            self.timed(&no_ref, c)?,
+        ));
+        let physical = physical_bound(&self.preset);
+        out.push(Variant {
+            what: "no row switches at all (program bound)".into(),
+            nmc_seconds: gpu_s / program_bound,
+            speedup_vs_ideal_100: program_bound,
+        });
+        out.push(Variant {
+            what: "only memory-touching instructions cost a slot (physical bound)".into(),
+            nmc_seconds: gpu_s / physical,
+            speedup_vs_ideal_100: physical,
+        });
+        Ok(out)
+    }
+
+    /// The TS sweep; `progress` is called after each size.
+    fn sweep(&self, gpu_s: [f64; 3], progress: &mut dyn FnMut()) -> Result<Vec<Timing>, LambError> {
+        let mut out = Vec::with_capacity(TS_SWEEP.len());
+        for ts in TS_SWEEP {
+            let s = self.timed(&self.preset, self.config(ts, false))?;
+            out.push(Timing {
+                ts_entries: ts,
+                nmc_seconds: s,
+                speedup_vs_ideal_100: gpu_s[0] / s,
+                speedup_vs_ideal_90: gpu_s[1] / s,
+                speedup_vs_ideal_80: gpu_s[2] / s,
+            });
+            progress();
+        }
+        Ok(out)
+    }
+}
+
+/// The steps of the main run: cycles, the last global norm, and for functional runs the
+/// comparison with the reference and the final state.
+struct MainRun {
+    run: LambRun,
+    cycles: u64,
+    global_norm: f32,
+    checked: Option<(Comparison, Vec<TensorState>)>,
+}
+
+fn main_run(e: &LambExperiment) -> Result<MainRun, LambError> {
+    let functional = e.functional || e.input.is_some();
+    let run = LambRun::new(
+        e.preset.clone(),
+        &e.elements,
+        e.config(e.ts_entries, functional),
+    )?;
+    let (mut cycles, mut global_norm) = (0, 0.0);
+    if !functional {
+        let mut run = run;
+        for _ in 0..e.steps {
+            let out = run.step()?;
+            cycles += out.cycles;
+            global_norm = out.global_norm;
+        }
+        return Ok(MainRun {
+            run,
+            cycles,
+            global_norm,
+            checked: None,
+        });
+    }
+    let state = match &e.input {
+        Some(s) => s.clone(),
+        None => random_tensors(&e.elements, e.seed),
+    };
+    let mut checked = CheckedRun::new(run, state, e.hyper)?;
+    for s in 0..e.steps {
+        let grads = (s > 0 && e.input.is_none()).then(|| {
+            random_tensors(&e.elements, e.seed.wrapping_add(u64::from(s)))
+                .into_iter()
+                .map(|t| t.g)
+                .collect()
+        });
+        let out = checked.step(grads)?.nmc;
+        cycles += out.cycles;
+        global_norm = out.global_norm;
+    }
+    let comparison = checked.compare()?;
+    let state = checked.read_state()?;
+    Ok(MainRun {
+        run: checked.into_run(),
+        cycles,
+        global_norm,
+        checked: Some((comparison, state)),
+    })
+}
+
+/// Runs the experiment. `progress` is called once per TS-sweep point (for a progress
+/// bar; [`TS_SWEEP`] has the count).
+///
+/// # Errors
+/// [`LambError`] from laying out or running the model, or
+/// [`LambError::Data`] if `input` does not match `elements`.
+pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome, LambError> {
+    let wall = Instant::now();
+    let main = main_run(e)?;
+    let params: u64 = e.elements.iter().sum();
+    let preset = &e.preset;
+    let nmc_s = main.cycles as f64 * preset.organisation.tck_ns * 1e-9;
+    let gpu = IdealGpu {
+        peak_bytes_per_s: preset.peak_gbps() * 1e9,
+    };
+    let gpu_s = GPU_FRACTIONS.map(|f| gpu.seconds(params, f) * f64::from(e.steps));
+    let speedup = gpu_s.map(|g| g / nmc_s);
+    let totals = main.run.totals();
+    let physical = physical_bound(preset);
+    let program = program_bound(preset, params, totals.engines.column_commands, e.steps);
+    let breakdown = if e.breakdown {
+        e.breakdown(gpu_s[0], program)?
+    } else {
+        Vec::new()
+    };
+    let ts_sweep = if e.ts_sweep {
+        e.sweep(gpu_s, progress)?
+    } else {
+        Vec::new()
+    };
+    let gpu_bytes = IdealGpu::bytes(params) * u64::from(e.steps);
+    let nmc_data = totals.host_read_bytes + totals.host_write_bytes;
+    let nmc_cmd = totals.commands_total * COMMAND_BYTES;
+    let (comparison, state) = main
+        .checked
+        .map_or((None, None), |(c, s)| (Some(c), Some(s)));
+    let wall_s = wall.elapsed().as_secs_f64();
+    let report = LambReport {
+        model: e.model.clone(),
+        preset: preset.name.clone(),
+        tensors: e.elements.len(),
+        parameters: params,
+        steps: e.steps,
+        ts_entries: e.ts_entries,
+        nmc_seconds: nmc_s,
+        nmc_cycles: main.cycles,
+        ideal_gpu_seconds: gpu_s,
+        speedup,
+        peak_gbps: preset.peak_gbps(),
+        physical_bound: physical,
+        program_bound: program,
+        activations: totals.engines.activations,
+        column_commands: totals.engines.column_commands,
+        dram_commands: totals.commands_total,
+        refreshes: totals.engines.refreshes,
+        reductions: totals.reductions,
+        gpu_bytes,
+        nmc_data_bytes: nmc_data,
+        nmc_command_bytes: nmc_cmd,
+        data_movement_ratio: gpu_bytes as f64 / nmc_data.max(1) as f64,
+        data_movement_ratio_with_commands: gpu_bytes as f64 / (nmc_data + nmc_cmd).max(1) as f64,
+        end_to_end: e
+            .lamb_share
+            .iter()
+            .map(|&p| (p, end_to_end(p, speedup[0])))
+            .collect(),
+        global_norm: main.global_norm,
+        max_error_vs_term_scale: comparison.map(|c| c.max_error_vs_term_scale),
+        max_plain_rel_error: comparison.map(|c| c.max_plain_rel_error),
+        ts_sweep,
+        breakdown,
+        wall_seconds: wall_s,
+        dram_commands_per_second: totals.commands_total as f64 / wall_s,
+    };
+    Ok(LambOutcome { report, state })
+}
