@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod config;
 pub mod dispatch;
+pub mod dump;
 pub mod fixed_engine;
 pub mod fixture;
 pub mod gemm;
