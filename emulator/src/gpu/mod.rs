@@ -10,6 +10,7 @@ pub mod config;
 pub mod dispatch;
 pub mod fixed_engine;
 pub mod gemm;
+pub mod mem_port;
 pub mod queue;
 pub mod sim;
 pub mod workload;
