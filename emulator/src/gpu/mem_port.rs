@@ -24,7 +24,7 @@ use super::catalog::CatalogKernel;
 use super::config::GpuConfig;
 use super::gemm::{Calibration, GemmShape};
 use crate::hbm::config::DEFAULT_PRESET;
-use crate::hbm::{AddressMapping, Cycle, HbmPreset, MappingError, PresetError};
+use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset, MappingError, PresetError};
 use crate::memctrl::{ControllerConfig, MemorySystem, Request};
 
 /// Bytes of one request the port sends: HBM2's 64-B access (two 32-B columns of one
@@ -672,6 +672,9 @@ pub struct DramPort {
     mapping: AddressMapping,
     controller: ControllerConfig,
     requests_per_window: usize,
+    /// Whether the GPU hashes pseudo-channel selection with higher address bits (see
+    /// [`DramPort::with_channel_hash`]).
+    channel_hash: bool,
     /// Measured fraction of peak per mix.
     cache: HashMap<Vec<KernelKey>, f64>,
     windows_simulated: u64,
@@ -695,6 +698,7 @@ impl DramPort {
             mapping,
             controller,
             requests_per_window,
+            channel_hash: true,
             cache: HashMap::new(),
             windows_simulated: 0,
             requests_simulated: 0,
@@ -726,6 +730,20 @@ impl DramPort {
         Ok(p)
     }
 
+    /// Turns the GPU-side channel hash on (the default) or off. A GPU's memory fabric
+    /// selects the channel from a hash of the address (AMD's channel swizzle), so a
+    /// power-of-two leading dimension does not send a whole panel to one channel; the DRAM
+    /// model's mapping is a plain bit order, so the port applies the hash before a request
+    /// enters the controllers: the pseudo-channel index is XORed with a fold of the row,
+    /// bank and upper column bits (a bijection for every row, so nothing aliases; the
+    /// column's lowest bit is left out so a 64-B request stays one row's column pair).
+    #[must_use]
+    pub fn with_channel_hash(mut self, on: bool) -> Self {
+        self.channel_hash = on;
+        self.cache.clear();
+        self
+    }
+
     /// The simulated device.
     pub fn preset(&self) -> &HbmPreset {
         &self.preset
@@ -751,22 +769,75 @@ impl DramPort {
         window_accesses(streams, gpu.line_bytes, self.requests_per_window)
     }
 
+    /// The device address of a GPU address: wrapped into the device, then channel-hashed
+    /// if the hash is on.
+    fn device_address(&self, addr: u64) -> u64 {
+        let addr = addr % self.preset.capacity_bytes().max(1);
+        if !self.channel_hash {
+            return addr;
+        }
+        let d = self.mapping.decode(addr);
+        let o = &self.preset.organisation;
+        let pcs = u64::from(self.preset.pseudo_channels().max(1));
+        let bits = pcs.trailing_zeros();
+        if bits == 0 {
+            return addr;
+        }
+        let mut rest = (u64::from(d.row) << 24)
+            | (u64::from(d.bank) << 16)
+            | (u64::from(d.bank_group) << 8)
+            | u64::from(d.col >> 1);
+        let mut fold = 0u64;
+        while rest > 0 {
+            fold ^= rest & (pcs - 1);
+            rest >>= bits;
+        }
+        let index = (self.mapping.pseudo_channel_index(&d) as u64) ^ fold;
+        let per_stack = u64::from(o.channels_per_stack * o.pseudo_channels_per_channel).max(1);
+        let pc_per_channel = u64::from(o.pseudo_channels_per_channel).max(1);
+        let hashed = DramAddr {
+            stack: (index / per_stack) as u32,
+            channel: ((index % per_stack) / pc_per_channel) as u32,
+            pc: (index % pc_per_channel) as u32,
+            ..d
+        };
+        let in_column = addr % self.mapping.column_bytes().max(1);
+        self.mapping.encode(&hashed).map_or(addr, |a| a + in_column)
+    }
+
     /// Runs the window for `streams` through a fresh memory system (uncached).
+    ///
+    /// The GPU's LLC keeps a miss queue per memory channel, so a full channel does not
+    /// hold up requests to the others; [`MemorySystem::run`] admits one stream in order
+    /// (a trace replay), where one full queue would stall everything behind it. So the
+    /// window is handed over round-robin across pseudo-channels, each channel's requests
+    /// in their original order: a channel that gets more than its share (camping) still
+    /// finishes last and sets the window's time, but does not stall the rest meanwhile.
     pub fn measure(&self, gpu: &GpuConfig, streams: &[StreamDemand]) -> WindowMeasurement {
         let accesses = self.window(gpu, streams);
-        let capacity = self.preset.capacity_bytes().max(1);
+        let channels = self.preset.pseudo_channels().max(1) as usize;
+        let mut per_channel: Vec<std::collections::VecDeque<PortAccess>> =
+            vec![std::collections::VecDeque::new(); channels];
+        for a in &accesses {
+            let addr = self.device_address(a.addr);
+            let pc = self
+                .mapping
+                .pseudo_channel_index(&self.mapping.decode(addr));
+            if let Some(q) = per_channel.get_mut(pc % channels) {
+                q.push_back(PortAccess { addr, ..*a });
+            }
+        }
+        let mut ordered = Vec::with_capacity(accesses.len());
+        while ordered.len() < accesses.len() {
+            for q in &mut per_channel {
+                if let Some(a) = q.pop_front() {
+                    ordered.push(a);
+                }
+            }
+        }
         let mut system =
             MemorySystem::new(&self.preset, self.mapping.clone(), self.controller.clone());
-        let report = system.run(
-            accesses.iter().map(|a| {
-                let wrapped = PortAccess {
-                    addr: a.addr % capacity,
-                    ..*a
-                };
-                controller_request(&wrapped, 0)
-            }),
-            |_| {},
-        );
+        let report = system.run(ordered.iter().map(|a| controller_request(a, 0)), |_| {});
         WindowMeasurement {
             requests: report.requests,
             fraction_of_peak: if report.peak_gbps > 0.0 {
