@@ -269,9 +269,9 @@ fn compare_ports_on_bert_large_gemms() {
     let cal = Calibration::default();
     let cat = Catalog::standard();
     println!(
-        "| GEMM | shape | kernel | CD | fluid (us) | DRAM (us) | DRAM vs fluid | fluid wall (ms) | DRAM wall (ms) | windows | requests |"
+        "| GEMM | shape | kernel | CD | fluid (us) | DRAM (us) | DRAM vs fluid | fluid capacity (% peak) | DRAM capacity (% peak, per mix) | fluid wall (ms) | DRAM wall (ms) | windows | requests |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, shape) in bert_large_gemms() {
         let best = cat
             .kernels()
@@ -289,15 +289,41 @@ fn compare_ports_on_bert_large_gemms() {
             let t0 = Instant::now();
             let (dram, _, port) = makespan_with_port(&gpu, &cal, &runs, port).expect("runs");
             let dram_wall = t0.elapsed().as_secs_f64() * 1e3;
+            let fluid_capacity = 100.0 * gpu.hbm_sustained_fraction * cal.hbm_row_factor(cd);
+            let dram_capacity: Vec<String> = port
+                .measured_fractions()
+                .iter()
+                .map(|f| format!("{:.1}", 100.0 * f))
+                .collect();
             println!(
-                "| {name} | {shape} | {} | {cd} | {:.1} | {:.1} | {:+.1} % | {fluid_wall:.2} | {dram_wall:.1} | {} | {} |",
+                "| {name} | {shape} | {} | {cd} | {:.1} | {:.1} | {:+.1} % | {fluid_capacity:.1} | {} | {fluid_wall:.2} | {dram_wall:.1} | {} | {} |",
                 best.name(),
                 fluid / 1e3,
                 dram / 1e3,
                 100.0 * (dram / fluid - 1.0),
+                dram_capacity.join(", "),
                 port.windows_simulated(),
                 port.requests_simulated(),
             );
         }
     }
+    // Where a window's wall-clock goes: generating its requests or simulating them.
+    let shape = f16(4096, 1024, 4096, false, true);
+    let k = kernel(64, 64, 32, 128);
+    let streams: Vec<StreamDemand> = (0..4)
+        .map(|i| stream(i, &shape, &k, 0, 240, 300.0))
+        .collect();
+    let port = DramPort::for_gpu(&gpu).expect("port");
+    let t0 = Instant::now();
+    let window = port.window(&gpu, &streams);
+    let generate = t0.elapsed().as_secs_f64() * 1e3;
+    let t0 = Instant::now();
+    let m = port.measure(&gpu, &streams);
+    let total = t0.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "one window of {} requests: {generate:.1} ms generating, {:.1} ms generating + simulating ({:.1} % of peak)",
+        window.len(),
+        total,
+        100.0 * m.fraction_of_peak
+    );
 }

@@ -764,6 +764,13 @@ impl DramPort {
         self.requests_simulated
     }
 
+    /// The fractions of peak measured so far, one per mix, ascending.
+    pub fn measured_fractions(&self) -> Vec<f64> {
+        let mut f: Vec<f64> = self.cache.values().copied().collect();
+        f.sort_by(f64::total_cmp);
+        f
+    }
+
     /// The window for `streams` with this port's line and window size.
     pub fn window(&self, gpu: &GpuConfig, streams: &[StreamDemand]) -> Vec<PortAccess> {
         window_accesses(streams, gpu.line_bytes, self.requests_per_window)
@@ -870,8 +877,15 @@ impl MemoryPort for DramPort {
                 let m = self.measure(gpu, streams);
                 self.windows_simulated += 1;
                 self.requests_simulated += m.requests;
-                self.cache.insert(key, m.fraction_of_peak);
-                m.fraction_of_peak
+                // A mix whose window came out empty (every cohort's share rounded to
+                // nothing) moved no bytes: nothing was measured to limit it.
+                let fraction = if m.requests == 0 {
+                    1.0
+                } else {
+                    m.fraction_of_peak
+                };
+                self.cache.insert(key, fraction);
+                fraction
             }
         };
         fraction * gpu.hbm_bytes_per_ns
