@@ -376,6 +376,8 @@ fn push_line(
     }
 }
 
+/// The wavefront that issues a workgroup's `index`-th line: a workgroup's loads and stores
+/// are spread over its wavefronts in turn.
 fn wave_of(index: u64, waves: u32) -> u8 {
     u8::try_from(index % u64::from(waves.max(1))).unwrap_or(u8::MAX)
 }
