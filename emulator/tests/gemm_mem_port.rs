@@ -11,8 +11,10 @@ use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
 use nmcp_emulator::gpu::mem_port::{
     window_accesses, DramPort, FluidHbm, GemmTiling, MemoryPort, StreamDemand,
 };
-use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_with_port};
+use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_with_port, GpuSim};
 use nmcp_emulator::gpu::workload::{config_gemms, NETWORKS};
+use nmcp_emulator::gpu::{GpuEvent, KernelEngine, KernelLaunch};
+use nmcp_firmware::cp::features::workgroups;
 use nmcp_isa::gemm_ext::GemmDataType;
 
 fn f16(m: u32, n: u32, k: u32, ta: bool, tb: bool) -> GemmShape {
@@ -237,6 +239,38 @@ fn dram_port_simulates_one_window_per_mix() {
     let (t2, _, again) = makespan_with_port(&gpu, &cal, &runs, warmed).expect("runs");
     assert_eq!(again.windows_simulated(), windows);
     assert_eq!(t1.to_bits(), t2.to_bits());
+}
+
+#[test]
+fn kernels_launched_as_packets_reach_the_dram_port_with_their_tiling() {
+    // The CP's path (a GEMM extension record and kernel metadata, as the dispatcher hands
+    // launches over): the port must see the GEMM's tiling, or it has nothing to measure.
+    let gpu = GpuConfig::mi100();
+    let cat = Catalog::standard();
+    let mut sim = GpuSim::with_port(gpu.clone(), Calibration::default(), 1, small_port(&gpu));
+    let s = f16(1024, 1024, 2048, false, true);
+    let k = cat.get(40).expect("kernel");
+    let mut ext = s.to_ext();
+    let meta = k.meta(s.dtype);
+    ext.kernels.push(meta).expect("room");
+    let launch = KernelLaunch {
+        gemm: Some((ext.clone(), meta)),
+        workgroups: workgroups(&ext, &meta),
+        workgroup_size: k.threads,
+        workgroup_time: 0.0,
+    };
+    sim.launch(0.0, 7, &launch);
+    let mut events = Vec::new();
+    while let Some(t) = sim.next_event() {
+        sim.advance(t, &mut events);
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, GpuEvent::Completed { tag: 7, .. })),
+        "{events:?}"
+    );
+    assert!(sim.port().windows_simulated() > 0);
 }
 
 /// The BERT-Large GEMMs of the comparison (H = 1024, 4096 tokens, from the workload's
