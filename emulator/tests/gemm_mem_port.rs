@@ -105,6 +105,17 @@ fn gpu_sim_default_and_explicit_fluid_port_give_identical_times() {
 }
 
 #[test]
+fn dram_port_device_has_the_gpus_channel_count() {
+    // MI100: four HBM2 stacks (1228.8 GB/s at 2.4 Gb/s); T3's GPU: 1 TB/s = 64
+    // pseudo-channels at 16 GB/s (the `t3-table-8.1` organisation).
+    for gpu in [GpuConfig::mi100(), GpuConfig::t3_table_8_1()] {
+        let preset = DramPort::preset_for_gpu(&gpu).expect("preset");
+        assert_eq!(preset.organisation.stacks, 4, "{}", gpu.name);
+        assert_eq!(preset.pseudo_channels(), 64, "{}", gpu.name);
+    }
+}
+
+#[test]
 fn dram_port_is_deterministic() {
     let gpu = GpuConfig::mi100();
     let cal = Calibration::default();
