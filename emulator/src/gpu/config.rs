@@ -3,7 +3,8 @@
 //!
 //! The GEMM model only needs the bandwidth the memory system sustains under many streams,
 //! not DRAM command timing, so HBM is a fluid resource here (`hbm_bytes_per_ns` times
-//! `hbm_sustained_fraction`); the DRAM-level model serves T3 and NMC.
+//! `hbm_sustained_fraction`); the DRAM-level model serves T3 and NMC, and can stand in for
+//! the fluid figure through [`super::mem_port::DramPort`].
 
 use nmcp_isa::gemm_ext::CuResources;
 use nmcp_isa::gemm_ext::GemmDataType;

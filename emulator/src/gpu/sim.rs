@@ -8,7 +8,9 @@
 //!   `sum(n * cu_demand) / cus`; above 1 everyone slows in proportion.
 //! - LLC: the panel working set of all resident workgroups (of all kernels) against
 //!   `llc_bytes * llc_reuse`; the part that does not fit turns reuse hits into misses.
-//! - HBM and LLC bandwidth: fluid max-min fair shares per workgroup.
+//! - HBM and LLC bandwidth: fluid max-min fair shares per workgroup. How much HBM
+//!   bandwidth there is for the current mix is the [`MemoryPort`]'s answer (the calibrated
+//!   fluid formula by default, or the DRAM model, see [`super::mem_port`]).
 //!
 //! CU capacity is accounted in exact integer units: a workgroup of a kernel with
 //! occupancy `o` takes `SLOT_UNITS_PER_CU / o` of a CU, so mixed kernels share CUs and a
@@ -20,6 +22,7 @@ use super::config::GpuConfig;
 use super::gemm::{
     cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost,
 };
+use super::mem_port::{FluidHbm, GemmTiling, MemoryPort, StreamDemand};
 use super::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
 use std::sync::OnceLock;
 
@@ -39,6 +42,9 @@ pub fn shared_catalog() -> &'static Catalog {
 struct KernelState {
     tag: u64,
     cost: KernelCost,
+    /// The GEMM's tiling (what the memory port needs to know its addresses); `None` for
+    /// a non-GEMM kernel.
+    tiling: Option<GemmTiling>,
     slot_units: u64,
     pool: usize,
     start_at: Nanos,
@@ -88,11 +94,14 @@ struct CuGroup {
     used: u64,
 }
 
-/// The GPU running kernels; implements [`KernelEngine`].
+/// The GPU running kernels; implements [`KernelEngine`]. `P` is where its HBM bandwidth
+/// comes from (a type parameter rather than a boxed port: the node and the host are
+/// already generic over the engine, and the default port costs nothing).
 #[derive(Debug, Clone)]
-pub struct GpuSim {
+pub struct GpuSim<P = FluidHbm> {
     gpu: GpuConfig,
     cal: Calibration,
+    port: P,
     now: Nanos,
     kernels: Vec<KernelState>,
     cohorts: Vec<Cohort>,
@@ -106,8 +115,8 @@ pub struct GpuSim {
     dispatcher_free: Nanos,
 }
 
-impl GpuSim {
-    /// An idle GPU.
+impl GpuSim<FluidHbm> {
+    /// An idle GPU with the fluid HBM model.
     pub fn new(gpu: GpuConfig, cal: Calibration) -> Self {
         Self::with_cu_partitions(gpu, cal, 1)
     }
@@ -116,6 +125,14 @@ impl GpuSim {
     /// CU-Partition configuration); kernels are assigned to partitions in launch order.
     /// LLC and HBM stay shared.
     pub fn with_cu_partitions(gpu: GpuConfig, cal: Calibration, parts: u32) -> Self {
+        Self::with_port(gpu, cal, parts, FluidHbm)
+    }
+}
+
+impl<P: MemoryPort> GpuSim<P> {
+    /// An idle GPU whose HBM bandwidth comes from `port`, with its CUs split into `parts`
+    /// masks as in [`GpuSim::with_cu_partitions`] (1 = no split).
+    pub fn with_port(gpu: GpuConfig, cal: Calibration, parts: u32, port: P) -> Self {
         let parts = parts.clamp(1, gpu.cus.max(1));
         let per = u64::from(gpu.cus / parts);
         let groups = (0..parts as usize)
@@ -128,6 +145,7 @@ impl GpuSim {
         Self {
             gpu,
             cal,
+            port,
             now: 0.0,
             kernels: Vec::new(),
             cohorts: Vec::new(),
@@ -144,6 +162,11 @@ impl GpuSim {
     /// The GPU configuration.
     pub fn config(&self) -> &GpuConfig {
         &self.gpu
+    }
+
+    /// The memory port (e.g. to read a DRAM port's window counts).
+    pub fn port(&self) -> &P {
+        &self.port
     }
 
     /// Current time.
@@ -176,14 +199,14 @@ impl GpuSim {
     ) -> bool {
         match kernel_cost(&self.gpu, &self.cal, shape, k) {
             Some(cost) => {
-                self.push_kernel(now, tag, cost);
+                self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)));
                 true
             }
             None => false,
         }
     }
 
-    fn push_kernel(&mut self, now: Nanos, tag: u64, cost: KernelCost) {
+    fn push_kernel(&mut self, now: Nanos, tag: u64, cost: KernelCost, tiling: Option<GemmTiling>) {
         if now > self.now {
             self.progress(now);
         }
@@ -193,6 +216,7 @@ impl GpuSim {
         self.kernels.push(KernelState {
             tag,
             cost,
+            tiling,
             slot_units,
             pool,
             start_at: self.now.max(now) + self.gpu.kernel_start_ns,
@@ -627,14 +651,10 @@ impl GpuSim {
                 }
             }
         }
-        // Kernels fetching from HBM at once: each is a stream competing for row buffers.
-        let mut streaming: Vec<usize> = idx
-            .iter()
-            .filter_map(|&ci| self.cohorts.get(ci).map(|c| c.kernel))
-            .collect();
-        streaming.sort_unstable();
-        streaming.dedup();
-        let hbm_capacity = self.gpu.hbm_sustained() * self.cal.hbm_row_factor(streaming.len());
+        // Every cohort in its main loop fetches from HBM at once; the port says how much
+        // bandwidth HBM has for that mix.
+        let streams = self.stream_demands(&idx, &counts, &rates, &hbm);
+        let hbm_capacity = self.port.hbm_capacity(&self.gpu, &self.cal, &streams);
         for (bytes, capacity) in [(&hbm, hbm_capacity), (&llc, self.gpu.llc_bytes_per_ns())] {
             if let Some(l) = water_level(&counts, &rates, bytes, capacity) {
                 for (r, b) in rates.iter_mut().zip(bytes.iter()) {
@@ -649,6 +669,65 @@ impl GpuSim {
                 c.rate = *r;
             }
         }
+    }
+
+    /// The HBM traffic of the main-loop cohorts `idx` (with their workgroup counts, rates
+    /// before the HBM share and HBM bytes per workgroup). A kernel's resident workgroups
+    /// are taken to be its latest dispatched ids, handed to its cohorts oldest first
+    /// (workgroups are dispatched in id order and cohorts finish in placement order).
+    fn stream_demands(
+        &self,
+        idx: &[usize],
+        counts: &[f64],
+        rates: &[f64],
+        hbm: &[f64],
+    ) -> Vec<StreamDemand> {
+        let mut order: Vec<usize> = (0..self.cohorts.len()).collect();
+        let key = |ci: usize| self.cohorts.get(ci).map(|c| (c.kernel, c.born, c.group));
+        order.sort_by(|&x, &y| match (key(x), key(y)) {
+            (Some(a), Some(b)) => a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)),
+            _ => x.cmp(&y),
+        });
+        let mut first = vec![0u64; self.cohorts.len()];
+        let mut next: Option<(usize, u64)> = None;
+        for ci in order {
+            let Some(c) = self.cohorts.get(ci) else {
+                continue;
+            };
+            let Some(k) = self.kernels.get(c.kernel) else {
+                continue;
+            };
+            let start = match next {
+                Some((kernel, id)) if kernel == c.kernel => id,
+                _ => {
+                    let dispatched = k.cost.workgroups - k.to_place.min(k.cost.workgroups);
+                    dispatched.saturating_sub(k.resident)
+                }
+            };
+            if let Some(f) = first.get_mut(ci) {
+                *f = start;
+            }
+            let count = c.per_cu * self.groups.get(c.group).map_or(0, |g| g.cus);
+            next = Some((c.kernel, start + count));
+        }
+        idx.iter()
+            .zip(counts.iter().zip(rates.iter().zip(hbm)))
+            .filter_map(|(&ci, (&n, (&r, &bytes)))| {
+                let c = self.cohorts.get(ci)?;
+                let k = self.kernels.get(c.kernel)?;
+                let write = k.cost.wg_out_bytes.min(bytes);
+                Some(StreamDemand {
+                    kernel: c.kernel,
+                    tiling: k.tiling,
+                    first_workgroup: first.get(ci).copied().unwrap_or(0),
+                    workgroups: n as u64,
+                    waves_per_workgroup: k.cost.waves_per_wg as u32,
+                    read_bytes_per_workgroup: bytes - write,
+                    write_bytes_per_workgroup: write,
+                    demand_bytes_per_ns: n * r * bytes,
+                })
+            })
+            .collect()
     }
 }
 
@@ -682,21 +761,24 @@ fn water_level(counts: &[f64], rates: &[f64], bytes: &[f64], capacity: f64) -> O
     Some(cap.max(0.0) / remaining.max(1.0))
 }
 
-impl KernelEngine for GpuSim {
+impl<P: MemoryPort> KernelEngine for GpuSim<P> {
     fn launch(&mut self, now: Nanos, tag: u64, launch: &KernelLaunch) {
-        let cost = match &launch.gemm {
-            Some((ext, meta)) => {
-                let shape = GemmShape::from_ext(ext);
-                let kernel = shared_catalog()
-                    .by_kernel_object(meta.kernel_object)
-                    .copied()
-                    .unwrap_or_else(|| kernel_from_meta(meta, shape.dtype));
-                cost_from_meta(&self.gpu, &self.cal, &shape, &kernel, meta)
-                    .unwrap_or_else(|| self.non_gemm_cost(launch))
+        let gemm = launch.gemm.as_ref().and_then(|(ext, meta)| {
+            let shape = GemmShape::from_ext(ext);
+            let kernel = shared_catalog()
+                .by_kernel_object(meta.kernel_object)
+                .copied()
+                .unwrap_or_else(|| kernel_from_meta(meta, shape.dtype));
+            cost_from_meta(&self.gpu, &self.cal, &shape, &kernel, meta)
+                .map(|cost| (cost, GemmTiling::new(&shape, &kernel)))
+        });
+        match gemm {
+            Some((cost, tiling)) => self.push_kernel(now, tag, cost, Some(tiling)),
+            None => {
+                let cost = self.non_gemm_cost(launch);
+                self.push_kernel(now, tag, cost, None);
             }
-            None => self.non_gemm_cost(launch),
-        };
-        self.push_kernel(now, tag, cost);
+        }
     }
 
     fn next_event(&self) -> Option<Nanos> {
@@ -729,7 +811,7 @@ impl KernelEngine for GpuSim {
     }
 }
 
-impl GpuSim {
+impl<P> GpuSim<P> {
     fn flush(&mut self, out: &mut Vec<GpuEvent>) {
         out.append(&mut self.outbox);
     }
@@ -754,6 +836,28 @@ pub fn makespan_partitioned(
     parts: u32,
 ) -> Option<(Nanos, u64)> {
     let mut sim = GpuSim::with_cu_partitions(gpu.clone(), *cal, parts);
+    run_together(&mut sim, runs)
+}
+
+/// [`makespan`] on a GPU whose HBM bandwidth comes from `port`; also returns the port
+/// (e.g. to read how many DRAM windows the run simulated).
+pub fn makespan_with_port<P: MemoryPort>(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    runs: &[(GemmShape, CatalogKernel)],
+    port: P,
+) -> Option<(Nanos, u64, P)> {
+    let mut sim = GpuSim::with_port(gpu.clone(), *cal, 1, port);
+    let (t, wgs) = run_together(&mut sim, runs)?;
+    Some((t, wgs, sim.port))
+}
+
+/// Launches `runs` at time 0 on separate queues of an idle `sim` and runs it to idle:
+/// the last completion and the workgroups simulated.
+fn run_together<P: MemoryPort>(
+    sim: &mut GpuSim<P>,
+    runs: &[(GemmShape, CatalogKernel)],
+) -> Option<(Nanos, u64)> {
     for (i, (shape, k)) in runs.iter().enumerate() {
         if !sim.launch_gemm(0.0, i as u64, shape, k) {
             return None;
