@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
-use super::arbiter::{Arbiter, ArbiterView, FrFcfs, Grant, Issued};
+use super::arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued};
 use super::observer::{ControllerObserver, IssuedColumn};
 use super::refresh::{RefreshBlock, Refresher};
 use super::request::{Access, Source, TrafficClass};
@@ -152,6 +152,46 @@ impl RequestPart {
     pub const fn with_source(mut self, source: Source) -> Self {
         self.source = Some(source);
         self
+    }
+}
+
+/// [`pick_column`] among the first tier's classes, then (if nothing can issue) among the
+/// second's.
+#[inline(never)]
+fn pick_column_tiered(
+    queue: &BankQueues,
+    pc: &PseudoChannel,
+    now: Cycle,
+    drain: bool,
+    block: RefreshBlock,
+    (first, then): (ClassSet, ClassSet),
+    wake: &mut Cycle,
+) -> Option<Slot> {
+    pick_column(queue, pc, now, drain, block, first, wake).or_else(|| {
+        if then == first {
+            None
+        } else {
+            pick_column(queue, pc, now, drain, block, then, wake)
+        }
+    })
+}
+
+/// [`pick_row`] among the first tier's classes, then among the second's.
+#[inline(never)]
+fn pick_row_tiered(
+    queue: &BankQueues,
+    pc: &PseudoChannel,
+    now: Cycle,
+    block: RefreshBlock,
+    policy: PagePolicy,
+    (first, then): (ClassSet, ClassSet),
+    wake: &mut Cycle,
+) -> Option<(Command, Option<Slot>)> {
+    let p = pick_row(queue, pc, now, block, policy, first, wake);
+    if p.is_none() && then != first {
+        pick_row(queue, pc, now, block, policy, then, wake)
+    } else {
+        p
     }
 }
 
@@ -439,6 +479,21 @@ impl Controller {
     /// Issues what can issue at `now` and returns the next cycle worth stepping at (always
     /// later than `now`). Finished request parts are appended to `done`.
     pub fn step(&mut self, now: Cycle, done: &mut Vec<Completion>) -> Cycle {
+        if self.arbiter_blind {
+            self.step_with::<false>(now, done)
+        } else {
+            self.step_with::<true>(now, done)
+        }
+    }
+
+    /// [`Controller::step`], compiled once without the arbiter (`ARBITRATED` false: the
+    /// class-blind default, which is the plain FR-FCFS scan) and once with it.
+    #[inline(always)]
+    fn step_with<const ARBITRATED: bool>(
+        &mut self,
+        now: Cycle,
+        done: &mut Vec<Completion>,
+    ) -> Cycle {
         if self.nmc_owned {
             return Cycle::MAX;
         }
@@ -457,47 +512,28 @@ impl Controller {
             (0, 0)
         };
         let block = self.refresh.block(now, wanted, open);
-        let grant = if self.arbiter_blind {
-            Grant::ALL
+        // `None`: every class may be served (the default FR-FCFS never gets asked).
+        let tiers = if ARBITRATED {
+            self.consult_arbiter(now, drain, &mut wake)
         } else {
-            let view = ArbiterView {
-                now,
-                draining: drain,
-                reads: self.reads.class_lens(),
-                writes: self.writes.class_lens(),
-                depth: self.cfg.queue_depth,
-            };
-            let g = self.arbiter.grant(&view);
-            wake = wake.min(g.until.max(now + 1));
-            g
+            None
         };
-        if block != self.last_block
-            || drain != self.last_write
-            || !grant.same_classes(&self.last_grant)
-        {
+        if block != self.last_block || drain != self.last_write {
             self.last_block = block;
             self.last_write = drain;
-            self.last_grant = grant;
             self.invalidate();
         }
 
         if now >= self.column_quiet_until {
             let mut w = Cycle::MAX;
             let queue = if drain { &self.writes } else { &self.reads };
-            let pick = if grant.first.is_all() {
-                pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w)
-            } else {
-                pick_column(queue, &self.pc, now, drain, block, grant.first, &mut w).or_else(|| {
-                    (grant.then != grant.first)
-                        .then(|| {
-                            pick_column(queue, &self.pc, now, drain, block, grant.then, &mut w)
-                        })
-                        .flatten()
-                })
+            let pick = match tiers {
+                None => pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w),
+                Some(t) => pick_column_tiered(queue, &self.pc, now, drain, block, t, &mut w),
             };
             match pick {
                 Some(i) => {
-                    if self.serve_column(i, drain, now, done) {
+                    if self.serve_column::<ARBITRATED>(i, drain, now, done) {
                         // Fewer hits may free a PRE.
                         self.row_quiet_until = 0;
                     }
@@ -518,7 +554,9 @@ impl Controller {
             let t = self.pc.earliest(&cmd);
             if t <= now {
                 self.issue_internal(&cmd, now);
-                self.tell_arbiter(cmd.kind(), None, false, now);
+                if ARBITRATED {
+                    self.tell_arbiter(&cmd, None, false, now);
+                }
                 if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
                     self.refresh.refreshed(&cmd, &self.pc);
                 }
@@ -535,20 +573,14 @@ impl Controller {
             let mut w = Cycle::MAX;
             let queue = if drain { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            let pick = if grant.first.is_all() {
-                pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w)
-            } else {
-                let p = pick_row(queue, &self.pc, now, block, policy, grant.first, &mut w);
-                if p.is_none() && grant.then != grant.first {
-                    pick_row(queue, &self.pc, now, block, policy, grant.then, &mut w)
-                } else {
-                    p
-                }
+            let pick = match tiers {
+                None => pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w),
+                Some(t) => pick_row_tiered(queue, &self.pc, now, block, policy, t, &mut w),
             };
             match pick {
                 Some((cmd, entry)) => {
                     self.issue_internal(&cmd, now);
-                    let mut class = None;
+                    let mut kind = None;
                     if let Some(i) = entry {
                         let q = if drain {
                             &mut self.writes
@@ -556,7 +588,7 @@ impl Controller {
                             &mut self.reads
                         };
                         if let Some(e) = q.get_mut(i) {
-                            class = Some(e.kind.class());
+                            kind = Some(e.kind);
                             match cmd {
                                 Command::Pre { .. } => e.row_class = RowClass::Conflict,
                                 Command::Act { .. } if e.row_class == RowClass::Hit => {
@@ -566,7 +598,9 @@ impl Controller {
                             }
                         }
                     }
-                    self.tell_arbiter(cmd.kind(), class, false, now);
+                    if ARBITRATED {
+                        self.tell_arbiter(&cmd, kind.map(PartKind::class), false, now);
+                    }
                     // Other banks' row candidates only move later when a command issues,
                     // so `w` still bounds them; the served bank's next row command is its
                     // PRE after an ACT, its ACT after a PRE. (Closed page: look again.)
@@ -611,28 +645,51 @@ impl Controller {
         }
     }
 
+    /// Asks a (not class-blind) arbiter for its grant: forgets the quiet periods if the
+    /// grant changed, lowers `wake` to the cycle the grant changes by itself, and returns
+    /// the two tiers, or `None` when every class may be served.
+    #[inline(never)]
+    fn consult_arbiter(
+        &mut self,
+        now: Cycle,
+        drain: bool,
+        wake: &mut Cycle,
+    ) -> Option<(ClassSet, ClassSet)> {
+        let view = ArbiterView {
+            now,
+            draining: drain,
+            reads: self.reads.class_lens(),
+            writes: self.writes.class_lens(),
+            depth: self.cfg.queue_depth,
+        };
+        let g = self.arbiter.grant(&view);
+        *wake = (*wake).min(g.until.max(now + 1));
+        if !g.same_classes(&self.last_grant) {
+            self.last_grant = g;
+            self.invalidate();
+        }
+        (!g.first.is_all()).then_some((g.first, g.then.union(g.first)))
+    }
+
     /// Tells a stateful arbiter about an issued command.
-    #[inline]
     fn tell_arbiter(
         &mut self,
-        kind: CommandKind,
+        cmd: &Command,
         class: Option<TrafficClass>,
         completes: bool,
         at: Cycle,
     ) {
-        if !self.arbiter_blind {
-            self.arbiter.on_issue(&Issued {
-                at,
-                kind,
-                class,
-                completes,
-            });
-        }
+        self.arbiter.on_issue(&Issued {
+            at,
+            kind: cmd.kind(),
+            class,
+            completes,
+        });
     }
 
     /// Issues the next column access of entry `i` of the write queue (`drain`) or the read
     /// queue; returns whether the entry finished.
-    fn serve_column(
+    fn serve_column<const ARBITRATED: bool>(
         &mut self,
         i: Slot,
         drain: bool,
@@ -698,7 +755,9 @@ impl Controller {
                 at: data_end,
             });
         }
-        self.tell_arbiter(cmd.kind(), Some(kind.class()), finished, now);
+        if ARBITRATED {
+            self.tell_arbiter(&cmd, Some(kind.class()), finished, now);
+        }
         if let Some(o) = &mut self.observed {
             let meta = o.meta.get(&entry.tag).copied();
             if finished {

@@ -93,7 +93,10 @@ pub struct MemorySystem {
     mapping: AddressMapping,
     cfg: ControllerConfig,
     controllers: Vec<Controller>,
+    /// The cycle each controller wants to be stepped at.
     wake: Vec<Cycle>,
+    /// The minimum of `wake`.
+    next: Cycle,
     slots: Vec<Slot>,
     free: Vec<u32>,
     done: Vec<Completion>,
@@ -201,6 +204,7 @@ impl MemorySystem {
             mapping,
             controllers,
             wake: vec![Cycle::MAX; n],
+            next: Cycle::MAX,
             slots: Vec::with_capacity(capacity),
             free: Vec::with_capacity(capacity),
             done: Vec::with_capacity(64),
@@ -229,6 +233,7 @@ impl MemorySystem {
         for w in &mut self.wake {
             *w = (*w).min(now);
         }
+        self.next = self.next.min(now);
     }
 
     /// Attaches an observer made by `make(pseudo_channel)` to every controller.
@@ -243,6 +248,7 @@ impl MemorySystem {
     pub fn wake_controller(&mut self, pc: usize, at: Cycle) {
         if let Some(w) = self.wake.get_mut(pc) {
             *w = (*w).min(at.max(self.now));
+            self.next = self.next.min(*w);
         }
     }
 
@@ -251,6 +257,7 @@ impl MemorySystem {
         let now = self.now;
         for (c, w) in self.controllers.iter_mut().zip(self.wake.iter_mut()) {
             *w = (*w).min(c.kernel_boundary(now));
+            self.next = self.next.min(*w);
         }
     }
 
@@ -259,7 +266,9 @@ impl MemorySystem {
         &self.controllers
     }
 
-    /// Mutable access to one controller (e.g. to switch on its command log).
+    /// Mutable access to one controller (e.g. to switch on its command log). A change that
+    /// needs the controller stepped (a release from NMC ownership) must be followed by
+    /// [`MemorySystem::wake_controller`].
     pub fn controller_mut(&mut self, pc: usize) -> Option<&mut Controller> {
         self.controllers.get_mut(pc)
     }
@@ -391,6 +400,7 @@ impl MemorySystem {
             if let Some(ready) = c.enqueue(now, part) {
                 if let Some(w) = self.wake.get_mut(pc) {
                     *w = (*w).min(ready);
+                    self.next = self.next.min(ready);
                 }
             }
         }
@@ -460,8 +470,9 @@ impl MemorySystem {
     /// queued request, a gate opening, refresh falling due) or a finished request's last
     /// data beat arrives. `None` when nothing ever will.
     pub fn next_wake(&self) -> Option<Cycle> {
-        let w = self.wake.iter().copied().min().unwrap_or(Cycle::MAX);
-        let w = w.min(self.pending.peek_tick().unwrap_or(Cycle::MAX));
+        let w = self
+            .next
+            .min(self.pending.peek_tick().unwrap_or(Cycle::MAX));
         (w != Cycle::MAX).then_some(w)
     }
 
@@ -484,10 +495,9 @@ impl MemorySystem {
 
     #[inline]
     fn advance(&mut self, until: Cycle, mut out: Option<&mut EventQueue<MemCompletion>>) {
-        let mut next = self.wake.iter().copied().min().unwrap_or(Cycle::MAX);
-        while next <= until {
-            self.now = self.now.max(next);
-            next = self.step_controllers();
+        while self.next <= until {
+            self.now = self.now.max(self.next);
+            self.next = self.step_controllers();
             self.collect(out.as_deref_mut());
         }
     }
@@ -516,7 +526,7 @@ impl MemorySystem {
                 }
                 head = source.next();
             }
-            let mut next = self.wake.iter().copied().min().unwrap_or(Cycle::MAX);
+            let mut next = self.next;
             if let Some(r) = head {
                 if r.arrival > self.now {
                     next = next.min(r.arrival);

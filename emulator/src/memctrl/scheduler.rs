@@ -233,6 +233,13 @@ fn bits(mut m: u64) -> impl Iterator<Item = usize> {
     })
 }
 
+/// An update's column gate, out of line so the common read/write scan stays a plain
+/// branch (not both gates computed and selected).
+#[inline(never)]
+fn update_gate(pc: &PseudoChannel, bank: usize) -> Cycle {
+    pc.earliest_update(bank)
+}
+
 /// Bit mask of banks any queued entry targets.
 pub fn wanted_banks(queues: [&BankQueues; 2]) -> u64 {
     queues[0].nonempty() | queues[1].nonempty()
@@ -276,8 +283,8 @@ pub fn pick_column<A: Admit>(
         if block.blocks(b) || best.is_some_and(|(s, _)| s < e.seq) {
             continue;
         }
-        let t = if e.kind.is_update() {
-            pc.earliest_update(b)
+        let t = if write && e.kind.is_update() {
+            update_gate(pc, b)
         } else {
             pc.earliest_column(b, write)
         };

@@ -7,46 +7,43 @@ use serde::Serialize;
 
 use crate::hbm::Cycle;
 
-use super::request::{TrafficClass, ACCESS_KINDS, TRAFFIC_CLASSES};
+use super::request::{TrafficClass, ACCESS_KINDS};
 
 /// Access-kind names in counter order.
 pub const ACCESS_NAMES: [&str; ACCESS_KINDS] = ["read", "write", "update"];
 
-/// Counters by access kind (read, write, update) and traffic class.
+/// Counters by access kind (read 0, write 1, update 2) and traffic class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ByKindClass(pub [[u64; TRAFFIC_CLASSES]; ACCESS_KINDS]);
+pub struct ByKindClass {
+    /// Padded to 4 x 4 so a two-bit index needs no bounds check on the hot path.
+    counts: [[u64; 4]; 4],
+}
 
 impl ByKindClass {
-    /// Adds `n` to (kind index, class index).
+    /// Adds `n` to (kind index, class index); both are taken modulo 4.
     #[inline]
     pub fn add(&mut self, kind: usize, class: usize, n: u64) {
-        if let Some(c) = self.0.get_mut(kind).and_then(|k| k.get_mut(class)) {
-            *c += n;
-        }
+        self.counts[kind & 3][class & 3] += n;
     }
 
     /// The counter of (kind index, class).
     pub fn get(&self, kind: usize, class: TrafficClass) -> u64 {
-        self.0
-            .get(kind)
-            .and_then(|k| k.get(class.index()))
-            .copied()
-            .unwrap_or(0)
+        self.counts[kind & 3][class.index() & 3]
     }
 
     /// Sum over kinds for one class.
     pub fn class_total(&self, class: TrafficClass) -> u64 {
-        self.0.iter().map(|k| k[class.index()]).sum()
+        (0..ACCESS_KINDS).map(|k| self.get(k, class)).sum()
     }
 
     /// Sum over classes for one kind index.
     pub fn kind_total(&self, kind: usize) -> u64 {
-        self.0.get(kind).map_or(0, |k| k.iter().sum())
+        TrafficClass::ALL.iter().map(|&c| self.get(kind, c)).sum()
     }
 
     /// Adds another set of counters.
     pub fn merge(&mut self, o: &ByKindClass) {
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
             for (x, y) in a.iter_mut().zip(b) {
                 *x += y;
             }
