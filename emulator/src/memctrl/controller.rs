@@ -512,11 +512,11 @@ impl Controller {
             (0, 0)
         };
         let block = self.refresh.block(now, wanted, open);
-        // `None`: every class may be served (the default FR-FCFS never gets asked).
+        // The classes to serve, in two tiers (the class-blind default never asks).
         let tiers = if ARBITRATED {
             self.consult_arbiter(now, drain, &mut wake)
         } else {
-            None
+            (ClassSet::ALL, ClassSet::ALL)
         };
         if block != self.last_block || drain != self.last_write {
             self.last_block = block;
@@ -527,9 +527,10 @@ impl Controller {
         if now >= self.column_quiet_until {
             let mut w = Cycle::MAX;
             let queue = if drain { &self.writes } else { &self.reads };
-            let pick = match tiers {
-                None => pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w),
-                Some(t) => pick_column_tiered(queue, &self.pc, now, drain, block, t, &mut w),
+            let pick = if ARBITRATED {
+                pick_column_tiered(queue, &self.pc, now, drain, block, tiers, &mut w)
+            } else {
+                pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w)
             };
             match pick {
                 Some(i) => {
@@ -573,9 +574,10 @@ impl Controller {
             let mut w = Cycle::MAX;
             let queue = if drain { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            let pick = match tiers {
-                None => pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w),
-                Some(t) => pick_row_tiered(queue, &self.pc, now, block, policy, t, &mut w),
+            let pick = if ARBITRATED {
+                pick_row_tiered(queue, &self.pc, now, block, policy, tiers, &mut w)
+            } else {
+                pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w)
             };
             match pick {
                 Some((cmd, entry)) => {
@@ -647,14 +649,14 @@ impl Controller {
 
     /// Asks a (not class-blind) arbiter for its grant: forgets the quiet periods if the
     /// grant changed, lowers `wake` to the cycle the grant changes by itself, and returns
-    /// the two tiers, or `None` when every class may be served.
+    /// the two tiers.
     #[inline(never)]
     fn consult_arbiter(
         &mut self,
         now: Cycle,
         drain: bool,
         wake: &mut Cycle,
-    ) -> Option<(ClassSet, ClassSet)> {
+    ) -> (ClassSet, ClassSet) {
         let view = ArbiterView {
             now,
             draining: drain,
@@ -668,7 +670,7 @@ impl Controller {
             self.last_grant = g;
             self.invalidate();
         }
-        (!g.first.is_all()).then_some((g.first, g.then.union(g.first)))
+        (g.first, g.then.union(g.first))
     }
 
     /// Tells a stateful arbiter about an issued command.

@@ -42,6 +42,8 @@ use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
 use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
+use scheduler::PartKind;
+
 pub use arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued, Mca, RoundRobin};
 pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand, RequestPart};
 pub use observer::{ColumnLog, ControllerObserver, IssuedColumn};
@@ -76,14 +78,16 @@ pub struct Backpressure {
     pub pseudo_channel: usize,
 }
 
+/// What the front end tracks of an accepted request on the hot path (24 bytes; what a
+/// completion needs besides sits in [`MemorySystem::meta`], written only when completions
+/// are handed out).
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     /// Cycle the front end accepted the request into a controller queue.
     accepted: Cycle,
     done_at: Cycle,
-    id: RequestId,
-    req: Request,
     parts_left: u8,
+    kind: PartKind,
 }
 
 /// A device of controllers behind an address mapping.
@@ -98,6 +102,10 @@ pub struct MemorySystem {
     /// The minimum of `wake`.
     next: Cycle,
     slots: Vec<Slot>,
+    /// Per slot: the request's id and the request (for [`MemCompletion`]s).
+    meta: Vec<(RequestId, Request)>,
+    /// Whether to fill `meta` (off inside [`MemorySystem::run`], which hands out none).
+    keep_meta: bool,
     free: Vec<u32>,
     done: Vec<Completion>,
     now: Cycle,
@@ -206,6 +214,8 @@ impl MemorySystem {
             wake: vec![Cycle::MAX; n],
             next: Cycle::MAX,
             slots: Vec::with_capacity(capacity),
+            meta: Vec::new(),
+            keep_meta: true,
             free: Vec::with_capacity(capacity),
             done: Vec::with_capacity(64),
             now: 0,
@@ -352,9 +362,8 @@ impl MemorySystem {
         let slot = Slot {
             accepted: now,
             done_at: 0,
-            id,
-            req: *req,
             parts_left: parts,
+            kind: PartKind::new(req.access, req.class),
         };
         let tag = match self.free.pop() {
             Some(t) => {
@@ -366,6 +375,13 @@ impl MemorySystem {
                 (self.slots.len() - 1) as u32
             }
         };
+        if self.keep_meta {
+            let t = tag as usize;
+            if self.meta.len() <= t {
+                self.meta.resize(t + 1, (RequestId(0), *req));
+            }
+            self.meta[t] = (id, *req);
+        }
         let bursts = if merged && second.is_some() { 2 } else { 1 };
         self.enqueue_part(now, pa, &a, req, tag, bursts);
         if let (Some(b), false) = (second, merged) {
@@ -416,17 +432,19 @@ impl MemorySystem {
             s.done_at = s.done_at.max(c.at);
             s.parts_left -= 1;
             if s.parts_left == 0 {
-                let r = &s.req;
-                self.finished.add(r.access.index(), r.class.index(), 1);
-                if r.access == Access::Read {
+                self.finished
+                    .add(s.kind.access_index(), s.kind.class_index(), 1);
+                if s.kind.access_index() == 0 {
                     self.read_latency.record(s.done_at - s.accepted);
                 }
                 self.last_completion = self.last_completion.max(s.done_at);
-                if let Some(out) = out.as_deref_mut() {
+                if let (Some(out), Some(&(id, r))) =
+                    (out.as_deref_mut(), self.meta.get(c.tag as usize))
+                {
                     out.push(
                         s.done_at,
                         MemCompletion {
-                            id: s.id,
+                            id,
                             addr: r.addr,
                             access: r.access,
                             class: r.class,
@@ -512,6 +530,8 @@ impl MemorySystem {
         let mut source = requests.into_iter();
         let mut head = source.next();
         let mut accepted = 0u64;
+        // No completions are handed out: skip recording what they would carry.
+        let keep_meta = std::mem::replace(&mut self.keep_meta, false);
         loop {
             // Step whatever is due now.
             self.advance(self.now, None);
@@ -541,6 +561,7 @@ impl MemorySystem {
             self.now = next.max(self.now);
         }
         progress(accepted);
+        self.keep_meta = keep_meta;
         let end = self.last_completion.max(self.now);
         for c in &mut self.controllers {
             c.finish(end);

@@ -247,7 +247,7 @@ pub fn wanted_banks(queues: [&BankQueues; 2]) -> u64 {
 
 /// Picks the oldest admitted row hit whose column command may issue at `now`; `write`
 /// says which queue this is (the write queue holds writes and updates).
-#[inline]
+#[inline(always)]
 pub fn pick_column<A: Admit>(
     queue: &BankQueues,
     pc: &PseudoChannel,
@@ -303,7 +303,7 @@ pub fn pick_column<A: Admit>(
 /// candidate (but not the closed-page precharges), so the caller can bound its next row
 /// pass with it. Only admitted entries protect an open row from a PRE: an entry that may
 /// not issue must not hold up one that may.
-#[inline]
+#[inline(always)]
 pub fn pick_row<A: Admit>(
     queue: &BankQueues,
     pc: &PseudoChannel,
