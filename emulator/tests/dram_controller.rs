@@ -298,7 +298,7 @@ fn nmc_engine_can_own_the_pseudo_channel() {
     c.issue_external(&Command::AbRd { col: 0 }, 24).unwrap();
     c.issue_external(&Command::PreAll, 60).unwrap();
     let at = c.release_from_nmc(60);
-    sys.wake_controller(0, at);
+    sys.wake_at(0, at);
     drive_requests(&mut sys, &[], 200);
     let l = log(c0(&sys));
     assert_eq!(l[3], (74, "ACT bg0.ba0 row 5".to_string()), "{l:?}");

@@ -254,8 +254,9 @@ impl MemorySystem {
     }
 
     /// Makes sure controller `pc` is stepped at `at` (or at the current cycle, if later):
-    /// for a controller handed back with [`Controller::release_from_nmc`].
-    pub fn wake_controller(&mut self, pc: usize, at: Cycle) {
+    /// for a controller handed back with [`Controller::release_from_nmc`]. Every change
+    /// of `wake` must also lower `next` (the cached minimum the stepping loop runs on).
+    pub fn wake_at(&mut self, pc: usize, at: Cycle) {
         if let Some(w) = self.wake.get_mut(pc) {
             *w = (*w).min(at.max(self.now));
             self.next = self.next.min(*w);
@@ -278,7 +279,7 @@ impl MemorySystem {
 
     /// Mutable access to one controller (e.g. to switch on its command log). A change that
     /// needs the controller stepped (a release from NMC ownership) must be followed by
-    /// [`MemorySystem::wake_controller`].
+    /// [`MemorySystem::wake_at`].
     pub fn controller_mut(&mut self, pc: usize) -> Option<&mut Controller> {
         self.controllers.get_mut(pc)
     }
