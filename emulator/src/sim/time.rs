@@ -27,11 +27,7 @@ impl ClockDomain {
     /// A clock with a period of `ns` nanoseconds (e.g. a DRAM preset's tCK), rounded to
     /// the nearest hertz.
     pub fn from_period_ns(ns: f64) -> Self {
-        let hz = if ns > 0.0 {
-            (1e9 / ns).round() as u64
-        } else {
-            1
-        };
+        let hz = if ns > 0.0 { (1e9 / ns).round() as u64 } else { 1 };
         Self::from_hz(hz)
     }
 
