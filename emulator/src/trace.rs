@@ -6,6 +6,8 @@
 //! * Ramulator style: `OP ADDR` per line, OP one of `LD`, `ST`; no timing, so every
 //!   request arrives at cycle 0 and enters as fast as the queues accept it.
 //!
+//! Every request is a compute-class read or write with no source.
+//!
 //! Addresses are hex with `0x` or decimal. `#` starts a comment; blank lines are skipped.
 //! Every error names the line and column (1-based) and what was expected there.
 
@@ -164,11 +166,10 @@ pub fn parse_trace(
                     ));
                 }
                 last_cycle = arrival;
-                Request {
-                    addr,
-                    write,
-                    size,
-                    arrival,
+                if write {
+                    Request::write(addr, size, arrival)
+                } else {
+                    Request::read(addr, size, arrival)
                 }
             }
             TraceFormat::Ramulator => {
@@ -181,11 +182,11 @@ pub fn parse_trace(
                 let a = toks
                     .next()
                     .ok_or_else(|| err(end_col, "expected an address after LD/ST".into()))?;
-                Request {
-                    addr: addr_of(a)?,
-                    write,
-                    size,
-                    arrival: 0,
+                let addr = addr_of(a)?;
+                if write {
+                    Request::write(addr, size, 0)
+                } else {
+                    Request::read(addr, size, 0)
                 }
             }
         };
@@ -271,11 +272,11 @@ impl Iterator for Synthetic {
         self.index += 1;
         let write = self.write_ratio > 0.0
             && (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) < self.write_ratio;
-        Some(Request {
-            addr: slot * u64::from(self.size),
-            write,
-            size: self.size,
-            arrival: 0,
+        let addr = slot * u64::from(self.size);
+        Some(if write {
+            Request::write(addr, self.size, 0)
+        } else {
+            Request::read(addr, self.size, 0)
         })
     }
 
@@ -288,34 +289,19 @@ impl Iterator for Synthetic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memctrl::Access;
 
     #[test]
     fn both_formats_parse_and_detect() {
         let d = "# comment\n\n0x40 R 0\n128 WRITE 5 # trailing\n";
         let r = parse_trace(d, None, 64).unwrap();
         assert_eq!(r.len(), 2);
-        assert_eq!(
-            r[1],
-            Request {
-                addr: 128,
-                write: true,
-                size: 64,
-                arrival: 5
-            }
-        );
+        assert_eq!(r[1], Request::write(128, 64, 5));
         let m = "LD 0x1000\nST 64\n";
         assert_eq!(detect_format(m), Some(TraceFormat::Ramulator));
         let r = parse_trace(m, None, 32).unwrap();
-        assert_eq!(
-            r[0],
-            Request {
-                addr: 0x1000,
-                write: false,
-                size: 32,
-                arrival: 0
-            }
-        );
-        assert!(r[1].write);
+        assert_eq!(r[0], Request::read(0x1000, 32, 0));
+        assert_eq!(r[1].access, Access::Write);
     }
 
     #[test]
@@ -339,7 +325,7 @@ mod tests {
         let b: Vec<_> = Synthetic::new(Pattern::Random, 100, 64, 1 << 32, 0.3, 7).collect();
         assert_eq!(a, b);
         assert!(a.iter().all(|r| r.addr % 64 == 0 && r.addr < 1 << 32));
-        let writes = a.iter().filter(|r| r.write).count();
+        let writes = a.iter().filter(|r| r.access == Access::Write).count();
         assert!((10..=50).contains(&writes), "{writes}");
         let s: Vec<_> = Synthetic::new(Pattern::Stream, 3, 32, 1 << 32, 0.0, 0).collect();
         assert_eq!(s.iter().map(|r| r.addr).collect::<Vec<_>>(), [0, 32, 64]);

@@ -99,3 +99,77 @@ fn runs_are_deterministic_for_a_seed() {
     let b = run(&hbm2(), Pattern::Random, 10_000, 0.2, RefreshMode::PerBank);
     assert_eq!(a, b);
 }
+
+#[test]
+fn mixed_classes_and_updates_are_counted_by_kind_and_class() {
+    use nmcp_emulator::memctrl::{Request, RoundRobin, Source, TrafficClass};
+    use nmcp_isa::nmc::DType;
+
+    let p = hbm2();
+    let mapping = AddressMapping::named(STREAM_MAPPING, &p).unwrap();
+    let mut sys = MemorySystem::new(&p, mapping, ControllerConfig::from_preset(&p));
+    sys.set_arbiter(|_| Box::new(RoundRobin::new()));
+    let src = Source {
+        gpu: 0,
+        workgroup: 3,
+        wavefront: 1,
+    };
+    // Per 64-byte slot i: compute reads everything; every 4th slot gets a compute
+    // update (an output-tile store), every 3rd a communication read, every 5th a
+    // communication update of 32 bytes, every 7th a host write of 32 bytes.
+    let n = 6_000u64;
+    let mut reqs = Vec::new();
+    for i in 0..n {
+        let a = i * 64;
+        reqs.push(Request::read(a, 64, 0));
+        if i % 4 == 0 {
+            reqs.push(Request::update(a + (1 << 24), 64, DType::F16, 0).with_source(src));
+        }
+        if i % 3 == 0 {
+            reqs.push(Request::read(a + (1 << 25), 64, 0).with_class(TrafficClass::Communication));
+        }
+        if i % 5 == 0 {
+            reqs.push(
+                Request::update(a + (1 << 26), 32, DType::F32, 0)
+                    .with_class(TrafficClass::Communication),
+            );
+        }
+        if i % 7 == 0 {
+            reqs.push(Request::write(a + (1 << 27), 32, 0).with_class(TrafficClass::Host));
+        }
+    }
+    let count = |m: u64| n.div_ceil(m);
+    let r = sys.run(reqs.iter().copied(), |_| {});
+    let b = &r.bytes_by_class;
+    assert_eq!(b["compute"]["read"], n * 64);
+    assert_eq!(b["compute"]["update"], count(4) * 64);
+    assert_eq!(b["compute"]["write"], 0);
+    assert_eq!(b["communication"]["read"], count(3) * 64);
+    assert_eq!(b["communication"]["update"], count(5) * 32);
+    assert_eq!(b["host"]["write"], count(7) * 32);
+    assert_eq!(b["host"]["read"] + b["host"]["update"], 0);
+    let q = &r.requests_by_class;
+    assert_eq!(q["compute"]["read"], n);
+    assert_eq!(q["compute"]["update"], count(4));
+    assert_eq!(q["communication"]["read"], count(3));
+    assert_eq!(q["communication"]["update"], count(5));
+    assert_eq!(q["host"]["write"], count(7));
+    // The old totals still add up.
+    assert_eq!(r.reads, n + count(3));
+    assert_eq!(r.writes, count(7));
+    assert_eq!(r.updates, count(4) + count(5));
+    assert_eq!(r.requests, reqs.len() as u64);
+    let total: u64 = b.values().flat_map(|k| k.values()).sum();
+    assert_eq!(r.bytes, total);
+    // 64-byte updates are two UPDs, 32-byte ones one.
+    assert_eq!(r.commands["UPD"], 2 * count(4) + count(5));
+    assert_eq!(r.commands["WR"], count(7));
+    assert_eq!(r.arbiter, "round-robin");
+    // Per controller, the same counters sum to the report's.
+    let per_pc: u64 = sys
+        .controllers()
+        .iter()
+        .map(|c| c.stats().bytes_by.class_total(TrafficClass::Communication))
+        .sum();
+    assert_eq!(per_pc, count(3) * 64 + count(5) * 32);
+}

@@ -41,6 +41,13 @@ fn small_stream_run_prints_parseable_json() {
     assert!(bw > 0.0 && bw <= 256.0, "{bw}");
     assert!(v["read_latency_p99"].as_u64().unwrap() >= v["read_latency_min"].as_u64().unwrap());
     assert!(v["requests_per_second"].as_f64().unwrap() > 0.0);
+    // Added keys: traffic by class and access kind, the arbiter, updates.
+    assert_eq!(v["arbiter"], "fr-fcfs");
+    assert_eq!(v["updates"], 0);
+    assert_eq!(v["bytes_by_class"]["compute"]["read"], 4000 * 64);
+    assert_eq!(v["bytes_by_class"]["communication"]["read"], 0);
+    assert_eq!(v["requests_by_class"]["compute"]["read"], 4000);
+    assert_eq!(v["requests_by_class"]["host"]["write"], 0);
 }
 
 #[test]
@@ -62,6 +69,7 @@ fn human_table_shows_bandwidth_next_to_peak() {
         "conflicts",
         "ACT",
         "M requests/s",
+        "class         compute: 3000 reads (96000 B), 0 writes (0 B), 0 updates (0 B)",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

@@ -25,6 +25,7 @@ use super::config::GpuConfig;
 use super::gemm::{Calibration, GemmShape};
 use crate::hbm::config::DEFAULT_PRESET;
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset, MappingError, PresetError};
+use crate::memctrl::request::Source;
 use crate::memctrl::{ControllerConfig, MemorySystem, Request};
 
 /// Bytes of one request the port sends: HBM2's 64-B access (two 32-B columns of one
@@ -183,18 +184,20 @@ pub struct PortAccess {
     pub wavefront: u8,
 }
 
-/// The one place a GPU access becomes a memory-controller request. The workgroup and
-/// wavefront travel in `access` so that the request type with a source
-/// (`memctrl::request::Request::read/write(..).with_source(Source { gpu, workgroup,
-/// wavefront })`) can carry them once the controller accepts it; today's
-/// [`Request`] has no field for them.
+/// The one place a GPU access becomes a memory-controller request: a compute-class read
+/// (panel miss) or write (output tile) that names its workgroup and wavefront, so a
+/// controller observer (the T3 tracker) can attribute it.
 pub fn controller_request(access: &PortAccess, arrival: Cycle) -> Request {
-    Request {
-        addr: access.addr,
-        write: access.write,
-        size: REQUEST_BYTES,
-        arrival,
-    }
+    let r = if access.write {
+        Request::write(access.addr, REQUEST_BYTES, arrival)
+    } else {
+        Request::read(access.addr, REQUEST_BYTES, arrival)
+    };
+    r.with_source(Source {
+        gpu: 0,
+        workgroup: access.workgroup,
+        wavefront: access.wavefront,
+    })
 }
 
 /// Base addresses of one kernel's matrices.

@@ -457,6 +457,14 @@ impl PseudoChannel {
         self.column_gate(bank, write).at
     }
 
+    /// Earliest cycle of an op-and-store (`UPD`) to an open bank: a write's gates and the
+    /// bank's read gate (the bank reads the column before it stores the sum).
+    #[inline]
+    pub fn earliest_update(&self, bank: usize) -> Cycle {
+        let rd = self.banks.get(bank).map_or(0, |b| b.rd.at);
+        self.column_gate(bank, true).at.max(rd)
+    }
+
     #[inline]
     fn act_gate(&self, bank: usize) -> Gated {
         let Some(b) = self.banks.get(bank) else {

@@ -1,12 +1,26 @@
-//! The memory controller of one pseudo-channel: read and write queues, FR-FCFS, open or
-//! closed page, write draining, refresh, statistics and an optional command log.
+//! The memory controller of one pseudo-channel: read and write queues, FR-FCFS under a
+//! pluggable class [`Arbiter`], open or closed page, write draining, refresh, statistics,
+//! an optional command log and an optional [`ControllerObserver`].
+//!
+//! # Requests
+//! Each queued part says what it is ([`Access`]) and which traffic it belongs to
+//! ([`TrafficClass`]). Reads go to the read queue; writes and near-memory updates share
+//! the write queue and its drain mode, and an update issues `UPD` (op-and-store; the next
+//! column command to its bank group waits tCCDWL) where a write issues `WR`.
 //!
 //! # Time
 //! The controller is stepped by its owner at cycles it asks for: [`Controller::step`]
 //! returns the next cycle at which anything could change (a gate opening, a request
 //! becoming visible, refresh falling due), so idle and gated cycles are skipped.
 //! HBM has separate row and column command buses; one step issues at most one row command
-//! (ACT, PRE, PREA, REF, REFpb) and one column command (RD, WR) in the same cycle.
+//! (ACT, PRE, PREA, REF, REFpb) and one column command (RD, WR, UPD) in the same cycle.
+//!
+//! # Arbitration and observation
+//! Before its column and row passes a step asks the arbiter which classes it may serve
+//! (see [`super::arbiter`]); the default [`FrFcfs`] grants every class and is never
+//! called. The arbiter hears of every issued command and of kernel boundaries
+//! ([`Controller::kernel_boundary`]). An attached observer hears of every issued column
+//! command with the request's class, sender and address (see [`super::observer`]).
 //!
 //! # Sharing the pseudo-channel with an NMC engine
 //! An NMC engine next to the controller drives the same DRAM through the same
@@ -27,11 +41,18 @@
 //!    controller at the returned cycle. Mode-switch cost (`nmc.mode_switch`) is charged
 //!    by the engine around these calls.
 
+use std::collections::HashMap;
+
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
+use super::arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued};
+use super::observer::{ControllerObserver, IssuedColumn};
 use super::refresh::{RefreshBlock, Refresher};
-use super::scheduler::{pick_column, pick_row, wanted_banks, BankQueues, Entry, Slot};
+use super::request::{Access, Source, TrafficClass};
+use super::scheduler::{
+    pick_column, pick_row, wanted_banks, BankQueues, Entry, Everyone, PartKind, Slot,
+};
 use super::stats::{ControllerStats, RowClass};
 
 /// Settings of one controller (per run; defaults come from the preset).
@@ -77,8 +98,14 @@ impl ControllerConfig {
 /// What the front end queues at one controller: one or two column accesses in one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestPart {
-    /// Write (otherwise read).
-    pub write: bool,
+    /// Read, write or near-memory update.
+    pub access: Access,
+    /// Traffic class.
+    pub class: TrafficClass,
+    /// Sender (kept for an attached observer).
+    pub source: Option<Source>,
+    /// The request's byte address (kept for an attached observer).
+    pub addr: u64,
     /// Tag returned in the [`Completion`].
     pub tag: u32,
     /// Bank index within the pseudo-channel (group-major).
@@ -89,6 +116,100 @@ pub struct RequestPart {
     pub col: u32,
     /// Column accesses (1 or 2).
     pub bursts: u8,
+}
+
+impl RequestPart {
+    /// A compute-class part with no sender and address 0.
+    pub const fn new(
+        access: Access,
+        tag: u32,
+        bank: usize,
+        row: u32,
+        col: u32,
+        bursts: u8,
+    ) -> Self {
+        RequestPart {
+            access,
+            class: TrafficClass::Compute,
+            source: None,
+            addr: 0,
+            tag,
+            bank,
+            row,
+            col,
+            bursts,
+        }
+    }
+
+    /// The same part in another class.
+    #[must_use]
+    pub const fn with_class(mut self, class: TrafficClass) -> Self {
+        self.class = class;
+        self
+    }
+
+    /// The same part from a sender.
+    #[must_use]
+    pub const fn with_source(mut self, source: Source) -> Self {
+        self.source = Some(source);
+        self
+    }
+}
+
+/// [`pick_column`] among the first tier's classes, then (if nothing can issue) among the
+/// second's.
+#[inline(never)]
+fn pick_column_tiered(
+    queue: &BankQueues,
+    pc: &PseudoChannel,
+    now: Cycle,
+    drain: bool,
+    block: RefreshBlock,
+    (first, then): (ClassSet, ClassSet),
+    wake: &mut Cycle,
+) -> Option<Slot> {
+    pick_column(queue, pc, now, drain, block, first, wake).or_else(|| {
+        if then == first {
+            None
+        } else {
+            pick_column(queue, pc, now, drain, block, then, wake)
+        }
+    })
+}
+
+/// [`pick_row`] among the first tier's classes, then among the second's.
+#[inline(never)]
+fn pick_row_tiered(
+    queue: &BankQueues,
+    pc: &PseudoChannel,
+    now: Cycle,
+    block: RefreshBlock,
+    policy: PagePolicy,
+    (first, then): (ClassSet, ClassSet),
+    wake: &mut Cycle,
+) -> Option<(Command, Option<Slot>)> {
+    let p = pick_row(queue, pc, now, block, policy, first, wake);
+    if p.is_none() && then != first {
+        pick_row(queue, pc, now, block, policy, then, wake)
+    } else {
+        p
+    }
+}
+
+/// What an observer needs of a queued part beyond the queue entry.
+#[derive(Debug, Clone, Copy)]
+struct PartMeta {
+    source: Option<Source>,
+    addr: u64,
+    /// Parts with this tag queued here (a split request can put two in one controller).
+    parts: u8,
+}
+
+/// An attached observer and the metadata of the parts queued since it was attached.
+#[derive(Debug, Clone)]
+struct Observed {
+    observer: Box<dyn ControllerObserver>,
+    meta: HashMap<u32, PartMeta>,
 }
 
 /// A request part that finished.
@@ -130,6 +251,13 @@ pub struct Controller {
     row_quiet_until: Cycle,
     last_block: RefreshBlock,
     last_write: bool,
+    /// Pseudo-channel index in the memory system (for observers).
+    index: usize,
+    arbiter: Box<dyn Arbiter>,
+    /// The arbiter grants every class and keeps no state: never call it.
+    arbiter_blind: bool,
+    last_grant: Grant,
+    observed: Option<Box<Observed>>,
 }
 
 impl Controller {
@@ -152,7 +280,76 @@ impl Controller {
             row_quiet_until: 0,
             last_block: RefreshBlock::default(),
             last_write: false,
+            index: 0,
+            arbiter: Box::new(FrFcfs),
+            arbiter_blind: true,
+            last_grant: Grant::ALL,
+            observed: None,
         }
+    }
+
+    /// Sets the pseudo-channel index observers are told (the memory system numbers its
+    /// controllers).
+    pub fn set_index(&mut self, index: usize) {
+        self.index = index;
+    }
+
+    /// The pseudo-channel index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Replaces the arbitration policy (takes effect at the next step).
+    pub fn set_arbiter(&mut self, arbiter: Box<dyn Arbiter>) {
+        self.arbiter_blind = arbiter.class_blind();
+        self.arbiter = arbiter;
+        self.last_grant = Grant::ALL;
+        self.invalidate();
+    }
+
+    /// The arbitration policy.
+    pub fn arbiter(&self) -> &dyn Arbiter {
+        self.arbiter.as_ref()
+    }
+
+    /// Tells the arbiter a kernel boundary passed; returns the cycle to step at.
+    pub fn kernel_boundary(&mut self, now: Cycle) -> Cycle {
+        self.arbiter.kernel_boundary(now);
+        self.invalidate();
+        now
+    }
+
+    /// Attaches an observer of issued column commands (replacing any other); parts queued
+    /// from now on report their sender and address to it.
+    pub fn set_observer(&mut self, observer: Box<dyn ControllerObserver>) {
+        self.observed = Some(Box::new(Observed {
+            observer,
+            meta: HashMap::new(),
+        }));
+    }
+
+    /// Detaches and returns the observer.
+    pub fn take_observer(&mut self) -> Option<Box<dyn ControllerObserver>> {
+        self.observed.take().map(|o| o.observer)
+    }
+
+    /// The attached observer.
+    pub fn observer(&self) -> Option<&dyn ControllerObserver> {
+        self.observed.as_deref().map(|o| o.observer.as_ref())
+    }
+
+    /// The attached observer if it is a `T`.
+    pub fn observer_as<T: ControllerObserver + 'static>(&self) -> Option<&T> {
+        self.observer()?.as_any().downcast_ref()
+    }
+
+    /// The attached observer, mutably, if it is a `T`.
+    pub fn observer_as_mut<T: ControllerObserver + 'static>(&mut self) -> Option<&mut T> {
+        self.observed
+            .as_deref_mut()?
+            .observer
+            .as_any_mut()
+            .downcast_mut()
     }
 
     /// Starts (or stops) recording every issued command.
@@ -180,10 +377,15 @@ impl Controller {
         &self.stats
     }
 
-    /// Whether the read (`write` false) or write queue has room for `n` more entries.
+    /// Whether the queue `access` goes to (reads: the read queue; writes and updates: the
+    /// write queue) has room for `n` more entries.
     #[inline]
-    pub fn has_room(&self, write: bool, n: usize) -> bool {
-        let q = if write { &self.writes } else { &self.reads };
+    pub fn has_room(&self, access: Access, n: usize) -> bool {
+        let q = if access.is_write_like() {
+            &self.writes
+        } else {
+            &self.reads
+        };
         q.len() + n <= self.cfg.queue_depth
     }
 
@@ -197,15 +399,28 @@ impl Controller {
     /// `None` if the queue is full or the bank does not exist.
     pub fn enqueue(&mut self, now: Cycle, part: RequestPart) -> Option<Cycle> {
         let RequestPart {
-            write,
+            access,
+            class,
+            source,
+            addr,
             tag,
             bank,
             row,
             col,
             bursts,
         } = part;
-        if !self.has_room(write, 1) || bank >= self.pc.banks() {
+        if !self.has_room(access, 1) || bank >= self.pc.banks() {
             return None;
+        }
+        if let Some(o) = &mut self.observed {
+            o.meta
+                .entry(tag)
+                .and_modify(|m| m.parts += 1)
+                .or_insert(PartMeta {
+                    source,
+                    addr,
+                    parts: 1,
+                });
         }
         let ready = now + self.cfg.command_overhead;
         let e = Entry {
@@ -216,14 +431,14 @@ impl Controller {
             col,
             bank: bank as u8,
             bursts_left: bursts.max(1),
-            bursts: bursts.max(1),
-            class: RowClass::Hit,
+            row_class: RowClass::Hit,
+            kind: PartKind::new(access, class),
         };
         // A new entry cannot make anything ready before it is itself visible, and it can
         // only delay others (a new hit holds back a PRE).
         self.column_quiet_until = self.column_quiet_until.min(ready);
         self.row_quiet_until = self.row_quiet_until.min(ready);
-        if write {
+        if access.is_write_like() {
             self.stats.write_queue.record(now, self.writes.len());
             self.writes.push(e);
         } else {
@@ -265,11 +480,27 @@ impl Controller {
     /// Issues what can issue at `now` and returns the next cycle worth stepping at (always
     /// later than `now`). Finished request parts are appended to `done`.
     pub fn step(&mut self, now: Cycle, done: &mut Vec<Completion>) -> Cycle {
+        if self.arbiter_blind {
+            self.step_with::<false>(now, done)
+        } else {
+            self.step_with::<true>(now, done)
+        }
+    }
+
+    /// [`Controller::step`], compiled once without the arbiter (`ARBITRATED` false: the
+    /// class-blind default, which is the plain FR-FCFS scan) and once with it.
+    #[inline(always)]
+    fn step_with<const ARBITRATED: bool>(
+        &mut self,
+        now: Cycle,
+        done: &mut Vec<Completion>,
+    ) -> Cycle {
         if self.nmc_owned {
             return Cycle::MAX;
         }
         self.update_drain_mode();
-        let write = self.draining;
+        // Serve the write queue (writes and updates) while draining, else the read queue.
+        let drain = self.draining;
         let mut wake = Cycle::MAX;
         let per_bank_due =
             self.cfg.refresh == RefreshMode::PerBank && now >= self.refresh.next_due();
@@ -282,24 +513,35 @@ impl Controller {
             (0, 0)
         };
         let block = self.refresh.block(now, wanted, open);
-        if block != self.last_block || write != self.last_write {
+        // The classes to serve, in two tiers (the class-blind default never asks).
+        let tiers = if ARBITRATED {
+            self.consult_arbiter(now, drain, &mut wake)
+        } else {
+            (ClassSet::ALL, ClassSet::ALL)
+        };
+        if block != self.last_block || drain != self.last_write {
             self.last_block = block;
-            self.last_write = write;
+            self.last_write = drain;
             self.invalidate();
         }
 
         if now >= self.column_quiet_until {
             let mut w = Cycle::MAX;
-            let queue = if write { &self.writes } else { &self.reads };
-            match pick_column(queue, &self.pc, now, write, block, &mut w) {
+            let queue = if drain { &self.writes } else { &self.reads };
+            let pick = if ARBITRATED {
+                pick_column_tiered(queue, &self.pc, now, drain, block, tiers, &mut w)
+            } else {
+                pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w)
+            };
+            match pick {
                 Some(i) => {
-                    if self.serve_column(i, write, now, done) {
+                    if self.serve_column::<ARBITRATED>(i, drain, now, done) {
                         // Fewer hits may free a PRE.
                         self.row_quiet_until = 0;
                     }
                     self.column_quiet_until = 0;
                     // The next column command cannot come before the bus-wide gates open.
-                    wake = wake.min(self.pc.column_floor(write));
+                    wake = wake.min(self.pc.column_floor(drain));
                 }
                 None => self.column_quiet_until = w,
             }
@@ -314,6 +556,9 @@ impl Controller {
             let t = self.pc.earliest(&cmd);
             if t <= now {
                 self.issue_internal(&cmd, now);
+                if ARBITRATED {
+                    self.tell_arbiter(&cmd, None, false, now);
+                }
                 if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
                     self.refresh.refreshed(&cmd, &self.pc);
                 }
@@ -328,26 +573,36 @@ impl Controller {
         }
         if !row_done && now >= self.row_quiet_until {
             let mut w = Cycle::MAX;
-            let queue = if write { &self.writes } else { &self.reads };
+            let queue = if drain { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
-            match pick_row(queue, &self.pc, now, block, policy, &mut w) {
+            let pick = if ARBITRATED {
+                pick_row_tiered(queue, &self.pc, now, block, policy, tiers, &mut w)
+            } else {
+                pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w)
+            };
+            match pick {
                 Some((cmd, entry)) => {
                     self.issue_internal(&cmd, now);
+                    let mut kind = None;
                     if let Some(i) = entry {
-                        let q = if write {
+                        let q = if drain {
                             &mut self.writes
                         } else {
                             &mut self.reads
                         };
                         if let Some(e) = q.get_mut(i) {
+                            kind = Some(e.kind);
                             match cmd {
-                                Command::Pre { .. } => e.class = RowClass::Conflict,
-                                Command::Act { .. } if e.class == RowClass::Hit => {
-                                    e.class = RowClass::Miss
+                                Command::Pre { .. } => e.row_class = RowClass::Conflict,
+                                Command::Act { .. } if e.row_class == RowClass::Hit => {
+                                    e.row_class = RowClass::Miss
                                 }
                                 _ => {}
                             }
                         }
+                    }
+                    if ARBITRATED {
+                        self.tell_arbiter(&cmd, kind.map(PartKind::class), false, now);
                     }
                     // Other banks' row candidates only move later when a command issues,
                     // so `w` still bounds them; the served bank's next row command is its
@@ -393,15 +648,58 @@ impl Controller {
         }
     }
 
-    /// Issues the next column access of entry `i`; returns whether the entry finished.
-    fn serve_column(
+    /// Asks a (not class-blind) arbiter for its grant: forgets the quiet periods if the
+    /// grant changed, lowers `wake` to the cycle the grant changes by itself, and returns
+    /// the two tiers.
+    #[inline(never)]
+    fn consult_arbiter(
+        &mut self,
+        now: Cycle,
+        drain: bool,
+        wake: &mut Cycle,
+    ) -> (ClassSet, ClassSet) {
+        let view = ArbiterView {
+            now,
+            draining: drain,
+            reads: self.reads.class_lens(),
+            writes: self.writes.class_lens(),
+            depth: self.cfg.queue_depth,
+        };
+        let g = self.arbiter.grant(&view);
+        *wake = (*wake).min(g.until.max(now + 1));
+        if !g.same_classes(&self.last_grant) {
+            self.last_grant = g;
+            self.invalidate();
+        }
+        (g.first, g.then.union(g.first))
+    }
+
+    /// Tells a stateful arbiter about an issued command.
+    fn tell_arbiter(
+        &mut self,
+        cmd: &Command,
+        class: Option<TrafficClass>,
+        completes: bool,
+        at: Cycle,
+    ) {
+        self.arbiter.on_issue(&Issued {
+            at,
+            kind: cmd.kind(),
+            class,
+            completes,
+        });
+    }
+
+    /// Issues the next column access of entry `i` of the write queue (`drain`) or the read
+    /// queue; returns whether the entry finished.
+    fn serve_column<const ARBITRATED: bool>(
         &mut self,
         i: Slot,
-        write: bool,
+        drain: bool,
         now: Cycle,
         done: &mut Vec<Completion>,
     ) -> bool {
-        let q = if write {
+        let q = if drain {
             &mut self.writes
         } else {
             &mut self.reads
@@ -409,51 +707,82 @@ impl Controller {
         let Some(e) = q.get_mut(i) else {
             return false;
         };
-        let col = e.col + u32::from(e.bursts - e.bursts_left);
+        let (row, col) = (e.row, e.col);
         let bank = self.pc.bank_id(usize::from(e.bank));
-        let cmd = if write {
-            Command::Wr {
-                bank,
-                row: e.row,
-                col,
-            }
+        let kind = e.kind;
+        let cmd = if !drain {
+            Command::Rd { bank, row, col }
+        } else if kind.is_update() {
+            Command::Update { bank, row, col }
         } else {
-            Command::Rd {
-                bank,
-                row: e.row,
-                col,
-            }
+            Command::Wr { bank, row, col }
         };
+        e.col += 1;
         e.bursts_left -= 1;
         let finished = e.bursts_left == 0;
         let entry = *e;
         self.issue_internal(&cmd, now);
         let t = self.pc.timing();
-        let data_end = now + if write { t.cwl + t.bl } else { t.cl + t.bl };
-        if write {
+        let data_end = now + if drain { t.cwl + t.bl } else { t.cl + t.bl };
+        if drain {
             self.stats.bytes_written += self.bytes_per_column;
         } else {
             self.stats.bytes_read += self.bytes_per_column;
         }
+        self.stats.bytes_by.add(
+            kind.access_index(),
+            kind.class_index(),
+            self.bytes_per_column,
+        );
         if finished {
-            let q = if write {
+            let q = if drain {
                 &mut self.writes
             } else {
                 &mut self.reads
             };
             let len = q.len();
             q.remove(i);
-            if write {
+            if drain {
                 self.stats.write_queue.record(now, len);
                 self.stats.writes += 1;
             } else {
                 self.stats.read_queue.record(now, len);
                 self.stats.reads += 1;
             }
-            self.stats.classify(entry.class);
+            self.stats
+                .parts_by
+                .add(kind.access_index(), kind.class_index(), 1);
+            self.stats.classify(entry.row_class);
             done.push(Completion {
                 tag: entry.tag,
                 at: data_end,
+            });
+        }
+        if ARBITRATED {
+            self.tell_arbiter(&cmd, Some(kind.class()), finished, now);
+        }
+        if let Some(o) = &mut self.observed {
+            let meta = o.meta.get(&entry.tag).copied();
+            if finished {
+                if let Some(m) = o.meta.get_mut(&entry.tag) {
+                    m.parts -= 1;
+                    if m.parts == 0 {
+                        o.meta.remove(&entry.tag);
+                    }
+                }
+            }
+            o.observer.on_issue(&IssuedColumn {
+                at: now,
+                pseudo_channel: self.index,
+                bank,
+                row,
+                col,
+                access: kind.access(),
+                class: kind.class(),
+                source: meta.and_then(|m| m.source),
+                addr: meta.map_or(0, |m| m.addr),
+                tag: entry.tag,
+                last: finished,
             });
         }
         finished

@@ -2,6 +2,21 @@
 //! front end that accepts requests with arrival cycles and applies back-pressure, and the
 //! engine loop that runs a request stream to drain.
 //!
+//! # Requests
+//! A [`Request`] says what it does ([`Access`]: read, write, near-memory update), which
+//! traffic it belongs to ([`TrafficClass`]) and who sent it ([`Source`]). Controllers
+//! arbitrate between classes through an [`Arbiter`] (default: class-blind FR-FCFS) and
+//! report issued column commands to an attached [`ControllerObserver`]. Statistics count
+//! bytes and requests by access kind and class.
+//!
+//! # Stepping
+//! [`MemorySystem::submit`] offers a request at the current cycle (or refuses it with
+//! [`Backpressure`]); [`MemorySystem::next_wake`] says when anything next happens;
+//! [`MemorySystem::advance_until`] runs up to a cycle and hands back each finished request
+//! as a [`MemCompletion`]. The same protocol on the common time axis is
+//! [`Component`] (ticks converted through the preset's tCK). [`MemorySystem::run`] is a
+//! driver over these calls for a whole request stream.
+//!
 //! # Engine
 //! Discrete-event over cycles: each controller reports the next cycle at which it can do
 //! anything, and the loop jumps straight to the earliest of those and of the next arrival.
@@ -11,7 +26,9 @@
 //! sized to what the queues can hold, and queue entries are 32-byte values in per-bank
 //! vectors that keep their capacity.
 
+pub mod arbiter;
 pub mod controller;
+pub mod observer;
 pub mod refresh;
 pub mod request;
 pub mod scheduler;
@@ -23,21 +40,35 @@ use serde::Serialize;
 
 use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
+use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
+use scheduler::PartKind;
+
+pub use arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued, Mca, RoundRobin};
 pub use controller::{Completion, Controller, ControllerConfig, LoggedCommand, RequestPart};
-pub use stats::{LogHistogram, Occupancy, RowClass};
+pub use observer::{ColumnLog, ControllerObserver, IssuedColumn};
+pub use request::{Access, Request, RequestId, Source, TrafficClass};
+pub use stats::{ByKindClass, LogHistogram, Occupancy, RowClass};
 
-/// One memory request.
+/// A request the memory system finished: its last data beat crossed the bus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    /// Byte address; aligned down to the request size.
+pub struct MemCompletion {
+    /// The id [`MemorySystem::submit`] returned.
+    pub id: RequestId,
+    /// The request's address.
     pub addr: u64,
-    /// Write (otherwise read).
-    pub write: bool,
-    /// Bytes: 32 or 64.
-    pub size: u32,
-    /// Cycle the request reaches the front end.
+    /// Read, write or update.
+    pub access: Access,
+    /// Traffic class.
+    pub class: TrafficClass,
+    /// Sender.
+    pub source: Option<Source>,
+    /// The request's arrival cycle.
     pub arrival: Cycle,
+    /// The cycle the front end accepted it into a controller queue.
+    pub accepted: Cycle,
+    /// The cycle its last data beat crossed the bus.
+    pub finish: Cycle,
 }
 
 /// The queue a request needs is full.
@@ -47,13 +78,16 @@ pub struct Backpressure {
     pub pseudo_channel: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// What the front end tracks of an accepted request on the hot path (24 bytes; what a
+/// completion needs besides sits in [`MemorySystem::meta`], written only when completions
+/// are handed out).
+#[derive(Debug, Clone, Copy)]
 struct Slot {
     /// Cycle the front end accepted the request into a controller queue.
-    arrival: Cycle,
+    accepted: Cycle,
     done_at: Cycle,
     parts_left: u8,
-    write: bool,
+    kind: PartKind,
 }
 
 /// A device of controllers behind an address mapping.
@@ -63,15 +97,28 @@ pub struct MemorySystem {
     mapping: AddressMapping,
     cfg: ControllerConfig,
     controllers: Vec<Controller>,
+    /// The cycle each controller wants to be stepped at.
     wake: Vec<Cycle>,
+    /// The minimum of `wake`.
+    next: Cycle,
     slots: Vec<Slot>,
+    /// Per slot: the request's id and the request (for [`MemCompletion`]s).
+    meta: Vec<(RequestId, Request)>,
+    /// Whether to fill `meta` (off inside [`MemorySystem::run`], which hands out none).
+    keep_meta: bool,
     free: Vec<u32>,
     done: Vec<Completion>,
     now: Cycle,
     read_latency: LogHistogram,
-    reads: u64,
-    writes: u64,
+    /// Finished requests by access kind and class.
+    finished: ByKindClass,
+    next_id: u64,
     last_completion: Cycle,
+    clock: ClockDomain,
+    /// Finished requests whose last data beat is still ahead of the current cycle (a
+    /// column command's data crosses the bus CL or CWL + BL after it issues), for
+    /// [`MemorySystem::advance_until`] to hand out in time order.
+    pending: EventQueue<MemCompletion>,
 }
 
 /// Figures of a finished run.
@@ -95,6 +142,8 @@ pub struct RunReport {
     pub reads: u64,
     /// Write requests served.
     pub writes: u64,
+    /// Near-memory update requests served.
+    pub updates: u64,
     /// Bytes moved.
     pub bytes: u64,
     /// Cycles from the start to the last data beat.
@@ -138,6 +187,12 @@ pub struct RunReport {
     pub bank_utilisation: f64,
     /// Fraction of time the data buses carried data.
     pub data_bus_utilisation: f64,
+    /// Arbitration policy (of the first controller).
+    pub arbiter: String,
+    /// Bytes moved by traffic class and access kind: class, then `read`/`write`/`update`.
+    pub bytes_by_class: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Requests served by traffic class and access kind.
+    pub requests_by_class: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 impl MemorySystem {
@@ -145,7 +200,11 @@ impl MemorySystem {
     pub fn new(preset: &HbmPreset, mapping: AddressMapping, cfg: ControllerConfig) -> Self {
         let n = preset.pseudo_channels() as usize;
         let controllers = (0..n)
-            .map(|_| Controller::new(preset, cfg.clone()))
+            .map(|i| {
+                let mut c = Controller::new(preset, cfg.clone());
+                c.set_index(i);
+                c
+            })
             .collect();
         let capacity = n * cfg.queue_depth * 2;
         MemorySystem {
@@ -153,15 +212,63 @@ impl MemorySystem {
             mapping,
             controllers,
             wake: vec![Cycle::MAX; n],
+            next: Cycle::MAX,
             slots: Vec::with_capacity(capacity),
+            meta: Vec::new(),
+            keep_meta: true,
             free: Vec::with_capacity(capacity),
             done: Vec::with_capacity(64),
             now: 0,
             read_latency: LogHistogram::new(),
-            reads: 0,
-            writes: 0,
+            finished: ByKindClass::default(),
+            next_id: 0,
             last_completion: 0,
+            clock: ClockDomain::from_period_ns(preset.organisation.tck_ns),
+            pending: EventQueue::new(),
             cfg,
+        }
+    }
+
+    /// The DRAM clock (the preset's tCK) on the common time axis.
+    pub fn clock(&self) -> ClockDomain {
+        self.clock
+    }
+
+    /// Gives every controller an arbiter made by `make(pseudo_channel)`.
+    pub fn set_arbiter(&mut self, mut make: impl FnMut(usize) -> Box<dyn Arbiter>) {
+        for (i, c) in self.controllers.iter_mut().enumerate() {
+            c.set_arbiter(make(i));
+        }
+        let now = self.now;
+        for w in &mut self.wake {
+            *w = (*w).min(now);
+        }
+        self.next = self.next.min(now);
+    }
+
+    /// Attaches an observer made by `make(pseudo_channel)` to every controller.
+    pub fn set_observers(&mut self, mut make: impl FnMut(usize) -> Box<dyn ControllerObserver>) {
+        for (i, c) in self.controllers.iter_mut().enumerate() {
+            c.set_observer(make(i));
+        }
+    }
+
+    /// Makes sure controller `pc` is stepped at `at` (or at the current cycle, if later):
+    /// for a controller handed back with [`Controller::release_from_nmc`]. Every change
+    /// of `wake` must also lower `next` (the cached minimum the stepping loop runs on).
+    pub fn wake_at(&mut self, pc: usize, at: Cycle) {
+        if let Some(w) = self.wake.get_mut(pc) {
+            *w = (*w).min(at.max(self.now));
+            self.next = self.next.min(*w);
+        }
+    }
+
+    /// Tells every controller's arbiter that a kernel boundary passed at the current cycle.
+    pub fn kernel_boundary(&mut self) {
+        let now = self.now;
+        for (c, w) in self.controllers.iter_mut().zip(self.wake.iter_mut()) {
+            *w = (*w).min(c.kernel_boundary(now));
+            self.next = self.next.min(*w);
         }
     }
 
@@ -170,7 +277,9 @@ impl MemorySystem {
         &self.controllers
     }
 
-    /// Mutable access to one controller (e.g. to switch on its command log).
+    /// Mutable access to one controller (e.g. to switch on its command log). A change that
+    /// needs the controller stepped (a release from NMC ownership) must be followed by
+    /// [`MemorySystem::wake_at`].
     pub fn controller_mut(&mut self, pc: usize) -> Option<&mut Controller> {
         self.controllers.get_mut(pc)
     }
@@ -196,14 +305,6 @@ impl MemorySystem {
         (&self.preset, &self.mapping, &mut self.controllers)
     }
 
-    /// Makes sure controller `pc` is stepped at `at` (after an NMC engine handed its
-    /// pseudo-channel back).
-    pub fn wake_at(&mut self, pc: usize, at: Cycle) {
-        if let Some(w) = self.wake.get_mut(pc) {
-            *w = (*w).min(at);
-        }
-    }
-
     /// Current cycle.
     pub fn now(&self) -> Cycle {
         self.now
@@ -214,10 +315,11 @@ impl MemorySystem {
         &self.read_latency
     }
 
-    /// Offers a request to the front end at the current cycle. A 64-byte request whose two
-    /// halves fall into one row becomes one queue entry of two column accesses; otherwise
-    /// each half is queued where the mapping sends it. Either every part is queued or none.
-    pub fn try_submit(&mut self, req: &Request) -> Result<(), Backpressure> {
+    /// Offers a request to the front end at the current cycle (or at its arrival, if
+    /// later). A 64-byte request whose two halves fall into one row becomes one queue entry
+    /// of two column accesses; otherwise each half is queued where the mapping sends it.
+    /// Either every part is queued (and the request's id returned) or none.
+    pub fn submit(&mut self, req: &Request) -> Result<RequestId, Backpressure> {
         let now = self.now.max(req.arrival);
         let col_bytes = self.mapping.column_bytes();
         let size = if u64::from(req.size) > col_bytes {
@@ -249,14 +351,14 @@ impl MemorySystem {
                 if !self
                     .controllers
                     .get(pa)
-                    .is_some_and(|c| c.has_room(req.write, need_a))
+                    .is_some_and(|c| c.has_room(req.access, need_a))
                 {
                     return Err(Backpressure { pseudo_channel: pa });
                 }
                 if !self
                     .controllers
                     .get(pb)
-                    .is_some_and(|c| c.has_room(req.write, 1))
+                    .is_some_and(|c| c.has_room(req.access, 1))
                 {
                     return Err(Backpressure { pseudo_channel: pb });
                 }
@@ -265,18 +367,20 @@ impl MemorySystem {
                 if !self
                     .controllers
                     .get(pa)
-                    .is_some_and(|c| c.has_room(req.write, 1))
+                    .is_some_and(|c| c.has_room(req.access, 1))
                 {
                     return Err(Backpressure { pseudo_channel: pa });
                 }
             }
         }
         let parts: u8 = if merged { 1 } else { 2 };
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
         let slot = Slot {
-            arrival: now,
+            accepted: now,
             done_at: 0,
             parts_left: parts,
-            write: req.write,
+            kind: PartKind::new(req.access, req.class),
         };
         let tag = match self.free.pop() {
             Some(t) => {
@@ -288,13 +392,20 @@ impl MemorySystem {
                 (self.slots.len() - 1) as u32
             }
         };
+        if self.keep_meta {
+            let t = tag as usize;
+            if self.meta.len() <= t {
+                self.meta.resize(t + 1, (RequestId(0), *req));
+            }
+            self.meta[t] = (id, *req);
+        }
         let bursts = if merged && second.is_some() { 2 } else { 1 };
-        self.enqueue_part(now, pa, &a, req.write, tag, bursts);
+        self.enqueue_part(now, pa, &a, req, tag, bursts);
         if let (Some(b), false) = (second, merged) {
             let pb = self.mapping.pseudo_channel_index(&b);
-            self.enqueue_part(now, pb, &b, req.write, tag, 1);
+            self.enqueue_part(now, pb, &b, req, tag, 1);
         }
-        Ok(())
+        Ok(id)
     }
 
     fn enqueue_part(
@@ -302,14 +413,17 @@ impl MemorySystem {
         now: Cycle,
         pc: usize,
         d: &crate::hbm::DramAddr,
-        write: bool,
+        req: &Request,
         tag: u32,
         bursts: u8,
     ) {
         let bank = self.mapping.bank_index(d);
         if let Some(c) = self.controllers.get_mut(pc) {
             let part = RequestPart {
-                write,
+                access: req.access,
+                class: req.class,
+                source: req.source,
+                addr: req.addr,
                 tag,
                 bank,
                 row: d.row,
@@ -319,12 +433,15 @@ impl MemorySystem {
             if let Some(ready) = c.enqueue(now, part) {
                 if let Some(w) = self.wake.get_mut(pc) {
                     *w = (*w).min(ready);
+                    self.next = self.next.min(ready);
                 }
             }
         }
     }
 
-    fn collect(&mut self) {
+    /// Accounts for finished request parts; finished requests go to `out` if given.
+    #[inline]
+    fn collect(&mut self, mut out: Option<&mut EventQueue<MemCompletion>>) {
         for c in self.done.drain(..) {
             let Some(s) = self.slots.get_mut(c.tag as usize) else {
                 continue;
@@ -332,13 +449,29 @@ impl MemorySystem {
             s.done_at = s.done_at.max(c.at);
             s.parts_left -= 1;
             if s.parts_left == 0 {
-                if s.write {
-                    self.writes += 1;
-                } else {
-                    self.reads += 1;
-                    self.read_latency.record(s.done_at - s.arrival);
+                self.finished
+                    .add(s.kind.access_index(), s.kind.class_index(), 1);
+                if s.kind.access_index() == 0 {
+                    self.read_latency.record(s.done_at - s.accepted);
                 }
                 self.last_completion = self.last_completion.max(s.done_at);
+                if let (Some(out), Some(&(id, r))) =
+                    (out.as_deref_mut(), self.meta.get(c.tag as usize))
+                {
+                    out.push(
+                        s.done_at,
+                        MemCompletion {
+                            id,
+                            addr: r.addr,
+                            access: r.access,
+                            class: r.class,
+                            source: r.source,
+                            arrival: r.arrival,
+                            accepted: s.accepted,
+                            finish: s.done_at,
+                        },
+                    );
+                }
                 self.free.push(c.tag);
             }
         }
@@ -346,6 +479,7 @@ impl MemorySystem {
 
     /// Steps every controller due at the current cycle and returns the next cycle any of
     /// them wants.
+    #[inline]
     fn step_controllers(&mut self) -> Cycle {
         let now = self.now;
         let mut next = Cycle::MAX;
@@ -355,7 +489,6 @@ impl MemorySystem {
             }
             next = next.min(*w);
         }
-        self.collect();
         next
     }
 
@@ -363,8 +496,50 @@ impl MemorySystem {
         self.controllers.iter().all(Controller::is_idle)
     }
 
+    /// Whether every submitted request has been handed out as finished.
+    pub fn is_idle(&self) -> bool {
+        self.all_idle() && self.pending.is_empty()
+    }
+
+    /// The earliest cycle at which anything happens: a controller has something to do (a
+    /// queued request, a gate opening, refresh falling due) or a finished request's last
+    /// data beat arrives. `None` when nothing ever will.
+    pub fn next_wake(&self) -> Option<Cycle> {
+        let w = self
+            .next
+            .min(self.pending.peek_tick().unwrap_or(Cycle::MAX));
+        (w != Cycle::MAX).then_some(w)
+    }
+
+    /// Runs every controller step due up to and including cycle `until`, in time order,
+    /// appending each request that finishes to `out`, and then moves the current cycle to
+    /// `until` (unless `until` is `Cycle::MAX`: then it stays at the last step). Requests
+    /// submitted afterwards arrive no earlier than `until`.
+    pub fn advance_until(&mut self, until: Cycle, out: &mut Vec<MemCompletion>) {
+        let mut pending = std::mem::take(&mut self.pending);
+        self.advance(until, Some(&mut pending));
+        while let Some(c) = pending.pop_due(until) {
+            self.now = self.now.max(c.at);
+            out.push(c.event);
+        }
+        self.pending = pending;
+        if until != Cycle::MAX {
+            self.now = self.now.max(until);
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, until: Cycle, mut out: Option<&mut EventQueue<MemCompletion>>) {
+        while self.next <= until {
+            self.now = self.now.max(self.next);
+            self.next = self.step_controllers();
+            self.collect(out.as_deref_mut());
+        }
+    }
+
     /// Runs a request stream (in arrival order) until every request is served, calling
-    /// `progress` with the count of requests accepted every 2^16 requests.
+    /// `progress` with the count of requests accepted every 2^16 requests. A driver over
+    /// [`submit`](Self::submit) and the stepping calls.
     pub fn run<I>(&mut self, requests: I, mut progress: impl FnMut(u64)) -> RunReport
     where
         I: IntoIterator<Item = Request>,
@@ -372,11 +547,14 @@ impl MemorySystem {
         let mut source = requests.into_iter();
         let mut head = source.next();
         let mut accepted = 0u64;
+        // No completions are handed out: skip recording what they would carry.
+        let keep_meta = std::mem::replace(&mut self.keep_meta, false);
         loop {
-            let next_wake = self.step_controllers();
+            // Step whatever is due now.
+            self.advance(self.now, None);
             // Admit everything that has arrived and fits, in order.
             while let Some(r) = head {
-                if r.arrival > self.now || self.try_submit(&r).is_err() {
+                if r.arrival > self.now || self.submit(&r).is_err() {
                     break;
                 }
                 accepted += 1;
@@ -385,7 +563,7 @@ impl MemorySystem {
                 }
                 head = source.next();
             }
-            let mut next = next_wake.min(self.wake.iter().copied().min().unwrap_or(Cycle::MAX));
+            let mut next = self.next;
             if let Some(r) = head {
                 if r.arrival > self.now {
                     next = next.min(r.arrival);
@@ -400,6 +578,7 @@ impl MemorySystem {
             self.now = next.max(self.now);
         }
         progress(accepted);
+        self.keep_meta = keep_meta;
         let end = self.last_completion.max(self.now);
         for c in &mut self.controllers {
             c.finish(end);
@@ -416,9 +595,11 @@ impl MemorySystem {
         let mut rq = Occupancy::new(self.cfg.queue_depth);
         let mut wq = Occupancy::new(self.cfg.queue_depth);
         let mut bytes = 0u64;
+        let mut bytes_by = ByKindClass::default();
         let (mut open, mut banks, mut bursts) = (0u64, 0u64, 0u64);
         for c in &self.controllers {
             let s = c.stats();
+            bytes_by.merge(&s.bytes_by);
             row.0 += s.row_hits;
             row.1 += s.row_misses;
             row.2 += s.row_conflicts;
@@ -440,6 +621,9 @@ impl MemorySystem {
                 + s.bytes_written / u64::from(p.organisation.bytes_per_column);
         }
         let simulated_ns = end as f64 * tck;
+        let reads = self.finished.kind_total(Access::Read.index());
+        let writes = self.finished.kind_total(Access::Write.index());
+        let updates = self.finished.kind_total(2);
         let bandwidth = if end == 0 {
             0.0
         } else {
@@ -459,9 +643,10 @@ impl MemorySystem {
             },
             queue_depth: self.cfg.queue_depth,
             pseudo_channels: self.controllers.len(),
-            requests: self.reads + self.writes,
-            reads: self.reads,
-            writes: self.writes,
+            requests: reads + writes + updates,
+            reads,
+            writes,
+            updates,
             bytes,
             cycles: end,
             simulated_ns,
@@ -491,6 +676,27 @@ impl MemorySystem {
                 open as f64 / (banks as f64 * end.max(1) as f64)
             },
             data_bus_utilisation: (bursts * u64::from(p.timing.bl)) as f64 / span,
+            arbiter: self
+                .controllers
+                .first()
+                .map_or("fr-fcfs", |c| c.arbiter().name())
+                .to_string(),
+            bytes_by_class: bytes_by.to_map(),
+            requests_by_class: self.finished.to_map(),
         }
+    }
+}
+
+impl Component for MemorySystem {
+    type Output = MemCompletion;
+
+    /// [`MemorySystem::next_wake`] on the common time axis.
+    fn next_wake(&self) -> Option<Tick> {
+        MemorySystem::next_wake(self).map(|c| self.clock.tick_of(c))
+    }
+
+    /// [`MemorySystem::advance_until`] the last DRAM cycle that has begun at `until`.
+    fn advance(&mut self, until: Tick, out: &mut Vec<MemCompletion>) {
+        self.advance_until(self.clock.cycle_at(until), out);
     }
 }

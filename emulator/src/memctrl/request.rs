@@ -104,6 +104,11 @@ pub struct Source {
     pub wavefront: u8,
 }
 
+/// The memory system's name for an accepted request, unique within one system (it
+/// counts accepted requests from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RequestId(pub u64);
+
 /// One memory request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
@@ -140,6 +145,18 @@ impl Request {
             addr,
             size,
             access: Access::Write,
+            class: TrafficClass::Compute,
+            source: None,
+            arrival,
+        }
+    }
+
+    /// A compute-class near-memory update (op-and-store of `dtype` lanes) with no source.
+    pub const fn update(addr: u64, size: u32, dtype: DType, arrival: Cycle) -> Self {
+        Request {
+            addr,
+            size,
+            access: Access::Update(dtype),
             class: TrafficClass::Compute,
             source: None,
             arrival,

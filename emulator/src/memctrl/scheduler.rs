@@ -12,13 +12,100 @@
 //! which something could next become ready, so the controller can sleep until then.
 //! Pseudo-channel-wide gates (data bus, tRRD_S, tFAW, command buses) are checked once per
 //! pass before any bank is looked at.
+//!
+//! Every entry carries its traffic class. A pass looks only at the entries its [`Admit`]
+//! filter lets through (the classes an arbiter granted); [`Everyone`] admits all, and
+//! compiles to the class-blind pass.
 
 use crate::hbm::config::PagePolicy;
 use crate::hbm::timing::CLOSED_ROW;
 use crate::hbm::{Command, Cycle, PseudoChannel};
 
+use nmcp_isa::nmc::DType;
+
+use super::arbiter::ClassSet;
 use super::refresh::RefreshBlock;
+use super::request::{Access, TrafficClass, TRAFFIC_CLASSES};
 use super::stats::RowClass;
+
+/// An entry's access kind and traffic class in one byte: bits 0-1 the access index (read,
+/// write, update), bits 2-3 the update's data type, bits 4-5 the class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartKind(u8);
+
+impl PartKind {
+    /// Packs an access and a class.
+    #[inline]
+    pub const fn new(access: Access, class: TrafficClass) -> Self {
+        let dtype = match access {
+            Access::Update(d) => d as u8,
+            _ => 0,
+        };
+        PartKind(access.index() as u8 | dtype << 2 | (class as u8) << 4)
+    }
+
+    /// The access.
+    #[inline]
+    pub const fn access(self) -> Access {
+        match self.0 & 3 {
+            0 => Access::Read,
+            1 => Access::Write,
+            _ => Access::Update(DType::from_bits(self.0 >> 2)),
+        }
+    }
+
+    /// Index of the access kind (read 0, write 1, update 2).
+    #[inline]
+    pub const fn access_index(self) -> usize {
+        (self.0 & 3) as usize
+    }
+
+    /// Whether the access is a near-memory update.
+    #[inline]
+    pub const fn is_update(self) -> bool {
+        self.0 & 3 == 2
+    }
+
+    /// The traffic class.
+    #[inline]
+    pub const fn class(self) -> TrafficClass {
+        match (self.0 >> 4) & 3 {
+            0 => TrafficClass::Compute,
+            1 => TrafficClass::Communication,
+            _ => TrafficClass::Host,
+        }
+    }
+
+    /// Index of the traffic class.
+    #[inline]
+    pub const fn class_index(self) -> usize {
+        ((self.0 >> 4) & 3) as usize
+    }
+}
+
+/// Which entries a scheduling pass may serve.
+pub trait Admit: Copy {
+    /// Whether `e` may be served.
+    fn admits(self, e: &Entry) -> bool;
+}
+
+/// Admits every entry (class-blind FR-FCFS).
+#[derive(Debug, Clone, Copy)]
+pub struct Everyone;
+
+impl Admit for Everyone {
+    #[inline(always)]
+    fn admits(self, _e: &Entry) -> bool {
+        true
+    }
+}
+
+impl Admit for ClassSet {
+    #[inline(always)]
+    fn admits(self, e: &Entry) -> bool {
+        self.contains(e.kind.class())
+    }
+}
 
 /// One queued request part: one or two column accesses in the same row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,16 +118,16 @@ pub struct Entry {
     pub tag: u32,
     /// Row.
     pub row: u32,
-    /// First column access.
+    /// Next column access (advances as the entry's column accesses issue).
     pub col: u32,
     /// Bank index within the pseudo-channel.
     pub bank: u8,
     /// Column accesses still to issue.
     pub bursts_left: u8,
-    /// Column accesses in total.
-    pub bursts: u8,
     /// How the entry found its row.
-    pub class: RowClass,
+    pub row_class: RowClass,
+    /// Access kind and traffic class.
+    pub kind: PartKind,
 }
 
 /// Where an entry sits: (bank, position in the bank's queue).
@@ -53,6 +140,7 @@ pub struct BankQueues {
     nonempty: u64,
     len: usize,
     next_seq: u64,
+    per_class: [usize; TRAFFIC_CLASSES],
 }
 
 impl BankQueues {
@@ -63,6 +151,7 @@ impl BankQueues {
             nonempty: 0,
             len: 0,
             next_seq: 0,
+            per_class: [0; TRAFFIC_CLASSES],
         }
     }
 
@@ -78,6 +167,12 @@ impl BankQueues {
         self.len == 0
     }
 
+    /// Entries queued, by traffic class.
+    #[inline]
+    pub fn class_lens(&self) -> [usize; TRAFFIC_CLASSES] {
+        self.per_class
+    }
+
     /// Bit b set when bank b has entries.
     #[inline]
     pub fn nonempty(&self) -> u64 {
@@ -90,6 +185,7 @@ impl BankQueues {
         if let Some(q) = self.banks.get_mut(b) {
             e.seq = self.next_seq;
             self.next_seq += 1;
+            self.per_class[e.kind.class_index()] += 1;
             q.push(e);
             self.nonempty |= 1u64 << b;
             self.len += 1;
@@ -119,6 +215,7 @@ impl BankQueues {
             self.nonempty &= !(1u64 << b);
         }
         self.len -= 1;
+        self.per_class[e.kind.class_index()] -= 1;
         Some(e)
     }
 }
@@ -136,19 +233,28 @@ fn bits(mut m: u64) -> impl Iterator<Item = usize> {
     })
 }
 
+/// An update's column gate, out of line so the common read/write scan stays a plain
+/// branch (not both gates computed and selected).
+#[inline(never)]
+fn update_gate(pc: &PseudoChannel, bank: usize) -> Cycle {
+    pc.earliest_update(bank)
+}
+
 /// Bit mask of banks any queued entry targets.
 pub fn wanted_banks(queues: [&BankQueues; 2]) -> u64 {
     queues[0].nonempty() | queues[1].nonempty()
 }
 
-/// Picks the oldest row hit whose column command may issue at `now`.
-#[inline]
-pub fn pick_column(
+/// Picks the oldest admitted row hit whose column command may issue at `now`; `write`
+/// says which queue this is (the write queue holds writes and updates).
+#[inline(always)]
+pub fn pick_column<A: Admit>(
     queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     write: bool,
     block: RefreshBlock,
+    admit: A,
     wake: &mut Cycle,
 ) -> Option<Slot> {
     let floor = pc.column_floor(write);
@@ -162,7 +268,11 @@ pub fn pick_column(
         if open == CLOSED_ROW {
             continue;
         }
-        let Some(i) = queue.bank(b).iter().position(|e| e.row == open) else {
+        let Some(i) = queue
+            .bank(b)
+            .iter()
+            .position(|e| e.row == open && admit.admits(e))
+        else {
             continue;
         };
         let e = &queue.bank(b)[i];
@@ -173,7 +283,11 @@ pub fn pick_column(
         if block.blocks(b) || best.is_some_and(|(s, _)| s < e.seq) {
             continue;
         }
-        let t = pc.earliest_column(b, write);
+        let t = if write && e.kind.is_update() {
+            update_gate(pc, b)
+        } else {
+            pc.earliest_column(b, write)
+        };
         if t <= now {
             best = Some((e.seq, (b, i)));
         } else {
@@ -183,17 +297,20 @@ pub fn pick_column(
     best.map(|(_, slot)| slot)
 }
 
-/// The oldest ACT or PRE that may issue at `now`, for a request or (closed page) for an
-/// open row nobody hits any more. Returns the command and the entry it serves. When a
-/// request's command is returned, `wake` covers every other bank's candidate (but not the
-/// closed-page precharges), so the caller can bound its next row pass with it.
-#[inline]
-pub fn pick_row(
+/// The oldest ACT or PRE that may issue at `now`, for an admitted request or (closed
+/// page) for an open row nobody hits any more. Returns the command and the entry it
+/// serves. When a request's command is returned, `wake` covers every other bank's
+/// candidate (but not the closed-page precharges), so the caller can bound its next row
+/// pass with it. Only admitted entries protect an open row from a PRE: an entry that may
+/// not issue must not hold up one that may.
+#[inline(always)]
+pub fn pick_row<A: Admit>(
     queue: &BankQueues,
     pc: &PseudoChannel,
     now: Cycle,
     block: RefreshBlock,
     policy: PagePolicy,
+    admit: A,
     wake: &mut Cycle,
 ) -> Option<(Command, Option<Slot>)> {
     let bus = pc.row_bus_free();
@@ -206,13 +323,16 @@ pub fn pick_row(
     for b in bits(queue.nonempty()) {
         let entries = queue.bank(b);
         let open = pc.open_row_raw(b);
-        let Some(i) = entries.iter().position(|e| e.row != open) else {
+        let Some(i) = entries
+            .iter()
+            .position(|e| e.row != open && admit.admits(e))
+        else {
             continue;
         };
         let e = &entries[i];
         let (cmd, t) = if open != CLOSED_ROW {
             let t = pc.earliest_pre(b).max(e.ready);
-            if t <= now && entries.iter().any(|x| x.row == open) {
+            if t <= now && entries.iter().any(|x| x.row == open && admit.admits(x)) {
                 // Hits go first; their column gates set the wake.
                 continue;
             }

@@ -1,9 +1,70 @@
 //! Statistics of a run: per-controller counters, a time-weighted queue-occupancy
 //! histogram and a log-linear latency histogram.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::hbm::Cycle;
+
+use super::request::{TrafficClass, ACCESS_KINDS};
+
+/// Access-kind names in counter order.
+pub const ACCESS_NAMES: [&str; ACCESS_KINDS] = ["read", "write", "update"];
+
+/// Counters by access kind (read 0, write 1, update 2) and traffic class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ByKindClass {
+    /// Padded to 4 x 4 so a two-bit index needs no bounds check on the hot path.
+    counts: [[u64; 4]; 4],
+}
+
+impl ByKindClass {
+    /// Adds `n` to (kind index, class index); both are taken modulo 4.
+    #[inline]
+    pub fn add(&mut self, kind: usize, class: usize, n: u64) {
+        self.counts[kind & 3][class & 3] += n;
+    }
+
+    /// The counter of (kind index, class).
+    pub fn get(&self, kind: usize, class: TrafficClass) -> u64 {
+        self.counts[kind & 3][class.index() & 3]
+    }
+
+    /// Sum over kinds for one class.
+    pub fn class_total(&self, class: TrafficClass) -> u64 {
+        (0..ACCESS_KINDS).map(|k| self.get(k, class)).sum()
+    }
+
+    /// Sum over classes for one kind index.
+    pub fn kind_total(&self, kind: usize) -> u64 {
+        TrafficClass::ALL.iter().map(|&c| self.get(kind, c)).sum()
+    }
+
+    /// Adds another set of counters.
+    pub fn merge(&mut self, o: &ByKindClass) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+
+    /// As nested maps for reports: class name to kind name to count (every class and kind).
+    pub fn to_map(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        TrafficClass::ALL
+            .iter()
+            .map(|&c| {
+                let kinds = ACCESS_NAMES
+                    .iter()
+                    .enumerate()
+                    .map(|(k, name)| (name.to_string(), self.get(k, c)))
+                    .collect();
+                (c.name().to_string(), kinds)
+            })
+            .collect()
+    }
+}
 
 /// How a request found its bank when the controller first looked at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -195,8 +256,12 @@ pub struct ControllerStats {
     pub writes: u64,
     /// Bytes read.
     pub bytes_read: u64,
-    /// Bytes written.
+    /// Bytes written (writes and updates).
     pub bytes_written: u64,
+    /// Bytes moved, by access kind and traffic class.
+    pub bytes_by: ByKindClass,
+    /// Queue entries served, by access kind and traffic class.
+    pub parts_by: ByKindClass,
     /// Entries that found their row open.
     pub row_hits: u64,
     /// Entries that found their bank precharged.
@@ -217,6 +282,8 @@ impl ControllerStats {
             writes: 0,
             bytes_read: 0,
             bytes_written: 0,
+            bytes_by: ByKindClass::default(),
+            parts_by: ByKindClass::default(),
             row_hits: 0,
             row_misses: 0,
             row_conflicts: 0,

@@ -265,6 +265,23 @@ fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
         r.row_conflicts,
         pct(r.row_conflicts, entries)
     );
+    for (class, kinds) in &r.requests_by_class {
+        if kinds.values().all(|&n| n == 0) {
+            continue;
+        }
+        let bytes = r.bytes_by_class.get(class);
+        let part = |kind: &str, plural: &str| {
+            let n = kinds.get(kind).copied().unwrap_or(0);
+            let b = bytes.and_then(|b| b.get(kind)).copied().unwrap_or(0);
+            format!("{n} {plural} ({b} B)")
+        };
+        println!(
+            "class         {class}: {}, {}, {}",
+            part("read", "reads"),
+            part("write", "writes"),
+            part("update", "updates")
+        );
+    }
     let cmds: Vec<String> = r.commands.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("commands      {}", cmds.join(", "));
     println!(
