@@ -293,3 +293,98 @@ fn single_bank_read_modify_write_is_an_op_and_store_update() {
     sys.read_f32(addr(0, 5, 3, 0), &mut other);
     assert_eq!(other, [0.0; 8]);
 }
+
+/// Ordinary reads and an all-bank macro-command share pseudo-channel 0 in one run: reads
+/// stream, the engine takes the channel at the command's start (queued reads wait), runs
+/// it, hands the channel back because reads wait, and the reads finish. Replaying the
+/// channel's whole command log through a fresh timing state with every gate checked
+/// proves that no command of either user broke a gate set by the other (refresh too: the
+/// preset refreshes per bank, the engine all banks).
+#[test]
+fn ordinary_reads_and_an_all_bank_command_share_a_channel() {
+    use nmcp_emulator::hbm::PseudoChannel;
+    use nmcp_emulator::memctrl::{MemCompletion, Request};
+
+    let preset = HbmPreset::builtin("hbm2-2000").unwrap();
+    let mut sys = system(preset.refresh.mode);
+    sys.log_pc0();
+    // 240 reads of pseudo-channel 0, rows 200.. (away from the command's rows), one every
+    // 8 cycles from cycle 0 — before, during and after the macro-command.
+    // A producer offers each read when it arrives and waits while the queue is full.
+    let reads = 240u64;
+    let start = 400;
+    let mut done: Vec<MemCompletion> = Vec::new();
+    let mut end = None;
+    let mut before = 0;
+    let mut i = 0;
+    while i < reads {
+        let arrival = 8 * i;
+        if end.is_none() && arrival >= start {
+            sys.nmc.advance_until(start, &mut done);
+            before = done.len();
+            end = Some(sys.nmc.submit(start, &add_macro(), &mut sys.mem).unwrap());
+        }
+        sys.nmc.advance_until(arrival, &mut done);
+        let a = addr(0, i % 16, 200 + (i / 64), (i / 16) % 4);
+        let now = sys.nmc.memory_system().now().max(arrival);
+        match sys
+            .nmc
+            .memory_system_mut()
+            .submit(&Request::read(a, 32, now))
+        {
+            Ok(_) => i += 1,
+            Err(_) => {
+                let w = sys.nmc.next_wake().expect("a full queue drains");
+                sys.nmc.advance_until(w.max(now + 1), &mut done);
+            }
+        }
+    }
+    // Refresh keeps a memory system busy forever: step until the reads are done.
+    while (done.len() as u64) < reads {
+        let w = sys.nmc.next_wake().expect("reads outstanding");
+        sys.nmc.advance_until(w, &mut done);
+    }
+    let end = end.unwrap();
+    assert!(
+        before > 0 && before < reads as usize,
+        "{before} reads before the command"
+    );
+    assert_eq!(done.len() as u64, reads, "every read completed");
+    assert!(
+        done.iter().any(|c| c.finish > end),
+        "reads resumed after the command"
+    );
+    let e = &sys.nmc.engines()[0];
+    assert!(!e.owns_channel(), "the engine handed the channel back");
+    assert_eq!(e.stats().mode_switches, 2, "into NMC mode and back");
+
+    // The log interleaves: reads, then the engine's commands, then reads again.
+    let log = sys.nmc.memory_system().controllers()[0].log().to_vec();
+    let first_nmc = log
+        .iter()
+        .position(|l| format!("{:?}", l.cmd).starts_with("Ab"))
+        .unwrap();
+    let last_nmc = log
+        .iter()
+        .rposition(|l| format!("{:?}", l.cmd).starts_with("Ab"))
+        .unwrap();
+    let is_rd =
+        |l: &nmcp_emulator::memctrl::LoggedCommand| format!("{:?}", l.cmd).starts_with("Rd");
+    assert!(log[..first_nmc].iter().any(is_rd));
+    assert!(log[last_nmc..].iter().any(is_rd));
+    assert!(
+        !log[first_nmc..last_nmc].iter().any(is_rd),
+        "no read inside NMC mode"
+    );
+    assert!(
+        log[first_nmc].at >= start + 96,
+        "the mode switch precedes the first ACT"
+    );
+
+    // Every command, of either user, is legal at its cycle under the checked timing state.
+    let mut pc = PseudoChannel::new(&preset);
+    for l in &log {
+        pc.issue(&l.cmd, l.at)
+            .unwrap_or_else(|err| panic!("{:?} at {}: {err}", l.cmd, l.at));
+    }
+}

@@ -24,7 +24,7 @@ use nmcp_isa::nmc::MacroCommand;
 use rayon::prelude::*;
 
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
-use crate::memctrl::{Controller, ControllerConfig, MemorySystem};
+use crate::memctrl::{Controller, ControllerConfig, MemCompletion, MemorySystem};
 use crate::memory::DeviceMemory;
 use crate::nmc::engine::{ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine};
 
@@ -401,11 +401,12 @@ impl NmcBlock {
         Ok((last + delay, sum as f32))
     }
 
-    /// Hands back, from cycle `now` on, every channel whose engine is idle and whose
-    /// controller has ordinary requests waiting; returns the cycle normal scheduling
+    /// Hands back, from cycle `now` on, every channel whose engine is idle by then and
+    /// whose controller has ordinary requests waiting; returns the cycle normal scheduling
     /// resumes on each channel it released, as (pseudo-channel, cycle).
     pub fn release_idle(&mut self, now: Cycle) -> Vec<(usize, Cycle)> {
         let mut out = Vec::new();
+        let mem_now = self.memory.now();
         let controllers = self.memory.controllers_mut();
         for (i, (e, c)) in self
             .engines
@@ -414,13 +415,63 @@ impl NmcBlock {
             .enumerate()
         {
             if e.owns_channel() && e.now() <= now && !c.is_idle() {
-                out.push((i, e.release(c, now)));
+                let at = e.now().max(mem_now);
+                out.push((i, e.release(c, at)));
             }
         }
         for &(pc, at) in &out {
             self.memory.wake_at(pc, at);
         }
         out
+    }
+
+    /// The earliest cycle at which an engine that owns its channel is idle while ordinary
+    /// requests wait there (it hands the channel back then).
+    fn next_handback(&self) -> Option<Cycle> {
+        self.engines
+            .iter()
+            .zip(self.memory.controllers())
+            .filter(|(e, c)| e.owns_channel() && !c.is_idle())
+            .map(|(e, _)| e.now().max(self.memory.now()))
+            .min()
+    }
+
+    /// Whether ordinary requests are queued or in flight (otherwise the block has nothing
+    /// to do on its own but refresh, which [`Self::advance_until`] catches up on).
+    pub fn has_traffic(&self) -> bool {
+        !self.memory.is_idle()
+    }
+
+    /// When anything next happens on the block's own initiative: the memory system's next
+    /// step, or a hand-back.
+    pub fn next_wake(&self) -> Option<Cycle> {
+        match (self.memory.next_wake(), self.next_handback()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs ordinary traffic up to `until`, handing channels back from idle engines when
+    /// requests wait for them; finished requests are appended to `out`.
+    pub fn advance_until(&mut self, until: Cycle, out: &mut Vec<MemCompletion>) {
+        loop {
+            match self.next_handback().filter(|&h| h <= until) {
+                Some(h) => {
+                    // Run the memory system up to the hand-back, then hand back.
+                    if h > self.memory.now() {
+                        self.memory.advance_until(h - 1, out);
+                    }
+                    self.release_idle(h);
+                }
+                None => {
+                    self.memory.advance_until(until, out);
+                    // Requests that arrived meanwhile may wait on an idle engine's channel.
+                    if self.next_handback().is_none_or(|h| h > until) {
+                        break;
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -252,6 +252,7 @@ pub struct NodeParts<E: KernelEngine> {
     next_ticket: u32,
     nmc_ops: Vec<NmcOp>,
     nmc_error: Option<EngineError>,
+    mem_done: Vec<crate::memctrl::MemCompletion>,
 }
 
 /// One GPU: firmware plus hardware.
@@ -346,6 +347,7 @@ impl<E: KernelEngine> GpuNode<E> {
                 next_ticket: 0,
                 nmc_ops: Vec::new(),
                 nmc_error: None,
+                mem_done: Vec::new(),
             },
             cp_free_at: 0,
             records: Vec::new(),
@@ -436,6 +438,11 @@ impl<E: KernelEngine> GpuNode<E> {
     /// When the CP is free for its next handler.
     pub fn cp_free_at(&self) -> Tick {
         self.cp_free_at
+    }
+
+    /// Ordinary memory requests of the node's HBM that finished since the last call.
+    pub fn take_mem_completions(&mut self) -> Vec<crate::memctrl::MemCompletion> {
+        std::mem::take(&mut self.parts.mem_done)
     }
 
     /// The DRAM clock (1 GHz when the node has no HBM model).
@@ -724,6 +731,9 @@ impl<E: KernelEngine> GpuNode<E> {
         let ops = std::mem::take(&mut self.parts.nmc_ops);
         let p = &mut self.parts;
         let Some(nmc) = p.nmc.as_mut() else { return };
+        // The controllers catch up to now (refresh, ordinary traffic) before an engine
+        // takes a channel.
+        nmc.advance_until(now, &mut p.mem_done);
         for op in ops {
             match op {
                 NmcOp::Submit(ticket, cmd) => {
@@ -771,18 +781,36 @@ impl<E: KernelEngine> GpuNode<E> {
     }
 }
 
-/// A node's timed hardware (today its GPU model) as one component of the system: it
-/// reports firmware events for its CP as (tick, event) pairs.
+/// A node's timed hardware as one component of the system: its GPU model and the
+/// ordinary traffic of its HBM (refresh alone does not wake the system: the controllers
+/// catch up on it when they are next needed). It reports firmware events for its CP as
+/// (tick, event) pairs.
 impl<E: KernelEngine> Component for GpuNode<E> {
     type Output = (Tick, SysEvent);
 
     fn next_wake(&self) -> Option<Tick> {
-        self.gpu_wake()
+        let mem = self
+            .parts
+            .nmc
+            .as_ref()
+            .filter(|n| n.has_traffic())
+            .and_then(NmcBlock::next_wake)
+            .map(|c| self.parts.dram_clock.tick_of(c));
+        match (self.gpu_wake(), mem) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn advance(&mut self, until: Tick, out: &mut Vec<Self::Output>) {
         let mut q = EventQueue::new();
-        self.advance_gpu(until, &mut q);
+        if self.gpu_wake().is_some_and(|g| g <= until) {
+            self.advance_gpu(until, &mut q);
+        }
+        let p = &mut self.parts;
+        if let Some(nmc) = p.nmc.as_mut().filter(|n| n.has_traffic()) {
+            nmc.advance_until(p.dram_clock.cycle_at(until), &mut p.mem_done);
+        }
         while let Some(s) = q.pop() {
             out.push((s.at, s.event));
         }
