@@ -729,6 +729,10 @@ impl<E: KernelEngine> GpuNode<E> {
         let clock = self.parts.dram_clock;
         let now = clock.cycle_at_or_after(end);
         let ops = std::mem::take(&mut self.parts.nmc_ops);
+        let node = self.index;
+        let push = |q: &mut EventQueue<SysEvent>, at: Tick, event: Event| {
+            q.push_with(at, EVENT_PRIORITY, SysEvent { node, event });
+        };
         let p = &mut self.parts;
         let Some(nmc) = p.nmc.as_mut() else { return };
         // The controllers catch up to now (refresh, ordinary traffic) before an engine
@@ -741,15 +745,7 @@ impl<E: KernelEngine> GpuNode<E> {
                         Ok(done) => (clock.tick_of(done), Ok(())),
                         Err(e) => (end, Err(e)),
                     };
-                    let ev = Event::NmcDone { ticket, status };
-                    q.push_with(
-                        at,
-                        EVENT_PRIORITY,
-                        SysEvent {
-                            node: self.index,
-                            event: ev,
-                        },
-                    );
+                    push(q, at, Event::NmcDone { ticket, status });
                 }
                 NmcOp::Scalar(ch, reg, bits) => {
                     // Checked when the firmware called; the engines cannot refuse it now.
@@ -767,14 +763,7 @@ impl<E: KernelEngine> GpuNode<E> {
                         sum,
                         status,
                     };
-                    q.push_with(
-                        at,
-                        EVENT_PRIORITY,
-                        SysEvent {
-                            node: self.index,
-                            event: ev,
-                        },
-                    );
+                    push(q, at, ev);
                 }
             }
         }
