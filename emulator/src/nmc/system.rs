@@ -488,3 +488,20 @@ fn run_serial<'s>(
     }
     Ok(done)
 }
+
+/// The NMC block on the one time axis: its memory system's ordinary traffic and the
+/// hand-backs of idle engines (macro-commands themselves run when submitted, see the
+/// module documentation).
+impl crate::sim::Component for NmcBlock {
+    type Output = MemCompletion;
+
+    fn next_wake(&self) -> Option<crate::sim::Tick> {
+        let clock = self.memory.clock();
+        NmcBlock::next_wake(self).map(|c| clock.tick_of(c))
+    }
+
+    fn advance(&mut self, until: crate::sim::Tick, out: &mut Vec<MemCompletion>) {
+        let c = self.memory.clock().cycle_at(until);
+        self.advance_until(c, out);
+    }
+}

@@ -783,8 +783,7 @@ impl<E: KernelEngine> Component for GpuNode<E> {
             .nmc
             .as_ref()
             .filter(|n| n.has_traffic())
-            .and_then(NmcBlock::next_wake)
-            .map(|c| self.parts.dram_clock.tick_of(c));
+            .and_then(Component::next_wake);
         match (self.gpu_wake(), mem) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -798,7 +797,7 @@ impl<E: KernelEngine> Component for GpuNode<E> {
         }
         let p = &mut self.parts;
         if let Some(nmc) = p.nmc.as_mut().filter(|n| n.has_traffic()) {
-            nmc.advance_until(p.dram_clock.cycle_at(until), &mut p.mem_done);
+            Component::advance(nmc, until, &mut p.mem_done);
         }
         while let Some(s) = q.pop() {
             out.push((s.at, s.event));
