@@ -19,4 +19,5 @@ pub mod nmc;
 pub mod node;
 pub mod sim;
 pub mod system;
+pub mod t3;
 pub mod trace;
