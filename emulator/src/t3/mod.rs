@@ -6,6 +6,10 @@
 //! Decisions (tiling, chunking, schedule, tracker overflow, link reading) are in
 //! `docs/decisions/t3.md`.
 
+pub mod gemm;
+pub mod link;
+pub mod tracker;
+
 use std::fmt;
 
 use serde::Serialize;

@@ -1,0 +1,361 @@
+//! The store tracker at a GPU's memory controllers (dissertation 8.3.2.1; Fig. 8.7 is
+//! lost, the geometry below is `docs/decisions/t3.md`'s).
+//!
+//! 256 sets indexed by the low 8 bits of the workgroup id, 8 ways tagged by the high
+//! WG-id bits and the 3-bit wavefront id; each way holds a start address, an element
+//! counter, a threshold and the DMA descriptor to mark ready. Counting happens when an
+//! update's (or store's) column command issues, so a DMA the entry triggers reads the
+//! finished data.
+//!
+//! Two rules make the tracker safe for lazy programming and for overflow:
+//! * **Miss allocates.** Counts for a tag nobody programmed yet allocate a way and
+//!   accumulate; programming the entry later merges them (and fires at once if the count
+//!   is already at the threshold). Firmware can program stage by stage without racing
+//!   the producer or the peers.
+//! * **Overflow spills.** When a set has no free way, the entry lives in a spill table in
+//!   device memory: still counted exactly once, but each count costs the controller a
+//!   read-modify-write (the caller charges it). An entry frees its way when it fires.
+
+use std::collections::HashMap;
+
+use nmcp_firmware::platform::TrackerError;
+use nmcp_isa::t3::{TrackerEntry, MAX_WFS_PER_WG, TRACKER_SETS};
+use serde::Serialize;
+
+/// Ways per set (2,048 entries: the dissertation's 19 KB with a 64-bit address and a
+/// 12-bit counter per entry).
+pub const TRACKER_WAYS: usize = 8;
+
+/// A tracker entry that reached its threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// The entry's id.
+    pub entry: u16,
+    /// The DMA descriptor it marks ready (`TRACKER_NO_DMA` = notify only).
+    pub dma_id: u16,
+    /// Workgroup id.
+    pub wg_id: u32,
+    /// Wavefront id.
+    pub wf_id: u8,
+}
+
+/// What a count or a programming did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrackOutcome {
+    /// The entry that fired, if this completed one.
+    pub fired: Option<Fired>,
+    /// Whether the entry lives in the spill table (the caller charges a memory access).
+    pub spilled: bool,
+}
+
+/// Totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TrackerStats {
+    /// Entries programmed.
+    pub programmed: u64,
+    /// Entries fired.
+    pub fired: u64,
+    /// Counts applied (one per issued column command with a source).
+    pub counts: u64,
+    /// Ways allocated by a count before their entry was programmed.
+    pub miss_allocations: u64,
+    /// Counts and programmings that went to the spill table.
+    pub spilled: u64,
+    /// Most entries live at once (on chip and spilled).
+    pub max_live: u64,
+    /// Most entries in the spill table at once.
+    pub max_spilled: u64,
+    /// Entries whose count went past the threshold before they were programmed (a plan
+    /// that expects fewer updates than arrive: a bug the caller reports).
+    pub overcounts: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Way {
+    tag: (u32, u8),
+    count: u32,
+    /// (entry id, threshold, dma id) once programmed.
+    program: Option<(u16, u32, u16)>,
+}
+
+/// One GPU's tracker.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    ways: usize,
+    sets: Vec<Vec<Way>>,
+    spill: HashMap<(u32, u8), Way>,
+    live: u64,
+    stats: TrackerStats,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Self::new(TRACKER_SETS as usize, TRACKER_WAYS)
+    }
+}
+
+impl Tracker {
+    /// A tracker of `sets` x `ways` on-chip entries (tests shrink it to force spills).
+    pub fn new(sets: usize, ways: usize) -> Self {
+        Self {
+            ways: ways.max(1),
+            sets: vec![Vec::new(); sets.max(1)],
+            spill: HashMap::new(),
+            live: 0,
+            stats: TrackerStats::default(),
+        }
+    }
+
+    fn locate(&self, wg_id: u32) -> (usize, (u32, u8)) {
+        let n = self.sets.len() as u32;
+        ((wg_id % n) as usize, (wg_id / n, 0))
+    }
+
+    /// Finds or allocates the way of `(wg_id, wf_id)`; returns (set, index) on chip or
+    /// `None` for the spill table, and whether it was newly allocated.
+    fn slot(&mut self, wg_id: u32, wf_id: u8) -> (Option<(usize, usize)>, bool) {
+        let (set, (hi, _)) = self.locate(wg_id);
+        let tag = (hi, wf_id);
+        if let Some(i) = self.sets[set].iter().position(|w| w.tag == tag) {
+            return (Some((set, i)), false);
+        }
+        if self.spill.contains_key(&(wg_id, wf_id)) {
+            return (None, false);
+        }
+        let fresh = Way {
+            tag,
+            count: 0,
+            program: None,
+        };
+        self.live += 1;
+        self.stats.max_live = self.stats.max_live.max(self.live);
+        if self.sets[set].len() < self.ways {
+            self.sets[set].push(fresh);
+            (Some((set, self.sets[set].len() - 1)), true)
+        } else {
+            self.spill.insert((wg_id, wf_id), fresh);
+            self.stats.max_spilled = self.stats.max_spilled.max(self.spill.len() as u64);
+            (None, true)
+        }
+    }
+
+    fn way_mut(&mut self, at: Option<(usize, usize)>, key: (u32, u8)) -> Option<&mut Way> {
+        match at {
+            Some((s, i)) => self.sets.get_mut(s).and_then(|v| v.get_mut(i)),
+            None => self.spill.get_mut(&key),
+        }
+    }
+
+    /// Fires and frees the way if it is programmed and complete.
+    fn settle(&mut self, at: Option<(usize, usize)>, wg_id: u32, wf_id: u8) -> Option<Fired> {
+        let way = *self.way_mut(at, (wg_id, wf_id))?;
+        let (entry, threshold, dma_id) = way.program?;
+        if way.count < threshold {
+            return None;
+        }
+        if way.count > threshold {
+            self.stats.overcounts += 1;
+        }
+        match at {
+            Some((s, i)) => {
+                self.sets[s].swap_remove(i);
+            }
+            None => {
+                self.spill.remove(&(wg_id, wf_id));
+            }
+        }
+        self.live -= 1;
+        self.stats.fired += 1;
+        Some(Fired {
+            entry,
+            dma_id,
+            wg_id,
+            wf_id,
+        })
+    }
+
+    /// Installs an entry (merging counts that arrived before it).
+    ///
+    /// # Errors
+    /// [`TrackerError::Invalid`] for a WF id of 8 or more or a zero threshold.
+    pub fn program(&mut self, e: &TrackerEntry) -> Result<TrackOutcome, TrackerError> {
+        if e.wf_id >= MAX_WFS_PER_WG || e.threshold == 0 {
+            return Err(TrackerError::Invalid);
+        }
+        let (at, _) = self.slot(e.wg_id, e.wf_id);
+        let Some(way) = self.way_mut(at, (e.wg_id, e.wf_id)) else {
+            return Err(TrackerError::Invalid);
+        };
+        if way.program.is_some() {
+            return Err(TrackerError::Invalid);
+        }
+        way.program = Some((e.id, e.threshold, e.dma_id));
+        self.stats.programmed += 1;
+        let spilled = at.is_none();
+        if spilled {
+            self.stats.spilled += 1;
+        }
+        Ok(TrackOutcome {
+            fired: self.settle(at, e.wg_id, e.wf_id),
+            spilled,
+        })
+    }
+
+    /// Counts `elements` written by (or on behalf of) wavefront `wf_id` of workgroup
+    /// `wg_id`.
+    pub fn count(&mut self, wg_id: u32, wf_id: u8, elements: u32) -> TrackOutcome {
+        let (at, fresh) = self.slot(wg_id, wf_id & (MAX_WFS_PER_WG - 1));
+        let wf_id = wf_id & (MAX_WFS_PER_WG - 1);
+        if fresh {
+            self.stats.miss_allocations += 1;
+        }
+        self.stats.counts += 1;
+        let spilled = at.is_none();
+        if spilled {
+            self.stats.spilled += 1;
+        }
+        if let Some(w) = self.way_mut(at, (wg_id, wf_id)) {
+            w.count = w.count.saturating_add(elements);
+        }
+        TrackOutcome {
+            fired: self.settle(at, wg_id, wf_id),
+            spilled,
+        }
+    }
+
+    /// Entries live now (programmed and waiting, or allocated by counts).
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Live entries nobody programmed (after a run: counts for tiles no plan expected).
+    pub fn orphans(&self) -> u64 {
+        self.sets
+            .iter()
+            .flatten()
+            .chain(self.spill.values())
+            .filter(|w| w.program.is_none())
+            .count() as u64
+    }
+
+    /// Totals.
+    pub fn stats(&self) -> TrackerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entry(id: u16, wg_id: u32, wf_id: u8, threshold: u32) -> TrackerEntry {
+        TrackerEntry {
+            id,
+            wg_id,
+            wf_id,
+            start_address: 0,
+            threshold,
+            dma_id: id,
+        }
+    }
+
+    #[test]
+    fn fires_on_the_count_that_reaches_the_threshold_and_frees_its_way() {
+        let mut t = Tracker::default();
+        assert_eq!(t.program(&entry(7, 300, 2, 32)).unwrap().fired, None);
+        assert_eq!(t.count(300, 2, 16).fired, None);
+        assert_eq!(t.count(300, 1, 16).fired, None, "another wavefront");
+        let f = t.count(300, 2, 16).fired.unwrap();
+        assert_eq!((f.entry, f.dma_id, f.wg_id, f.wf_id), (7, 7, 300, 2));
+        assert_eq!(t.live(), 1, "only the other wavefront's way is left");
+        assert_eq!(t.orphans(), 1);
+    }
+
+    #[test]
+    fn counts_before_programming_are_merged() {
+        let mut t = Tracker::default();
+        t.count(5, 0, 10);
+        t.count(5, 0, 10);
+        let o = t.program(&entry(1, 5, 0, 20)).unwrap();
+        assert_eq!(o.fired.map(|f| f.entry), Some(1));
+        assert_eq!(t.stats().miss_allocations, 1);
+    }
+
+    #[test]
+    fn a_full_set_spills_and_still_fires_once() {
+        let mut t = Tracker::new(1, 1);
+        t.program(&entry(1, 0, 0, 4)).unwrap();
+        let o = t.program(&entry(2, 1, 0, 4)).unwrap();
+        assert!(o.spilled);
+        assert!(t.count(1, 0, 4).fired.is_some());
+        assert!(t.count(0, 0, 4).fired.is_some());
+        assert_eq!(t.live(), 0);
+        assert_eq!(t.stats().fired, 2);
+    }
+
+    #[test]
+    fn bad_entries_are_refused() {
+        let mut t = Tracker::default();
+        assert_eq!(t.program(&entry(1, 0, 8, 4)), Err(TrackerError::Invalid));
+        assert_eq!(t.program(&entry(1, 0, 0, 0)), Err(TrackerError::Invalid));
+        t.program(&entry(1, 0, 0, 4)).unwrap();
+        assert_eq!(
+            t.program(&entry(2, 0, 0, 4)),
+            Err(TrackerError::Invalid),
+            "programmed twice"
+        );
+    }
+
+    proptest! {
+        /// Random tiles, a tiny tracker, programming and counting interleaved at random:
+        /// each tile fires exactly once, exactly when it is both programmed and complete.
+        #[test]
+        fn no_update_lost_or_counted_twice_under_overflow(
+            tiles in proptest::collection::vec((0u32..64, 0u8..8, 1u32..6), 1..40),
+            order_seed in any::<u64>(),
+            sets in 1usize..4, ways in 1usize..3,
+        ) {
+            // Unique (wg, wf) per tile.
+            let mut seen = std::collections::HashSet::new();
+            let tiles: Vec<_> = tiles.into_iter().filter(|&(w, f, _)| seen.insert((w, f))).collect();
+            // Each tile: one Program step and `pieces` Count steps of 3 elements each.
+            let mut steps: Vec<(usize, bool)> = Vec::new();
+            for (i, &(_, _, pieces)) in tiles.iter().enumerate() {
+                steps.push((i, true));
+                for _ in 0..pieces { steps.push((i, false)); }
+            }
+            // Deterministic shuffle.
+            let mut s = order_seed | 1;
+            for i in (1..steps.len()).rev() {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                steps.swap(i, (s % (i as u64 + 1)) as usize);
+            }
+            let mut t = Tracker::new(sets, ways);
+            let mut fired = vec![0u32; tiles.len()];
+            let mut programmed = vec![false; tiles.len()];
+            let mut counted = vec![0u32; tiles.len()];
+            for (i, prog) in steps {
+                let (wg, wf, pieces) = tiles[i];
+                let out = if prog {
+                    programmed[i] = true;
+                    t.program(&entry(i as u16, wg, wf, pieces * 3)).unwrap()
+                } else {
+                    counted[i] += 1;
+                    t.count(wg, wf, 3)
+                };
+                let complete = programmed[i] && counted[i] == pieces;
+                if let Some(f) = out.fired {
+                    prop_assert_eq!(f.entry as usize, i);
+                    prop_assert!(complete, "fired early");
+                    fired[i] += 1;
+                } else {
+                    prop_assert!(!complete, "complete but did not fire");
+                }
+            }
+            prop_assert!(fired.iter().all(|&f| f == 1));
+            prop_assert_eq!(t.live(), 0);
+            prop_assert_eq!(t.stats().overcounts, 0);
+        }
+    }
+}
