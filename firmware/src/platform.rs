@@ -9,7 +9,7 @@
 use core::fmt;
 
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 /// A point in time, in CP clock cycles.
 pub type Cycle = u64;
@@ -104,6 +104,22 @@ simple_error! {
         Invalid => "invalid tracker entry",
         /// This platform has no store tracker.
         Unsupported => "no store tracker on this platform",
+    }
+}
+
+simple_error! {
+    /// Errors of [`OutputMapController`] calls.
+    MapError {
+        /// The address-mapping table has no room for another range; retry after the
+        /// producer kernel that uses the current maps completed.
+        TooManyMaps => "output map table full",
+        /// The map is inconsistent (it does not validate, overlaps a mapped range, or
+        /// names a WG id the kernel does not have).
+        Invalid => "invalid output map",
+        /// The remote peer is not a GPU this one reaches.
+        NoSuchPeer => "no such peer GPU",
+        /// This platform cannot map producer output (no T3 support).
+        Unsupported => "output mapping not supported on this platform",
     }
 }
 
@@ -230,14 +246,46 @@ pub trait TrackerController {
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError>;
 }
 
+/// The producer kernel's output address mapping (T3's `remote_map` / `dma_map`) and its
+/// staggered workgroup order. Maps apply to the next producer kernel dispatched; they
+/// stay until the platform's kernel boundary clears them.
+pub trait OutputMapController {
+    /// Maps the output tiles of a WG-id range of the next producer kernel: where its
+    /// stores go (locally, to a peer, or both) and with which op (store or update).
+    ///
+    /// # Errors
+    /// [`MapError::TooManyMaps`], [`MapError::Invalid`], [`MapError::NoSuchPeer`],
+    /// [`MapError::Unsupported`].
+    fn map_output(&mut self, map: &OutputMap) -> Result<(), MapError>;
+
+    /// The producer dispatches its workgroups starting at id `first_wg` and wrapping
+    /// around (staggered scheduling: stage 1's chunk first).
+    ///
+    /// # Errors
+    /// [`MapError::Invalid`], [`MapError::Unsupported`].
+    fn set_dispatch_start(&mut self, first_wg: u32) -> Result<(), MapError>;
+}
+
 /// Everything the firmware may touch. A blanket impl makes any type that implements all
 /// the blocks a `Platform`.
 pub trait Platform:
-    Clock + DeviceMemory + KernelDispatcher + NmcController + DmaController + TrackerController
+    Clock
+    + DeviceMemory
+    + KernelDispatcher
+    + NmcController
+    + DmaController
+    + TrackerController
+    + OutputMapController
 {
 }
 
 impl<T> Platform for T where
-    T: Clock + DeviceMemory + KernelDispatcher + NmcController + DmaController + TrackerController
+    T: Clock
+        + DeviceMemory
+        + KernelDispatcher
+        + NmcController
+        + DmaController
+        + TrackerController
+        + OutputMapController
 {
 }

@@ -1,4 +1,4 @@
-//! Property tests of the T3 tracker-entry and DMA-descriptor codecs.
+//! Property tests of the T3 tracker-entry, DMA-descriptor and output-map codecs.
 
 // Tests may unwrap and index: a panic is a test failure (the crate denies these in
 // Cargo.toml for its library code).
@@ -12,8 +12,8 @@
 use nmcp_isa::aql::DeviceRange;
 use nmcp_isa::gemm_ext::GemmDataType;
 use nmcp_isa::t3::{
-    DmaDescriptor, DmaOp, DmaTrigger, T3Error, TrackerEntry, DMA_DESCRIPTOR_BYTES,
-    TRACKER_ENTRY_BYTES,
+    peer_address, split_peer, DmaDescriptor, DmaOp, DmaTrigger, OutputMap, T3Error, TrackerEntry,
+    DMA_DESCRIPTOR_BYTES, OUTPUT_MAP_BYTES, TRACKER_ENTRY_BYTES, TRACKER_NO_DMA,
 };
 use proptest::prelude::*;
 
@@ -38,28 +38,72 @@ fn entry() -> impl Strategy<Value = TrackerEntry> {
         )
 }
 
-fn descriptor() -> impl Strategy<Value = DmaDescriptor> {
-    let op = prop_oneof![
+fn op() -> impl Strategy<Value = DmaOp> {
+    prop_oneof![
         Just(DmaOp::Store),
         Just(DmaOp::Update(GemmDataType::F16)),
         Just(DmaOp::Update(GemmDataType::Bf16)),
         Just(DmaOp::Update(GemmDataType::F32)),
-    ];
+    ]
+}
+
+fn descriptor() -> impl Strategy<Value = DmaDescriptor> {
     let trigger = prop_oneof![
-        Just(DmaTrigger::None),
-        any::<u16>().prop_map(DmaTrigger::Tracker)
+        Just((DmaTrigger::None, 0u8)),
+        (any::<u16>(), 1u8..).prop_map(|(e, f)| (DmaTrigger::Tracker(e), f))
     ];
-    (any::<u16>(), 0u64..1 << 40, 1u32..1 << 20, op, trigger).prop_map(
-        |(id, src, elems, op, trigger)| DmaDescriptor {
-            id,
-            src,
-            // Destination in a disjoint window so the ranges never overlap.
-            dst: src + (1 << 41),
-            bytes: elems * 4,
-            op,
-            trigger,
-        },
+    (
+        (0u16..0xFFFF, op(), trigger, 0u64..1 << 40, 0u8..64),
+        (
+            1u16..,
+            1u16..,
+            0u32..4096,
+            any::<bool>(),
+            any::<u32>(),
+            0u8..8,
+        ),
     )
+        .prop_map(
+            |((id, op, (trigger, fires), src, peer), (rows, cols, pad, wide, wg, wf))| {
+                let elem_bytes = match op {
+                    DmaOp::Update(t) => t.bytes() as u8,
+                    DmaOp::Store if wide => 4,
+                    DmaOp::Store => 2,
+                };
+                DmaDescriptor {
+                    id,
+                    op,
+                    trigger,
+                    fires,
+                    src,
+                    dst: peer_address(peer, src),
+                    rows,
+                    cols,
+                    ld_bytes: u32::from(cols) * u32::from(elem_bytes) + pad,
+                    elem_bytes,
+                    dst_wg_id: wg,
+                    dst_wf_id: wf,
+                }
+            },
+        )
+}
+
+fn output_map() -> impl Strategy<Value = OutputMap> {
+    (
+        any::<u32>(),
+        1u32..1 << 20,
+        prop::option::of(op()),
+        prop::option::of((0u8..255, op())),
+    )
+        .prop_filter("written somewhere", |(_, _, l, r)| {
+            l.is_some() || r.is_some()
+        })
+        .prop_map(|(first, count, local, remote)| OutputMap {
+            wg_first: first.min(u32::MAX - count),
+            wg_count: count,
+            local,
+            remote,
+        })
 }
 
 proptest! {
@@ -72,11 +116,29 @@ proptest! {
 
     #[test]
     fn dma_descriptor_round_trips(d in descriptor()) {
-        prop_assert_eq!(DmaDescriptor::decode(&d.encode()), Ok(d));
+        prop_assert_eq!(DmaDescriptor::decode(&d.encode()), Ok(d.clone()));
+        prop_assert_eq!(
+            d.bytes(),
+            u64::from(d.rows) * u64::from(d.cols) * u64::from(d.elem_bytes)
+        );
+        prop_assert!(d.span() >= d.bytes() / u64::from(d.rows));
     }
 
     #[test]
-    fn any_bytes_decode_or_error(b in prop::collection::vec(any::<u8>(), 0..40)) {
+    fn output_map_round_trips(m in output_map()) {
+        prop_assert_eq!(OutputMap::decode(&m.encode()), Ok(m));
+        prop_assert!(m.contains(m.wg_first));
+        prop_assert!(!m.contains(m.wg_end()));
+    }
+
+    #[test]
+    fn peer_aperture_round_trips(peer in 0u8..255, local in 0u64..1 << 56) {
+        prop_assert_eq!(split_peer(peer_address(peer, local)), (Some(peer), local));
+        prop_assert_eq!(split_peer(local), (None, local));
+    }
+
+    #[test]
+    fn any_bytes_decode_or_error(b in prop::collection::vec(any::<u8>(), 0..56)) {
         if let Ok(e) = TrackerEntry::decode(&b) {
             prop_assert_eq!(e.validate(), Ok(()));
             prop_assert_eq!(&e.encode()[..], &b[..TRACKER_ENTRY_BYTES]);
@@ -85,6 +147,36 @@ proptest! {
             prop_assert_eq!(d.validate(), Ok(()));
             prop_assert_eq!(&d.encode()[..], &b[..DMA_DESCRIPTOR_BYTES]);
         }
+        if let Ok(m) = OutputMap::decode(&b) {
+            prop_assert_eq!(m.validate(), Ok(()));
+            prop_assert_eq!(&m.encode()[..], &b[..OUTPUT_MAP_BYTES]);
+        }
+    }
+
+    #[test]
+    fn mutated_descriptors_decode_or_error(d in descriptor(), at in 0usize..48, v in any::<u8>()) {
+        let mut b = d.encode();
+        b[at] = v;
+        if let Ok(d) = DmaDescriptor::decode(&b) {
+            prop_assert_eq!(&d.encode()[..], &b[..]);
+        }
+    }
+}
+
+fn sample() -> DmaDescriptor {
+    DmaDescriptor {
+        id: 9,
+        op: DmaOp::Update(GemmDataType::F32),
+        trigger: DmaTrigger::Tracker(4),
+        fires: 1,
+        src: 0x1000,
+        dst: peer_address(1, 0x1000),
+        rows: 4,
+        cols: 8,
+        ld_bytes: 64,
+        elem_bytes: 4,
+        dst_wg_id: 3,
+        dst_wf_id: 0,
     }
 }
 
@@ -98,44 +190,190 @@ fn malformed_records_name_field_and_offset() {
         threshold: 512,
         dma_id: 3,
     };
-    assert_eq!(e.validate(), Err(T3Error::WfIdOutOfRange { value: 8 }));
+    assert!(matches!(
+        e.validate(),
+        Err(T3Error::WfIdOutOfRange {
+            value: 8,
+            offset: 8,
+            ..
+        })
+    ));
     e.wf_id = 7;
     e.threshold = 0;
     let err = TrackerEntry::decode(&e.encode()).unwrap_err();
     assert!(err.to_string().contains("threshold at byte 12"), "{err}");
 
-    let d = DmaDescriptor {
-        id: 9,
-        src: 0x1000,
-        dst: 0x1800,
-        bytes: 0x1000,
-        op: DmaOp::Update(GemmDataType::F32),
-        trigger: DmaTrigger::Tracker(4),
+    let d = sample();
+    assert_eq!(d.validate(), Ok(()));
+    assert_eq!(d.bytes(), 128);
+    assert_eq!(d.span(), 3 * 64 + 32);
+    // Same memory, overlapping bounding ranges.
+    let local = DmaDescriptor {
+        dst: 0x1010,
+        ..d.clone()
     };
-    assert_eq!(d.validate(), Err(T3Error::Overlap));
-    let d = DmaDescriptor {
-        dst: 0x9000,
-        bytes: 6,
-        ..d
+    assert_eq!(local.validate(), Err(T3Error::Overlap));
+    // The same local offset in a peer's memory does not overlap.
+    let mismatch = DmaDescriptor {
+        elem_bytes: 2,
+        ..d.clone()
     };
     assert_eq!(
-        d.validate(),
-        Err(T3Error::UnalignedUpdate {
-            bytes: 6,
-            element: 4
+        mismatch.validate(),
+        Err(T3Error::ElementMismatch {
+            elem_bytes: 2,
+            dtype_bytes: 4
         })
     );
-    let d = DmaDescriptor { bytes: 8, ..d };
+    let narrow = DmaDescriptor {
+        ld_bytes: 31,
+        ..d.clone()
+    };
+    let err = narrow.validate().unwrap_err();
+    assert!(err.to_string().contains("ld_bytes at byte 28"), "{err}");
+    let err = DmaDescriptor {
+        rows: 0,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("rows at byte 24"), "{err}");
+    let err = DmaDescriptor {
+        cols: 0,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("cols at byte 26"), "{err}");
+    let err = DmaDescriptor {
+        fires: 0,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("fires at byte 5"), "{err}");
+    let err = DmaDescriptor {
+        trigger: DmaTrigger::None,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("at byte 5"), "{err}");
+    let err = DmaDescriptor {
+        op: DmaOp::Store,
+        elem_bytes: 3,
+        ld_bytes: 64,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("elem_bytes at byte 32"), "{err}");
+    let err = DmaDescriptor {
+        dst_wf_id: 8,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("dst_wf_id at byte 33"), "{err}");
+    assert!(DmaDescriptor {
+        id: TRACKER_NO_DMA,
+        ..d.clone()
+    }
+    .validate()
+    .is_err());
+    // A range that runs past the top of the peer's aperture wraps its address space.
+    let err = DmaDescriptor {
+        dst: peer_address(1, (1 << 56) - 64),
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("dst at byte 16"), "{err}");
+    let err = DmaDescriptor {
+        src: u64::MAX - 8,
+        ..d.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("src at byte 8"), "{err}");
+
     let mut b = d.encode();
     b[2] = 7;
     let err = DmaDescriptor::decode(&b).unwrap_err();
     assert!(err.to_string().contains("op at byte 2"), "{err}");
+    let mut b = d.encode();
+    b[34] = 1;
+    let err = DmaDescriptor::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("reserved0 at byte 34"), "{err}");
+    let mut b = d.encode();
+    b[47] = 1;
+    let err = DmaDescriptor::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("reserved1 at byte 40"), "{err}");
+
+    // Mapping is checked on the local offsets, over the whole strided span.
     let map = DeviceRange {
         base: 0x1000,
         len: 0x100,
     };
+    assert_eq!(d.check_mapped(&map, &map), Ok(()));
+    let small = DeviceRange {
+        base: 0x1000,
+        len: 0xDF,
+    };
     assert!(matches!(
-        d.check_mapped(&map, &map),
+        d.check_mapped(&map, &small),
         Err(T3Error::OutOfRange { field: "dst", .. })
     ));
+    assert!(matches!(
+        d.check_mapped(&small, &map),
+        Err(T3Error::OutOfRange { field: "src", .. })
+    ));
+}
+
+#[test]
+fn malformed_output_maps_name_field_and_offset() {
+    let m = OutputMap {
+        wg_first: 10,
+        wg_count: 5,
+        local: Some(DmaOp::Update(GemmDataType::F16)),
+        remote: Some((3, DmaOp::Store)),
+    };
+    assert_eq!(OutputMap::decode(&m.encode()), Ok(m));
+    let err = OutputMap { wg_count: 0, ..m }.validate().unwrap_err();
+    assert!(err.to_string().contains("wg_count at byte 4"), "{err}");
+    let err = OutputMap {
+        wg_first: u32::MAX,
+        ..m
+    }
+    .validate()
+    .unwrap_err();
+    assert!(matches!(err, T3Error::RangeOverflow { .. }), "{err}");
+    let err = OutputMap {
+        local: None,
+        remote: None,
+        ..m
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.to_string().contains("at byte 8"), "{err}");
+    let mut b = m.encode();
+    b[8] = 3;
+    let err = OutputMap::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("local_op at byte 8"), "{err}");
+    let mut b = m.encode();
+    b[11] = 1;
+    let err = OutputMap::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("remote_dtype at byte 11"), "{err}");
+    let mut b = OutputMap { remote: None, ..m }.encode();
+    b[12] = 1;
+    let err = OutputMap::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("remote_peer"), "{err}");
+    let mut b = m.encode();
+    b[15] = 1;
+    let err = OutputMap::decode(&b).unwrap_err();
+    assert!(err.to_string().contains("reserved0 at byte 13"), "{err}");
+    assert_eq!(
+        OutputMap::decode(&b[..15]).unwrap_err(),
+        T3Error::Truncated { len: 15, need: 16 }
+    );
 }

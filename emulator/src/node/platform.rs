@@ -8,11 +8,11 @@
 
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
-    TrackerError,
+    DmaError, KernelDispatcher, MapError, MemoryError, NmcController, NmcError, NmcTicket,
+    OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 use super::{Launched, NmcOp, NodeParts};
 use crate::gpu::dispatch::launch_from_packet;
@@ -193,5 +193,16 @@ impl<E: KernelEngine> TrackerController for NodePlatform<'_, E> {
     /// The store tracker arrives with T3; until then the node has none.
     fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
         Err(TrackerError::Unsupported)
+    }
+}
+
+impl<E: KernelEngine> OutputMapController for NodePlatform<'_, E> {
+    /// Output mapping arrives with T3; until then the node has none.
+    fn map_output(&mut self, _map: &OutputMap) -> Result<(), MapError> {
+        Err(MapError::Unsupported)
+    }
+
+    fn set_dispatch_start(&mut self, _first_wg: u32) -> Result<(), MapError> {
+        Err(MapError::Unsupported)
     }
 }

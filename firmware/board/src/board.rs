@@ -12,15 +12,15 @@ use nmcp_firmware::cp::{CdPredictor, CpConfig, CuResources, QueueConfig};
 use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MemoryError, NmcController, NmcError, NmcTicket, TrackerController,
-    TrackerError,
+    DmaError, KernelDispatcher, MapError, MemoryError, NmcController, NmcError, NmcTicket,
+    OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
 use nmcp_isa::nmc::{MacroCommand, MAX_MACRO_BYTES};
-use nmcp_isa::t3::{DmaDescriptor, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 use crate::scenario::{CpScenario, LambScenario, MAX_TENSORS};
 
@@ -475,5 +475,16 @@ impl TrackerController for Board<'_> {
     /// The board has no store tracker (see [`DmaController`] above for why not `Ok`).
     fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
         Err(TrackerError::Unsupported)
+    }
+}
+
+impl OutputMapController for Board<'_> {
+    /// The board has no T3 output mapping (see [`DmaController`] above for why not `Ok`).
+    fn map_output(&mut self, _map: &OutputMap) -> Result<(), MapError> {
+        Err(MapError::Unsupported)
+    }
+
+    fn set_dispatch_start(&mut self, _first_wg: u32) -> Result<(), MapError> {
+        Err(MapError::Unsupported)
     }
 }
