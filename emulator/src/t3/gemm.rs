@@ -38,12 +38,13 @@ pub struct ProducerModel {
     pub llc_for_inputs: f64,
 }
 
-/// The producer kernel: a 128 x 128 tile, 256 threads, depth 16, prefetching, padded.
-pub fn producer_kernel() -> CatalogKernel {
+/// The producer kernel: a `tile` (128 x 128 unless the output is too small to give
+/// every GPU a chunk), 256 threads, depth 16, prefetching, padded.
+pub fn producer_kernel(tile: (u16, u16)) -> CatalogKernel {
     CatalogKernel {
         index: u32::MAX,
-        mt0: TILE.0,
-        mt1: TILE.1,
+        mt0: tile.0,
+        mt1: tile.1,
         depth_u: 16,
         threads: 64 * u16::from(WFS_PER_WG),
         split_u: 1,
@@ -55,8 +56,10 @@ pub fn producer_kernel() -> CatalogKernel {
 impl ProducerModel {
     /// The model of an `m x n x k` GEMM on `gpu` using `cus` CUs, with outputs cached in
     /// the LLC (`cached_outputs`) or bypassing it.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &GpuConfig,
+        tile: (u16, u16),
         m: u32,
         n: u32,
         k: u32,
@@ -66,7 +69,7 @@ impl ProducerModel {
     ) -> Option<Self> {
         let cal = Calibration::default();
         let shape = GemmShape::new(m, n, k, false, false, dtype);
-        let kernel = producer_kernel();
+        let kernel = producer_kernel(tile);
         let cost = kernel_cost(gpu, &cal, &shape, &kernel)?;
         let cus = cus.max(1);
         let resident = (u64::from(cus) * u64::from(cost.occupancy)).min(cost.workgroups.max(1));
@@ -116,9 +119,9 @@ mod tests {
     fn bypassing_the_llc_leaves_more_of_it_to_inputs() {
         let gpu = GpuConfig::t3_table_8_1();
         let cached =
-            ProducerModel::new(&gpu, 4256, 8192, 2128, GemmDataType::F16, 80, true).unwrap();
+            ProducerModel::new(&gpu, TILE, 4256, 8192, 2128, GemmDataType::F16, 80, true).unwrap();
         let bypass =
-            ProducerModel::new(&gpu, 4256, 8192, 2128, GemmDataType::F16, 80, false).unwrap();
+            ProducerModel::new(&gpu, TILE, 4256, 8192, 2128, GemmDataType::F16, 80, false).unwrap();
         assert!(bypass.llc_for_inputs > cached.llc_for_inputs);
         assert!(bypass.read_bytes_per_wg <= cached.read_bytes_per_wg);
         assert!(cached.miss > 0.0, "T-NLG FC-2's panels exceed the LLC");

@@ -7,7 +7,10 @@
 //! `docs/decisions/t3.md`.
 
 pub mod gemm;
+pub mod layout;
 pub mod link;
+pub mod run;
+pub mod system;
 pub mod tracker;
 
 use std::fmt;
@@ -305,31 +308,4 @@ impl fmt::Display for T3Error {
 
 impl std::error::Error for T3Error {}
 
-/// Runs one sub-layer under all five scenarios (sharing the isolated GEMM and RS runs the
-/// ideal scenarios are built from). Results in [`Scenario::ALL`] order.
-///
-/// # Errors
-/// [`T3Error`].
-pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResult>, T3Error> {
-    let _ = (opts, sl);
-    Err(T3Error::Config("T3 runs are being built".into()))
-}
-
-/// Times a plain ring reduce-scatter of `bytes` over `opts.gpus` GPUs.
-///
-/// # Errors
-/// [`T3Error`].
-pub fn time_reduce_scatter(opts: &T3Options, bytes: u64) -> Result<RsTiming, T3Error> {
-    let _ = (opts, bytes);
-    Err(T3Error::Config("T3 runs are being built".into()))
-}
-
-/// Runs a fused (or sequential) GEMM + reduce-scatter with real data and checks every
-/// GPU's block against the element-wise sum of the partials.
-///
-/// # Errors
-/// [`T3Error`].
-pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
-    let _ = (opts, run);
-    Err(T3Error::Config("T3 runs are being built".into()))
-}
+pub use run::{check, run_sublayer, time_reduce_scatter};

@@ -1,0 +1,523 @@
+//! The experiments: isolated GEMM, ring collectives, the fused T3 run with the firmware
+//! programming the tracker, DMAs and output maps, and the functional check.
+
+// FW-PENDING: the firmware's T3 programmer lands next; its job type stands in here.
+mod fwstub {
+    use nmcp_isa::gemm_ext::GemmDataType;
+    #[derive(Debug, Clone, Copy)]
+    pub enum Collective { RingReduceScatter }
+    #[derive(Debug, Clone, Copy)]
+    #[allow(dead_code)]
+    pub struct T3Job { pub collective: Collective, pub gpus: u8, pub rank: u8, pub m: u32, pub n: u32, pub tile_m: u16, pub tile_n: u16, pub wfs_per_wg: u8, pub dtype: GemmDataType, pub split_k: u8, pub out_base: u64, pub wf_tiles_per_dma_block: u8 }
+}
+use fwstub::{Collective, T3Job};
+use nmcp_firmware::Firmware;
+use nmcp_isa::gemm_ext::GemmDataType;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::gemm::{ProducerModel, TILE, WFS_PER_WG};
+use super::layout::OutputLayout;
+use super::system::{add_in, round_to, NodeTotals, RingKind, SystemConfig, T3System};
+use super::{
+    Block, CheckOutput, CheckRun, RsTiming, Scenario, Simulate, SubLayer, SubLayerResult,
+    T3Error, T3Options, TrafficBytes,
+};
+use crate::hbm::{Cycle, HbmPreset};
+use crate::memctrl::{Arbiter, FrFcfs, Mca, RoundRobin};
+
+/// The HBM preset of a T3 GPU (Table 8.1).
+pub const T3_PRESET: &str = "t3-table-8.1";
+
+/// How long a run may take before it is declared stuck: this many times its
+/// compute-bound or link-bound estimate, plus 1 ms.
+const STUCK_FACTOR: f64 = 50.0;
+
+fn gpus_of(opts: &T3Options, tp: u32) -> u32 {
+    if opts.gpus == 0 {
+        tp
+    } else {
+        opts.gpus
+    }
+}
+
+fn elem_bytes(d: GemmDataType) -> u32 {
+    d.bytes()
+}
+
+fn layout(opts: &T3Options, m: u32, n: u32, gpus: u32) -> Result<OutputLayout, T3Error> {
+    if !matches!(opts.dtype, GemmDataType::F16 | GemmDataType::F32) {
+        return Err(T3Error::Config(format!(
+            "data type {:?}: T3 runs take f16 or f32",
+            opts.dtype
+        )));
+    }
+    // The 128 x 128 tile, or a smaller one when the output has too few tiles for every
+    // GPU to get a chunk (what a BLAS picks for a small problem).
+    let mut tile = u32::from(TILE.0);
+    loop {
+        match OutputLayout::new(m, n, (tile, tile), u32::from(WFS_PER_WG), gpus, elem_bytes(opts.dtype)) {
+            Ok(l) => return Ok(l),
+            Err(e) if tile <= 16 => return Err(T3Error::Config(e)),
+            Err(_) => tile /= 2,
+        }
+    }
+}
+
+fn system(
+    opts: &T3Options,
+    layout: OutputLayout,
+    shortcut: bool,
+    functional: bool,
+    arbiter: &dyn Fn() -> Box<dyn Arbiter>,
+) -> Result<T3System, T3Error> {
+    let preset = HbmPreset::builtin(T3_PRESET).map_err(|e| T3Error::Config(e.to_string()))?;
+    if !(opts.link.bytes_per_ns > 0.0) || !(opts.link.latency_ns >= 0.0) {
+        return Err(T3Error::Config(format!(
+            "link {} B/ns, {} ns: bandwidth must be > 0 and latency >= 0",
+            opts.link.bytes_per_ns, opts.link.latency_ns
+        )));
+    }
+    T3System::new(
+        SystemConfig {
+            preset,
+            gpus: layout.gpus,
+            shortcut,
+            link_bytes_per_ns: opts.link.bytes_per_ns,
+            link_latency_ns: opts.link.latency_ns,
+            layout,
+            dtype: opts.dtype,
+            functional,
+        },
+        arbiter,
+    )
+    .map_err(T3Error::Config)
+}
+
+fn model(opts: &T3Options, l: &OutputLayout, sl_m: u32, sl_n: u32, k: u32, cached: bool) -> Result<ProducerModel, T3Error> {
+    let tile = (l.tile.0 as u16, l.tile.1 as u16);
+    ProducerModel::new(&opts.gpu, tile, sl_m, sl_n, k, opts.dtype, opts.gpu.cus, cached).ok_or_else(|| {
+        T3Error::Config(format!("the producer kernel cannot run on {}", opts.gpu.name))
+    })
+}
+
+/// Totals averaged over the simulated GPUs.
+fn mean_bytes(t: &[NodeTotals]) -> super::system::KindBytes {
+    let n = t.len().max(1) as u64;
+    let mut s = super::system::KindBytes::default();
+    for x in t {
+        s.gemm_reads += x.bytes.gemm_reads;
+        s.gemm_writes += x.bytes.gemm_writes;
+        s.rs_reads += x.bytes.rs_reads;
+        s.rs_writes += x.bytes.rs_writes;
+        s.updates += x.bytes.updates;
+        s.spill += x.bytes.spill;
+    }
+    s.gemm_reads /= n;
+    s.gemm_writes /= n;
+    s.rs_reads /= n;
+    s.rs_writes /= n;
+    s.updates /= n;
+    s.spill /= n;
+    s
+}
+
+/// One measured phase.
+#[derive(Debug, Clone, Copy, Default)]
+struct Phase {
+    ns: f64,
+    bytes: super::system::KindBytes,
+    occupancy: f64,
+}
+
+fn limit(estimate_ns: f64) -> Cycle {
+    (estimate_ns * STUCK_FACTOR + 1e6) as Cycle
+}
+
+/// The producer GEMM alone, outputs cached (plain stores).
+fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phase, T3Error> {
+    let gpus = gpus_of(opts, sl.tp);
+    let l = layout(opts, sl.m, sl.n, gpus)?;
+    let m = model(opts, &l, sl.m, sl.n, sl.k, true)?;
+    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    s.start_producer(m, 0);
+    let end = s
+        .run_until(limit(m.compute_bound_ns()), |_, _, _, _| {}, T3System::producers_done)
+        .map_err(T3Error::Stuck)?;
+    let t = s.totals();
+    let ns = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max).max(end.min(1) as f64);
+    Ok(Phase {
+        ns,
+        bytes: mean_bytes(&t),
+        occupancy: t.iter().map(|x| x.mean_occupancy).sum::<f64>() / t.len().max(1) as f64,
+    })
+}
+
+/// A ring collective alone over an `m x n` array.
+fn ring(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: bool) -> Result<Phase, T3Error> {
+    let l = layout(opts, m, n, gpus)?;
+    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    s.start_ring(kind, 0);
+    let est = l.bytes() as f64 / opts.link.bytes_per_ns + f64::from(gpus) * opts.link.latency_ns;
+    s.run_until(limit(est), |_, _, _, _| {}, T3System::rings_done)
+        .map_err(T3Error::Stuck)?;
+    let t = s.totals();
+    let ns = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+    Ok(Phase {
+        ns,
+        bytes: mean_bytes(&t),
+        occupancy: 0.0,
+    })
+}
+
+/// The MCA threshold picked from the producer's isolated run: requests in flight per
+/// pseudo-channel (the DRAM queue occupancy it keeps) — the busier the queues, the less
+/// room communication gets. Bands: >= 8 -> 5, >= 2 -> 10, >= 0.5 -> 30, else no limit.
+pub fn mca_threshold_for(occupancy: f64) -> usize {
+    if occupancy >= 8.0 {
+        5
+    } else if occupancy >= 2.0 {
+        10
+    } else if occupancy >= 0.5 {
+        30
+    } else {
+        usize::MAX
+    }
+}
+
+fn job(l: &OutputLayout, rank: u32, dtype: GemmDataType, collective: Collective) -> T3Job {
+    T3Job {
+        collective,
+        gpus: l.gpus as u8,
+        rank: rank as u8,
+        m: l.m,
+        n: l.n,
+        tile_m: l.tile.0 as u16,
+        tile_n: l.tile.1 as u16,
+        wfs_per_wg: l.wfs as u8,
+        dtype,
+        split_k: 1,
+        out_base: 0,
+        wf_tiles_per_dma_block: 1,
+    }
+}
+
+/// The fused GEMM + reduce-scatter, the firmware programming every GPU.
+fn fused(
+    opts: &T3Options,
+    sl: &SubLayer,
+    mca: Option<usize>,
+    shortcut: bool,
+    partials: Option<&[Vec<f32>]>,
+) -> Result<(Phase, T3System), T3Error> {
+    let gpus = gpus_of(opts, sl.tp);
+    let l = layout(opts, sl.m, sl.n, gpus)?;
+    let m = model(opts, &l, sl.m, sl.n, sl.k, false)?;
+    let starve = opts.mca_starvation_cycles;
+    let arb: Box<dyn Fn() -> Box<dyn Arbiter>> = match mca {
+        Some(t) => Box::new(move || Box::new(Mca::new(t, starve))),
+        None => Box::new(|| Box::new(RoundRobin::new())),
+    };
+    let mut s = system(opts, l, shortcut, partials.is_some(), &*arb)?;
+    if let Some(p) = partials {
+        for (g, v) in p.iter().enumerate() {
+            s.set_partial(g, v.clone());
+        }
+    }
+    s.enable_tracking();
+    let simulated = s.nodes().len();
+    let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
+    // FW-PENDING
+    let _ = (&mut fws, job(&l, 0, opts.dtype, Collective::RingReduceScatter));
+    s.start_producer(m, 0);
+    let mut fault = None;
+    let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
+    let end = s
+        .run_until(
+            limit(est),
+            |sys, g, ev, at| {
+                let mut p = sys.platform(g, at);
+                let r = fws[g].handle(ev, &mut p);
+                p.finish();
+                if let Err(e) = r {
+                    fault.get_or_insert(format!("GPU {g} at {at} ns: {e:?}"));
+                }
+                // FW-PENDING done
+            },
+            |sys| sys.producers_done() && sys.nodes_finished(),
+        )
+        .map_err(T3Error::Stuck)?;
+    if let Some(f) = fault {
+        return Err(T3Error::Firmware(f));
+    }
+    let _ = end;
+    let t = s.totals();
+    let ns = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max).max(
+        t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max),
+    );
+    if let Some(o) = t.iter().find(|x| x.orphans > 0 || x.tracker.overcounts > 0) {
+        return Err(T3Error::Stuck(format!(
+            "tracker left {} unprogrammed entries and {} overcounts",
+            o.orphans, o.tracker.overcounts
+        )));
+    }
+    Ok((
+        Phase {
+            ns,
+            bytes: mean_bytes(&t),
+            occupancy: 0.0,
+        },
+        s,
+    ))
+}
+
+fn traffic(parts: &[(&super::system::KindBytes, bool)]) -> TrafficBytes {
+    let mut t = TrafficBytes::default();
+    for (b, ag) in parts {
+        if *ag {
+            t.ag += b.rs_reads + b.rs_writes + b.updates;
+        } else {
+            t.gemm_reads += b.gemm_reads;
+            t.gemm_writes += b.gemm_writes;
+            t.rs_reads += b.rs_reads;
+            t.rs_writes += b.rs_writes + b.spill;
+            t.updates += b.updates;
+        }
+    }
+    t
+}
+
+/// Runs one sub-layer under all five scenarios.
+///
+/// # Errors
+/// [`T3Error`].
+pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResult>, T3Error> {
+    let shortcut = opts.simulate == Simulate::Shortcut;
+    let gpus = gpus_of(opts, sl.tp);
+    let gemm = isolated_gemm(opts, sl, shortcut)?;
+    let rs = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatter, shortcut)?;
+    let rs_nmc = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatterNmc, shortcut)?;
+    let ag = ring(opts, sl.m, sl.n, gpus, RingKind::AllGather, shortcut)?;
+    let threshold = opts.mca_threshold.unwrap_or_else(|| mca_threshold_for(gemm.occupancy));
+    let (t3, _) = fused(opts, sl, None, shortcut, None)?;
+    let (t3m, _) = fused(opts, sl, Some(threshold), shortcut, None)?;
+    let s = 1e-9;
+    let seq_total = gemm.ns + rs.ns + ag.ns;
+    let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
+        sublayer: sl.clone(),
+        scenario,
+        gemm_seconds: g * s,
+        rs_seconds: r * s,
+        ag_seconds: ag.ns * s,
+        total_seconds: (g + r + ag.ns) * s,
+        speedup_vs_sequential: seq_total / (g + r + ag.ns),
+        bytes,
+    };
+    let seq_bytes = traffic(&[(&gemm.bytes, false), (&rs.bytes, false), (&ag.bytes, true)]);
+    Ok(vec![
+        row(Scenario::Sequential, gemm.ns, rs.ns, seq_bytes),
+        row(Scenario::T3, t3.ns, 0.0, traffic(&[(&t3.bytes, false), (&ag.bytes, true)])),
+        row(Scenario::T3Mca, t3m.ns, 0.0, traffic(&[(&t3m.bytes, false), (&ag.bytes, true)])),
+        row(Scenario::IdealOverlap, gemm.ns.max(rs.ns), 0.0, seq_bytes),
+        row(
+            Scenario::IdealRsNmc,
+            gemm.ns.max(rs_nmc.ns),
+            0.0,
+            traffic(&[(&gemm.bytes, false), (&rs_nmc.bytes, false), (&ag.bytes, true)]),
+        ),
+    ])
+}
+
+/// Times a plain ring reduce-scatter of `bytes` (an f16 array of 4096 columns).
+///
+/// # Errors
+/// [`T3Error`].
+pub fn time_reduce_scatter(opts: &T3Options, bytes: u64) -> Result<RsTiming, T3Error> {
+    let gpus = gpus_of(opts, 0);
+    if gpus < 2 {
+        return Err(T3Error::Config("a ring needs --gpus >= 2".into()));
+    }
+    let elem = u64::from(elem_bytes(opts.dtype));
+    let n = 4096u32;
+    let m = (bytes / elem).div_ceil(u64::from(n)).max(1);
+    let m = u32::try_from(m).map_err(|_| T3Error::Config(format!("{bytes} bytes is too large")))?;
+    let shortcut = opts.simulate == Simulate::Shortcut;
+    let p = ring(opts, m, n, gpus, RingKind::ReduceScatter, shortcut)?;
+    let total = u64::from(m) * u64::from(n) * elem;
+    let g = f64::from(gpus);
+    let model_ns = (g - 1.0) * (total as f64 / g / opts.link.bytes_per_ns + opts.link.latency_ns);
+    Ok(RsTiming {
+        rs_seconds: p.ns * 1e-9,
+        model_seconds: model_ns * 1e-9,
+        steps: gpus - 1,
+    })
+}
+
+/// Each GPU's partial output `A_g x B_g` with A, B uniform in [-1, 1] on a 1/64 grid,
+/// accumulated in f32 and rounded to the type.
+pub fn partial_outputs(gpus: u32, m: u32, n: u32, k: u32, dtype: GemmDataType, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..gpus)
+        .map(|_| {
+            let a: Vec<f32> = (0..m as usize * k as usize)
+                .map(|_| f32::from(rng.random_range(-64i8..=64)) / 64.0)
+                .collect();
+            let b: Vec<f32> = (0..k as usize * n as usize)
+                .map(|_| f32::from(rng.random_range(-64i8..=64)) / 64.0)
+                .collect();
+            let mut c = vec![0f32; m as usize * n as usize];
+            for i in 0..m as usize {
+                for p in 0..k as usize {
+                    let x = a[i * k as usize + p];
+                    let row = &b[p * n as usize..(p + 1) * n as usize];
+                    for (o, y) in c[i * n as usize..(i + 1) * n as usize].iter_mut().zip(row) {
+                        *o += x * y;
+                    }
+                }
+            }
+            c.into_iter().map(|v| round_to(dtype, v)).collect()
+        })
+        .collect()
+}
+
+/// The reduced value of chunk `c`'s element `i` in the ring's order:
+/// `p[c-1] + p[c-2]`, then `+ p[c-3]`, ..., `+ p[c]`, rounding after each addition.
+pub fn ring_order_sum(partials: &[Vec<f32>], c: u32, i: usize, dtype: GemmDataType) -> f32 {
+    let g = partials.len() as u32;
+    let mut s = partials[((c + g - 1) % g) as usize][i];
+    for j in 2..=g {
+        s = add_in(dtype, s, partials[((c + g - j) % g) as usize][i]);
+    }
+    s
+}
+
+/// The functional check (`nmcp t3 check`).
+///
+/// # Errors
+/// [`T3Error`].
+pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
+    let gpus = run.gpus;
+    let l = layout(opts, run.m, run.n, gpus)?;
+    if u64::from(run.m) * u64::from(run.n) * u64::from(run.k) * u64::from(gpus) > 1 << 34 {
+        return Err(T3Error::Config(format!(
+            "{} x {} x {} on {gpus} GPUs is too large for a functional check (it computes the GEMMs on the host)",
+            run.m, run.n, run.k
+        )));
+    }
+    let partials = partial_outputs(gpus, run.m, run.n, run.k.max(1), opts.dtype, opts.seed);
+    let sl = SubLayer {
+        model: "check".into(),
+        name: "check",
+        h: run.m,
+        tokens: run.n,
+        tp: gpus,
+        m: run.m,
+        n: run.n,
+        k: run.k.max(1),
+    };
+    let mut o = T3Options { gpus, ..opts.clone() };
+    o.simulate = Simulate::AllGpus;
+    let (seconds, outs): (f64, Vec<Vec<f32>>) = match run.scenario {
+        Scenario::T3 | Scenario::T3Mca => {
+            let mca = (run.scenario == Scenario::T3Mca).then(|| o.mca_threshold.unwrap_or(10));
+            let (p, s) = fused(&o, &sl, mca, false, Some(&partials))?;
+            (
+                p.ns * 1e-9,
+                (0..gpus as usize).map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default()).collect(),
+            )
+        }
+        Scenario::Sequential => {
+            let gemm = isolated_gemm(&o, &sl, false)?;
+            let mut s = system(&o, l, false, true, &|| Box::new(FrFcfs))?;
+            for (g, v) in partials.iter().enumerate() {
+                s.set_partial(g, v.clone());
+                s.load_partial_as_output(g);
+            }
+            s.start_ring(RingKind::ReduceScatter, 0);
+            s.run_until(limit(l.bytes() as f64 / o.link.bytes_per_ns), |_, _, _, _| {}, T3System::rings_done)
+                .map_err(T3Error::Stuck)?;
+            let rs_ns = s.totals().iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+            (
+                (gemm.ns + rs_ns) * 1e-9,
+                (0..gpus as usize).map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default()).collect(),
+            )
+        }
+        other => {
+            return Err(T3Error::Config(format!(
+                "check runs sequential, t3 or t3-mca, not {other}"
+            )))
+        }
+    };
+    let mut mismatches = 0u64;
+    let mut first = None;
+    let mut blocks = Vec::new();
+    let mut reduced = Vec::new();
+    let n = run.n as usize;
+    for g in 0..gpus {
+        let r = l.chunk_rect(g);
+        blocks.push(Block {
+            gpu: g,
+            rows: [r.row0, r.row0 + r.rows],
+            cols: [r.col0, r.col0 + r.cols],
+        });
+        let mut v = Vec::with_capacity(r.elements() as usize);
+        for row in r.row0..r.row0 + r.rows {
+            for col in r.col0..r.col0 + r.cols {
+                let i = row as usize * n + col as usize;
+                let got = outs[g as usize].get(i).copied().unwrap_or(f32::NAN);
+                let want = ring_order_sum(&partials, g, i, opts.dtype);
+                if got != want {
+                    mismatches += 1;
+                    first.get_or_insert_with(|| {
+                        format!("GPU {g} element ({row}, {col}): {got} where the ring-order sum is {want}")
+                    });
+                }
+                v.push(got);
+            }
+        }
+        reduced.push(v);
+    }
+    Ok(CheckOutput {
+        partials,
+        reduced,
+        blocks,
+        mismatches,
+        first_mismatch: first,
+        seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(gpus: u32) -> T3Options {
+        T3Options {
+            gpus,
+            ..T3Options::default()
+        }
+    }
+
+    #[test]
+    fn a_plain_ring_reduce_scatter_is_never_faster_than_the_bandwidth_latency_model() {
+        for gpus in [2, 4, 8] {
+            let t = time_reduce_scatter(&opts(gpus), 4 << 20).unwrap();
+            assert!(t.rs_seconds >= t.model_seconds, "{gpus} GPUs: {t:?}");
+            assert!(t.rs_seconds < 1.5 * t.model_seconds, "{gpus} GPUs: {t:?}");
+        }
+    }
+
+    #[test]
+    fn sequential_check_reduces_exactly() {
+        let run = CheckRun {
+            gpus: 4,
+            m: 256,
+            n: 256,
+            k: 32,
+            scenario: Scenario::Sequential,
+        };
+        let out = check(&opts(4), &run).unwrap();
+        assert_eq!(out.mismatches, 0, "{:?}", out.first_mismatch);
+        assert!(out.seconds > 0.0);
+    }
+}

@@ -1,0 +1,1566 @@
+//! N GPUs at DRAM-request level: each with its HBM (controllers, refresh, arbitration),
+//! a tracker fed by an observer on every controller, DMA engines, a producer GEMM and the
+//! ring-collective kernels, joined by link directions. One event queue and one clock
+//! (the HBM's 1 GHz command clock: a cycle is a nanosecond).
+//!
+//! # Stepping
+//! Time advances in slices of [`SLICE_CYCLES`]: the events due in the slice are handled
+//! in time order (a request they cause arrives at its event's cycle), then every GPU's
+//! memory system runs to the slice's end, its column issues feed the tracker and its
+//! finished requests complete their transfer blocks. A request caused by a finished
+//! request therefore enters up to one slice late. GPUs interact only through links whose
+//! latency (500 ns) is far longer than a slice, so the order of GPUs within a slice does
+//! not matter.
+//!
+//! # Data
+//! With `functional` set, every GPU holds its output array (and the ring kernel's receive
+//! buffer) as values, and each transfer block carries the values it moves: a block of
+//! stores or updates applies them when its last request finishes; a block of reads
+//! snapshots them when its last read returns. Reductions round to the element type after
+//! every addition ([`add_in`]), the same function the reference sum uses.
+
+use std::collections::{HashMap, VecDeque};
+
+use nmcp_firmware::platform::{
+    ChannelSet, Clock, Cycle as FwCycle, DevAddr, DeviceMemory as FwMemory, DispatchError,
+    DispatchRequest, DmaController, DmaError, KernelDispatcher, MapError, MemoryError,
+    NmcController, NmcError, NmcTicket, OutputMapController, TrackerController, TrackerError,
+};
+use nmcp_firmware::Event;
+use nmcp_isa::gemm_ext::GemmDataType;
+use nmcp_isa::nmc::{DType, MacroCommand};
+use nmcp_isa::t3::{
+    split_peer, DmaDescriptor, DmaOp, DmaTrigger, OutputMap, TrackerEntry, TRACKER_NO_DMA,
+};
+
+use super::gemm::{ProducerModel, PHASES};
+use super::layout::{OutputLayout, Rect};
+use super::link::LinkDirection;
+use super::tracker::{Fired, Tracker};
+use crate::hbm::{AddressMapping, Cycle, HbmPreset};
+use crate::memctrl::{
+    Access, Arbiter, ControllerConfig, ControllerObserver, IssuedColumn, MemCompletion,
+    MemorySystem, Request, Source, TrafficClass,
+};
+use crate::sim::EventQueue;
+
+/// Cycles per simulation slice (see the module docs).
+pub const SLICE_CYCLES: Cycle = 16;
+/// Bytes per memory request.
+const REQ_BYTES: u64 = 64;
+/// Requests a GPU may hold waiting for controller queue room before its producer stops
+/// dispatching workgroups (the L2's miss queues are finite).
+const PENDING_CAP: usize = 8_192;
+/// DMA descriptors one GPU's engines work on at once (4 engines x 4).
+pub const DMA_IN_FLIGHT: usize = 16;
+/// Blocks the ring kernel keeps in flight per GPU (its CUs' outstanding memory work).
+const RING_IN_FLIGHT: usize = 64;
+
+/// Adds `b` to `a` in the element type (round after the addition).
+pub fn add_in(dtype: GemmDataType, a: f32, b: f32) -> f32 {
+    round_to(dtype, a + b)
+}
+
+/// `v` rounded to the element type.
+pub fn round_to(dtype: GemmDataType, v: f32) -> f32 {
+    match dtype {
+        GemmDataType::F16 => half::f16::from_f32(v).to_f32(),
+        GemmDataType::Bf16 => half::bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
+fn dtype_of(d: GemmDataType) -> DType {
+    match d {
+        GemmDataType::F16 => DType::F16,
+        GemmDataType::Bf16 => DType::Bf16,
+        _ => DType::F32,
+    }
+}
+
+/// Which of a GPU's arrays a block touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Region {
+    /// The GEMM output / reduction array.
+    Out,
+    /// The ring kernel's receive buffer.
+    Recv,
+}
+
+/// What a write block does to its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Plain store.
+    Store,
+    /// Near-memory op-and-store (add).
+    Update,
+}
+
+/// Who is told when a message's writes have landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    None,
+    /// `DmaDone` for descriptor `id` of GPU `node`.
+    Dma { node: u32, id: u16 },
+    /// A ring-kernel block of step `step` landed at its receiver.
+    Ring { step: u32 },
+}
+
+/// A transfer between GPUs.
+#[derive(Debug, Clone)]
+struct Message {
+    rect: Rect,
+    region: Region,
+    op: WriteOp,
+    /// Tracker tag for the receiver: (workgroup, wavefront).
+    tag: Option<(u32, u8)>,
+    payload: Option<Vec<f32>>,
+    ack: Ack,
+    class: TrafficClass,
+}
+
+#[derive(Debug, Clone)]
+enum BlockKind {
+    /// A producer workgroup's phase reads.
+    WgRead { slot: u32 },
+    /// Writes (local GEMM stores, or a message landing).
+    Writes { ack: Ack, payload: Option<Vec<f32>> },
+    /// A DMA descriptor's reads.
+    DmaRead { desc: u16 },
+    /// A ring-kernel block's reads (one or two of them per block).
+    RingRead { item: u32 },
+    /// Counter spills and other traffic nobody waits for.
+    Fire,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    kind: BlockKind,
+    left: u32,
+    rect: Rect,
+    region: Region,
+    op: WriteOp,
+}
+
+/// How a GPU's producer stores one workgroup's tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StoreRoute {
+    local: Option<WriteOp>,
+    remote: Option<(u32, WriteOp)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WgState {
+    wg: u32,
+    phase: u32,
+    reads_left: u32,
+    compute_done: bool,
+}
+
+/// The producer GEMM on one GPU.
+#[derive(Debug, Clone)]
+struct Producer {
+    model: ProducerModel,
+    /// Workgroup ids in dispatch order.
+    start: u32,
+    total: u32,
+    dispatched: u32,
+    finished: u32,
+    slots: Vec<Option<WgState>>,
+    free: Vec<u32>,
+    done_at: Option<Cycle>,
+    /// Output stores still to finish (local blocks).
+    stores_left: u64,
+}
+
+/// The ring collective kernels on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingKind {
+    /// Baseline reduce-scatter on CUs: read local and received copies, add, send.
+    ReduceScatter,
+    /// Reduce-scatter with near-memory updates: read the (already reduced) local copy,
+    /// send it as an update into the receiver's copy.
+    ReduceScatterNmc,
+    /// All-gather: read the chunk, send it as a plain store.
+    AllGather,
+}
+
+#[derive(Debug, Clone)]
+struct Ring {
+    kind: RingKind,
+    /// Current step (1..=N-1; N = the baseline's final local reduction).
+    step: u32,
+    /// Work items (WF tiles) of the current step not yet started.
+    todo: VecDeque<Rect>,
+    in_flight: usize,
+    /// Blocks of the current step received from the upstream GPU.
+    received: u32,
+    /// Blocks per step.
+    per_step: u32,
+    /// Received counts that arrived for a later step (the upstream GPU ran ahead).
+    early: HashMap<u32, u32>,
+    /// Items in flight: reads left and the values read.
+    items: HashMap<u32, (u32, Rect, Option<Vec<f32>>, Option<Vec<f32>>)>,
+    next_item: u32,
+    /// Sends of the current step still to finish before the step may end.
+    done_at: Option<Cycle>,
+}
+
+/// Counts of one GPU's DRAM traffic by kind (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KindBytes {
+    /// Producer input reads.
+    pub gemm_reads: u64,
+    /// Producer plain output stores.
+    pub gemm_writes: u64,
+    /// Collective reads (ring kernels, DMA reads).
+    pub rs_reads: u64,
+    /// Collective plain writes.
+    pub rs_writes: u64,
+    /// Near-memory updates (producer stores and incoming).
+    pub updates: u64,
+    /// Tracker spill read-modify-writes.
+    pub spill: u64,
+}
+
+/// An observer that hands every issued column with a source to the node's tracker.
+#[derive(Debug, Clone, Default)]
+struct TrackerTap {
+    issued: Vec<(Cycle, u32, u8)>,
+}
+
+impl ControllerObserver for TrackerTap {
+    fn on_issue(&mut self, c: &IssuedColumn) {
+        if matches!(c.access, Access::Read) {
+            return;
+        }
+        if let Some(s) = c.source {
+            self.issued.push((c.at, s.workgroup, s.wavefront));
+        }
+    }
+}
+
+/// What the firmware asked for during one handler (applied after it returns).
+#[derive(Debug, Default)]
+struct FwRequests {
+    fired: Vec<Fired>,
+}
+
+/// One GPU.
+#[derive(Debug)]
+pub struct GpuNode {
+    index: u32,
+    mem: MemorySystem,
+    mapping: AddressMapping,
+    pending: Vec<VecDeque<(Request, u32)>>,
+    pending_total: usize,
+    /// Block of each request id still in flight (ids are dense from 0).
+    purpose: VecDeque<Option<u32>>,
+    purpose_base: u64,
+    blocks: Vec<Option<Block>>,
+    free_blocks: Vec<u32>,
+    tracker: Tracker,
+    tracking: bool,
+    dma: HashMap<u16, (DmaDescriptor, u8)>,
+    dma_ready: VecDeque<u16>,
+    dma_busy: usize,
+    maps: Vec<OutputMap>,
+    dispatch_start: u32,
+    producer: Option<Producer>,
+    ring: Option<Ring>,
+    out: Option<Vec<f32>>,
+    recv: Option<Vec<f32>>,
+    partial: Option<Vec<f32>>,
+    bytes: KindBytes,
+    /// Time-summed requests in flight (accepted, not finished), for occupancy.
+    inflight: u64,
+    occupancy_sum: f64,
+    occupancy_cycles: f64,
+    /// When the last of this GPU's expected tracker entries fired and its DMAs landed.
+    finished_at: Option<Cycle>,
+    fw_events: Vec<(Cycle, Event)>,
+}
+
+/// Events between components.
+#[derive(Debug, Clone)]
+enum Ev {
+    /// A workgroup's phase compute finished.
+    Compute { node: u32, slot: u32 },
+    /// A message arrives at `node`.
+    Arrive { node: u32, msg: Box<Message> },
+    /// A firmware event for `node`.
+    Firmware { node: u32, event: Event },
+}
+
+/// How a run is set up.
+#[derive(Debug, Clone)]
+pub struct SystemConfig {
+    /// HBM preset of every GPU.
+    pub preset: HbmPreset,
+    /// GPUs in the ring.
+    pub gpus: u32,
+    /// Simulate only GPU 0, mirroring its traffic as its neighbours'.
+    pub shortcut: bool,
+    /// Link bytes per ns per direction.
+    pub link_bytes_per_ns: f64,
+    /// Link latency, ns.
+    pub link_latency_ns: f64,
+    /// Output layout.
+    pub layout: OutputLayout,
+    /// Element type.
+    pub dtype: GemmDataType,
+    /// Carry values.
+    pub functional: bool,
+}
+
+/// The multi-GPU system.
+#[derive(Debug)]
+pub struct T3System {
+    cfg: SystemConfig,
+    nodes: Vec<GpuNode>,
+    /// `links[g]`: GPU g's direction towards `g - 1` (the ring's sending direction).
+    links: Vec<LinkDirection>,
+    /// Direct links (fully connected), `direct[from * N + to]`, created on first use.
+    direct: HashMap<(u32, u32), LinkDirection>,
+    queue: EventQueue<Ev>,
+    now: Cycle,
+    /// Base addresses of the arrays.
+    recv_base: u64,
+    a_base: u64,
+    b_base: u64,
+}
+
+impl GpuNode {
+    fn new(index: u32, preset: &HbmPreset, arbiter: &dyn Fn() -> Box<dyn Arbiter>) -> Result<Self, String> {
+        let mapping = AddressMapping::parse(&preset.controller.mapping, preset)
+            .map_err(|e| format!("{}: mapping: {e}", preset.name))?;
+        let mut mem = MemorySystem::new(preset, mapping.clone(), ControllerConfig::from_preset(preset));
+        mem.set_arbiter(|_| arbiter());
+        mem.set_observers(|_| Box::new(TrackerTap::default()));
+        let pcs = preset.pseudo_channels() as usize;
+        Ok(Self {
+            index,
+            mem,
+            mapping,
+            pending: vec![VecDeque::new(); pcs],
+            pending_total: 0,
+            purpose: VecDeque::new(),
+            purpose_base: 0,
+            blocks: Vec::new(),
+            free_blocks: Vec::new(),
+            tracker: Tracker::default(),
+            tracking: false,
+            dma: HashMap::new(),
+            dma_ready: VecDeque::new(),
+            dma_busy: 0,
+            maps: Vec::new(),
+            dispatch_start: 0,
+            producer: None,
+            ring: None,
+            out: None,
+            recv: None,
+            partial: None,
+            bytes: KindBytes::default(),
+            inflight: 0,
+            occupancy_sum: 0.0,
+            occupancy_cycles: 0.0,
+            finished_at: None,
+            fw_events: Vec::new(),
+        })
+    }
+
+    fn new_block(&mut self, b: Block) -> u32 {
+        if let Some(i) = self.free_blocks.pop() {
+            self.blocks[i as usize] = Some(b);
+            i
+        } else {
+            self.blocks.push(Some(b));
+            (self.blocks.len() - 1) as u32
+        }
+    }
+
+    /// Queues a request for controller room.
+    fn push_request(&mut self, req: Request, block: u32) {
+        let a = self.mapping.decode(req.addr & !(REQ_BYTES - 1));
+        let pc = self.mapping.pseudo_channel_index(&a);
+        if let Some(q) = self.pending.get_mut(pc) {
+            q.push_back((req, block));
+            self.pending_total += 1;
+        }
+    }
+
+    /// Moves waiting requests into controller queues while they have room.
+    fn fill(&mut self) {
+        if self.pending_total == 0 {
+            return;
+        }
+        for pc in 0..self.pending.len() {
+            while let Some(&(req, block)) = self.pending[pc].front() {
+                match self.mem.submit(&req) {
+                    Ok(id) => {
+                        self.pending[pc].pop_front();
+                        self.pending_total -= 1;
+                        self.inflight += 1;
+                        let off = (id.0 - self.purpose_base) as usize;
+                        while self.purpose.len() <= off {
+                            self.purpose.push_back(None);
+                        }
+                        self.purpose[off] = Some(block);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// Totals of one GPU after a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeTotals {
+    /// DRAM bytes by kind.
+    pub bytes: KindBytes,
+    /// Producer finished (last store done), ns.
+    pub gemm_done_ns: Option<f64>,
+    /// Collective finished, ns.
+    pub collective_done_ns: Option<f64>,
+    /// Mean requests in flight per pseudo-channel while the producer ran.
+    pub mean_occupancy: f64,
+    /// Tracker figures.
+    pub tracker: super::tracker::TrackerStats,
+    /// Tracker entries left unprogrammed (should be 0).
+    pub orphans: u64,
+}
+
+impl T3System {
+    /// A system of `cfg.gpus` GPUs (one, in the shortcut) with `arbiter` at every
+    /// controller.
+    ///
+    /// # Errors
+    /// A message naming what is wrong with the configuration.
+    pub fn new(cfg: SystemConfig, arbiter: &dyn Fn() -> Box<dyn Arbiter>) -> Result<Self, String> {
+        if cfg.shortcut && !cfg.layout.even() {
+            return Err("the symmetric shortcut needs chunks of equal size".into());
+        }
+        let simulated = if cfg.shortcut { 1 } else { cfg.gpus };
+        let nodes = (0..simulated)
+            .map(|i| GpuNode::new(i, &cfg.preset, arbiter))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mb = 1u64 << 20;
+        let out_bytes = cfg.layout.bytes().div_ceil(mb) * mb;
+        let links = (0..cfg.gpus)
+            .map(|_| LinkDirection::new(cfg.link_bytes_per_ns, cfg.link_latency_ns))
+            .collect();
+        let mut s = Self {
+            recv_base: out_bytes,
+            a_base: 2 * out_bytes,
+            b_base: 2 * out_bytes + (256 * mb),
+            cfg,
+            nodes,
+            links,
+            direct: HashMap::new(),
+            queue: EventQueue::new(),
+            now: 0,
+        };
+        if s.b_base + 512 * mb > s.cfg.preset.capacity_bytes() {
+            return Err(format!(
+                "the arrays ({} MB) do not fit the HBM ({} MB)",
+                (s.b_base + 512 * mb) >> 20,
+                s.cfg.preset.capacity_bytes() >> 20
+            ));
+        }
+        if s.cfg.functional {
+            let n = (s.cfg.layout.m as usize) * (s.cfg.layout.n as usize);
+            for node in &mut s.nodes {
+                node.out = Some(vec![0.0; n]);
+                node.recv = Some(vec![0.0; n]);
+            }
+        }
+        Ok(s)
+    }
+
+    /// The GPUs simulated.
+    pub fn nodes(&self) -> &[GpuNode] {
+        &self.nodes
+    }
+
+    /// Current cycle (ns).
+    pub fn now(&self) -> Cycle {
+        self.now
+    }
+
+    /// Sets GPU `g`'s partial output values (functional runs).
+    pub fn set_partial(&mut self, g: usize, values: Vec<f32>) {
+        if let Some(n) = self.nodes.get_mut(g) {
+            n.partial = Some(values);
+        }
+    }
+
+    /// GPU `g`'s output array values (functional runs).
+    pub fn out_values(&self, g: usize) -> Option<&[f32]> {
+        self.nodes.get(g).and_then(|n| n.out.as_deref())
+    }
+
+    /// Puts GPU `g`'s partial output into its output array at once (the GEMM's result
+    /// before a sequential collective; its stores' timing is the producer run's).
+    pub fn load_partial_as_output(&mut self, g: usize) {
+        if let Some(n) = self.nodes.get_mut(g) {
+            if let Some(p) = n.partial.clone() {
+                n.out = Some(p);
+            }
+        }
+    }
+
+    fn base(&self, region: Region) -> u64 {
+        match region {
+            Region::Out => 0,
+            Region::Recv => self.recv_base,
+        }
+    }
+
+    /// Queues the requests that cover `rect` of `region` on GPU `node` for block `block`.
+    fn rect_requests(
+        &mut self,
+        node: usize,
+        rect: Rect,
+        region: Region,
+        access: Access,
+        class: TrafficClass,
+        source: Option<Source>,
+        block: u32,
+        at: Cycle,
+    ) -> u32 {
+        let l = self.cfg.layout;
+        let base = self.base(region);
+        let mut count = 0;
+        for row in rect.row0..rect.row0 + rect.rows {
+            let first = (base + l.offset(row, rect.col0)) & !(REQ_BYTES - 1);
+            let end = base + l.offset(row, rect.col0 + rect.cols);
+            let mut a = first;
+            while a < end {
+                let mut r = Request {
+                    addr: a,
+                    size: REQ_BYTES as u32,
+                    access,
+                    class,
+                    source: None,
+                    arrival: at,
+                };
+                if let Some(s) = source {
+                    r = r.with_source(s);
+                }
+                self.nodes[node].push_request(r, block);
+                count += 1;
+                a += REQ_BYTES;
+            }
+        }
+        count
+    }
+
+    fn access_of(&self, op: WriteOp) -> Access {
+        match op {
+            WriteOp::Store => Access::Write,
+            WriteOp::Update => Access::Update(dtype_of(self.cfg.dtype)),
+        }
+    }
+
+    /// Starts a write block of `rect` on `node`.
+    #[allow(clippy::too_many_arguments)]
+    fn start_writes(
+        &mut self,
+        node: usize,
+        rect: Rect,
+        region: Region,
+        op: WriteOp,
+        class: TrafficClass,
+        tag: Option<(u32, u8)>,
+        payload: Option<Vec<f32>>,
+        ack: Ack,
+        at: Cycle,
+    ) {
+        if rect.rows == 0 || rect.cols == 0 {
+            self.block_done(node, BlockKind::Writes { ack, payload }, rect, region, op, at);
+            return;
+        }
+        let b = self.nodes[node].new_block(Block {
+            kind: BlockKind::Writes { ack, payload },
+            left: 0,
+            rect,
+            region,
+            op,
+        });
+        let source = tag.map(|(wg, wf)| Source {
+            gpu: node as u16,
+            workgroup: wg,
+            wavefront: wf,
+        });
+        let access = self.access_of(op);
+        let n = self.rect_requests(node, rect, region, access, class, source, b, at);
+        let bytes = u64::from(n) * REQ_BYTES;
+        let k = &mut self.nodes[node].bytes;
+        match (op, class, region) {
+            (WriteOp::Update, _, _) => k.updates += bytes,
+            (WriteOp::Store, TrafficClass::Compute, Region::Out) => k.gemm_writes += bytes,
+            _ => k.rs_writes += bytes,
+        }
+        if let Some(Some(blk)) = self.nodes[node].blocks.get_mut(b as usize) {
+            blk.left = n;
+        }
+    }
+
+    /// Starts a read block of `rect` on `node`.
+    fn start_reads(&mut self, node: usize, rect: Rect, region: Region, kind: BlockKind, at: Cycle) {
+        let b = self.nodes[node].new_block(Block {
+            kind,
+            left: 0,
+            rect,
+            region,
+            op: WriteOp::Store,
+        });
+        let n = self.rect_requests(
+            node,
+            rect,
+            region,
+            Access::Read,
+            TrafficClass::Communication,
+            None,
+            b,
+            at,
+        );
+        self.nodes[node].bytes.rs_reads += u64::from(n) * REQ_BYTES;
+        if n == 0 {
+            self.finish_block(node, b, at);
+        } else if let Some(Some(blk)) = self.nodes[node].blocks.get_mut(b as usize) {
+            blk.left = n;
+        }
+    }
+
+    fn values(&self, node: usize, region: Region, rect: Rect) -> Option<Vec<f32>> {
+        let arr = match region {
+            Region::Out => self.nodes[node].out.as_ref()?,
+            Region::Recv => self.nodes[node].recv.as_ref()?,
+        };
+        let n = self.cfg.layout.n as usize;
+        let mut v = Vec::with_capacity(rect.elements() as usize);
+        for r in rect.row0..rect.row0 + rect.rows {
+            let s = r as usize * n + rect.col0 as usize;
+            v.extend_from_slice(&arr[s..s + rect.cols as usize]);
+        }
+        Some(v)
+    }
+
+    fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
+        let p = self.nodes[node].partial.as_ref()?;
+        let n = self.cfg.layout.n as usize;
+        let mut v = Vec::with_capacity(rect.elements() as usize);
+        for r in rect.row0..rect.row0 + rect.rows {
+            let s = r as usize * n + rect.col0 as usize;
+            v.extend_from_slice(&p[s..s + rect.cols as usize]);
+        }
+        Some(v)
+    }
+
+    fn apply(&mut self, node: usize, region: Region, rect: Rect, op: WriteOp, vals: &[f32]) {
+        let n = self.cfg.layout.n as usize;
+        let dtype = self.cfg.dtype;
+        let arr = match region {
+            Region::Out => self.nodes[node].out.as_mut(),
+            Region::Recv => self.nodes[node].recv.as_mut(),
+        };
+        let Some(arr) = arr else { return };
+        let mut i = 0;
+        for r in rect.row0..rect.row0 + rect.rows {
+            let s = r as usize * n + rect.col0 as usize;
+            for x in &mut arr[s..s + rect.cols as usize] {
+                let v = vals.get(i).copied().unwrap_or(0.0);
+                *x = match op {
+                    WriteOp::Store => v,
+                    WriteOp::Update => add_in(dtype, *x, v),
+                };
+                i += 1;
+            }
+        }
+    }
+
+    /// Sends `msg` from GPU `from` to GPU `to` at `at`.
+    fn send(&mut self, from: u32, to: u32, msg: Message, at: Cycle) {
+        let g = self.cfg.gpus;
+        let bytes = msg.rect.elements() * u64::from(self.cfg.layout.elem) + 64;
+        let arrive = if (from + g - 1) % g == to {
+            self.links[from as usize].send(at as f64, bytes)
+        } else {
+            let (bw, lat) = (self.cfg.link_bytes_per_ns, self.cfg.link_latency_ns);
+            self.direct
+                .entry((from, to))
+                .or_insert_with(|| LinkDirection::new(bw, lat))
+                .send(at as f64, bytes)
+        };
+        let arrive = arrive.ceil() as Cycle;
+        if self.cfg.shortcut {
+            // GPU 0 stands for every GPU: what it sends to `to` is what GPU `from + d`
+            // sends to `to + d`; the copy that lands on GPU 0 comes from `from - to`
+            // positions upstream, i.e. the same message shifted by `(from - to)` chunks.
+            let shift = (from + g - to) % g;
+            let msg = self.shift_message(msg, shift);
+            self.queue.push(arrive, Ev::Arrive { node: 0, msg: Box::new(msg) });
+        } else {
+            self.queue.push(arrive, Ev::Arrive { node: to, msg: Box::new(msg) });
+        }
+    }
+
+    /// The message as it looks coming from `shift` GPUs further along the ring.
+    fn shift_message(&self, mut msg: Message, shift: u32) -> Message {
+        let l = self.cfg.layout;
+        let c0 = l.chunk_rect(0);
+        let chunk_of = |r: &Rect| {
+            (0..l.gpus)
+                .find(|&c| {
+                    let cr = l.chunk_rect(c);
+                    r.row0 >= cr.row0
+                        && r.row0 < cr.row0 + cr.rows
+                        && r.col0 >= cr.col0
+                        && r.col0 < cr.col0 + cr.cols
+                })
+                .unwrap_or(0)
+        };
+        let from_chunk = chunk_of(&msg.rect);
+        let to_chunk = (from_chunk + shift) % l.gpus;
+        let (a, b) = (l.chunk_rect(from_chunk), l.chunk_rect(to_chunk));
+        let _ = c0;
+        msg.rect.row0 = msg.rect.row0 - a.row0 + b.row0;
+        msg.rect.col0 = msg.rect.col0 - a.col0 + b.col0;
+        if let Some((wg, wf)) = msg.tag {
+            let (fa, _) = l.chunk_wgs(from_chunk);
+            let (fb, _) = l.chunk_wgs(to_chunk);
+            msg.tag = Some((wg - fa + fb, wf));
+        }
+        if let Ack::Dma { .. } = msg.ack {
+            // The acknowledgement is GPU 0's own (by symmetry it lands when this does).
+        }
+        msg
+    }
+
+    fn finish_block(&mut self, node: usize, b: u32, at: Cycle) {
+        let Some(blk) = self.nodes[node].blocks.get_mut(b as usize).and_then(Option::take) else {
+            return;
+        };
+        self.nodes[node].free_blocks.push(b);
+        self.block_done(node, blk.kind, blk.rect, blk.region, blk.op, at);
+    }
+
+    fn block_done(
+        &mut self,
+        node: usize,
+        kind: BlockKind,
+        rect: Rect,
+        region: Region,
+        op: WriteOp,
+        at: Cycle,
+    ) {
+        match kind {
+            BlockKind::Fire => {}
+            BlockKind::WgRead { slot } => self.wg_reads_done(node, slot, at),
+            BlockKind::Writes { ack, payload } => {
+                if let Some(p) = payload {
+                    self.apply(node, region, rect, op, &p);
+                }
+                match ack {
+                    Ack::None => {
+                        if let Some(p) = self.nodes[node].producer.as_mut() {
+                            if region == Region::Out && p.stores_left > 0 {
+                                p.stores_left -= 1;
+                                if p.stores_left == 0 && p.finished == p.total {
+                                    p.done_at = Some(at);
+                                }
+                            }
+                        }
+                    }
+                    Ack::Dma { node: n, id } => {
+                        let lat = self.cfg.link_latency_ns.ceil() as Cycle;
+                        let target = if self.cfg.shortcut { 0 } else { n };
+                        self.queue.push(
+                            at + lat,
+                            Ev::Firmware {
+                                node: target,
+                                event: Event::DmaDone {
+                                    engine: 0,
+                                    id,
+                                    status: Ok(()),
+                                },
+                            },
+                        );
+                    }
+                    Ack::Ring { step } => self.ring_received(node, step, at),
+                }
+            }
+            BlockKind::DmaRead { desc } => self.dma_reads_done(node, desc, rect, at),
+            BlockKind::RingRead { item } => self.ring_read_done(node, item, region, rect, at),
+        }
+    }
+
+    // ----- producer -----
+
+    /// Starts the producer GEMM on every GPU (all local plain stores unless maps say
+    /// otherwise).
+    pub fn start_producer(&mut self, model: ProducerModel, at: Cycle) {
+        let total = self.cfg.layout.tiles();
+        for i in 0..self.nodes.len() {
+            let resident = model.resident as usize;
+            let start = self.nodes[i].dispatch_start % total.max(1);
+            self.nodes[i].producer = Some(Producer {
+                model,
+                start,
+                total,
+                dispatched: 0,
+                finished: 0,
+                slots: vec![None; resident],
+                free: (0..resident as u32).rev().collect(),
+                done_at: None,
+                stores_left: 0,
+            });
+            self.dispatch(i, at);
+        }
+    }
+
+    fn route(&self, node: usize, wg: u32) -> StoreRoute {
+        let maps = &self.nodes[node].maps;
+        let op = |o: DmaOp| match o {
+            DmaOp::Store => WriteOp::Store,
+            DmaOp::Update(_) => WriteOp::Update,
+        };
+        for m in maps {
+            if wg >= m.wg_first && wg - m.wg_first < m.wg_count {
+                return StoreRoute {
+                    local: m.local.map(op),
+                    remote: m.remote.map(|(p, o)| (u32::from(p), op(o))),
+                };
+            }
+        }
+        StoreRoute {
+            local: Some(WriteOp::Store),
+            remote: None,
+        }
+    }
+
+    fn dispatch(&mut self, node: usize, at: Cycle) {
+        loop {
+            if self.nodes[node].pending_total > PENDING_CAP {
+                return;
+            }
+            let Some(p) = self.nodes[node].producer.as_mut() else {
+                return;
+            };
+            if p.dispatched >= p.total {
+                return;
+            }
+            let Some(slot) = p.free.pop() else { return };
+            let wg = (p.start + p.dispatched) % p.total;
+            p.dispatched += 1;
+            p.slots[slot as usize] = Some(WgState {
+                wg,
+                phase: 0,
+                reads_left: 0,
+                compute_done: false,
+            });
+            self.start_phase(node, slot, at);
+        }
+    }
+
+    fn start_phase(&mut self, node: usize, slot: u32, at: Cycle) {
+        let (wg, phase, model) = {
+            let p = self.nodes[node].producer.as_ref().expect("producer");
+            let s = p.slots[slot as usize].expect("slot");
+            (s.wg, s.phase, p.model)
+        };
+        let compute = model.phase_ns.ceil() as Cycle;
+        self.queue.push(at + compute.max(1), Ev::Compute { node: node as u32, slot });
+        let per_phase = model.read_bytes_per_wg / f64::from(PHASES);
+        let n = (per_phase / REQ_BYTES as f64).round() as u64;
+        if n == 0 {
+            return;
+        }
+        let b = self.nodes[node].new_block(Block {
+            kind: BlockKind::WgRead { slot },
+            left: n as u32,
+            rect: Rect::default(),
+            region: Region::Out,
+            op: WriteOp::Store,
+        });
+        // Half the bytes from A's tile-row panel, half from B's tile-column panel.
+        let l = self.cfg.layout;
+        let r = l.wg_rect(wg);
+        let (pa, pb) = model.cost.panel_bytes;
+        let tr = u64::from(r.row0 / l.tile.0);
+        let tc = u64::from(r.col0 / l.tile.1);
+        let a0 = self.a_base + ((tr as f64 * pa) as u64 + (u64::from(phase) * pa as u64) / u64::from(PHASES)) % (256 << 20);
+        let b0 = self.b_base + ((tc as f64 * pb) as u64 + (u64::from(phase) * pb as u64) / u64::from(PHASES)) % (256 << 20);
+        for i in 0..n {
+            let addr = if i % 2 == 0 { a0 + (i / 2) * REQ_BYTES } else { b0 + (i / 2) * REQ_BYTES };
+            let req = Request::read(addr & !(REQ_BYTES - 1), REQ_BYTES as u32, at).with_source(Source {
+                gpu: node as u16,
+                workgroup: wg,
+                wavefront: 0,
+            });
+            self.nodes[node].push_request(req, b);
+        }
+        self.nodes[node].bytes.gemm_reads += n * REQ_BYTES;
+        if let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) {
+            s.reads_left = 1;
+        }
+    }
+
+    fn wg_reads_done(&mut self, node: usize, slot: u32, at: Cycle) {
+        let done = {
+            let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) else {
+                return;
+            };
+            s.reads_left = 0;
+            s.compute_done
+        };
+        if done {
+            self.phase_end(node, slot, at);
+        }
+    }
+
+    fn compute_done(&mut self, node: usize, slot: u32, at: Cycle) {
+        let ready = {
+            let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) else {
+                return;
+            };
+            s.compute_done = true;
+            s.reads_left == 0
+        };
+        if ready {
+            self.phase_end(node, slot, at);
+        }
+    }
+
+    fn phase_end(&mut self, node: usize, slot: u32, at: Cycle) {
+        let (wg, last) = {
+            let p = self.nodes[node].producer.as_mut().expect("producer");
+            let s = p.slots[slot as usize].as_mut().expect("slot");
+            s.phase += 1;
+            s.compute_done = false;
+            (s.wg, s.phase >= PHASES)
+        };
+        if !last {
+            self.start_phase(node, slot, at);
+            return;
+        }
+        // Epilogue: store the tile, wavefront by wavefront.
+        let route = self.route(node, wg);
+        let l = self.cfg.layout;
+        for wf in 0..l.wfs {
+            let rect = l.wf_rect(wg, wf);
+            if rect.rows == 0 {
+                continue;
+            }
+            let vals = self.partial_values(node, rect);
+            if let Some(op) = route.local {
+                let class = TrafficClass::Compute;
+                if let Some(p) = self.nodes[node].producer.as_mut() {
+                    p.stores_left += 1;
+                }
+                self.start_writes(node, rect, Region::Out, op, class, Some((wg, wf as u8)), vals.clone(), Ack::None, at);
+            }
+            if let Some((peer, op)) = route.remote {
+                let msg = Message {
+                    rect,
+                    region: Region::Out,
+                    op,
+                    tag: Some((wg, wf as u8)),
+                    payload: vals,
+                    ack: Ack::None,
+                    class: TrafficClass::Communication,
+                };
+                self.send(node as u32, peer, msg, at);
+            }
+        }
+        let p = self.nodes[node].producer.as_mut().expect("producer");
+        p.slots[slot as usize] = None;
+        p.free.push(slot);
+        p.finished += 1;
+        if p.finished == p.total && p.stores_left == 0 {
+            p.done_at = Some(at);
+        }
+        self.dispatch(node, at);
+    }
+
+    // ----- tracker and DMA -----
+
+    fn fired(&mut self, node: usize, f: Fired, at: Cycle) {
+        self.nodes[node].fw_events.push((at, Event::TrackerFired { entry: f.entry }));
+        if f.dma_id == TRACKER_NO_DMA {
+            return;
+        }
+        let ready = match self.nodes[node].dma.get_mut(&f.dma_id) {
+            Some((d, got)) => {
+                *got += 1;
+                *got >= d.fires.max(1)
+            }
+            None => false,
+        };
+        if ready {
+            self.nodes[node].dma_ready.push_back(f.dma_id);
+        }
+    }
+
+    fn run_dma(&mut self, node: usize, at: Cycle) {
+        while self.nodes[node].dma_busy < DMA_IN_FLIGHT {
+            let Some(id) = self.nodes[node].dma_ready.pop_front() else {
+                return;
+            };
+            let Some((d, _)) = self.nodes[node].dma.get(&id).cloned() else {
+                continue;
+            };
+            self.nodes[node].dma_busy += 1;
+            let rect = self.desc_rect(d.src, d.rows, d.cols);
+            self.start_reads(node, rect, Region::Out, BlockKind::DmaRead { desc: id }, at);
+        }
+    }
+
+    fn desc_rect(&self, addr: u64, rows: u16, cols: u16) -> Rect {
+        let l = self.cfg.layout;
+        let (_, local) = split_peer(addr);
+        let e = local / u64::from(l.elem);
+        Rect {
+            row0: (e / u64::from(l.n)) as u32,
+            col0: (e % u64::from(l.n)) as u32,
+            rows: u32::from(rows),
+            cols: u32::from(cols),
+        }
+    }
+
+    fn dma_reads_done(&mut self, node: usize, id: u16, rect: Rect, at: Cycle) {
+        let Some((d, _)) = self.nodes[node].dma.remove(&id) else {
+            return;
+        };
+        self.nodes[node].dma_busy -= 1;
+        let payload = self.values(node, Region::Out, rect);
+        let (peer, dst_local) = split_peer(d.dst);
+        let to = peer.map_or(node as u32, u32::from);
+        let dst_rect = self.desc_rect(dst_local, d.rows, d.cols);
+        let op = match d.op {
+            DmaOp::Store => WriteOp::Store,
+            DmaOp::Update(_) => WriteOp::Update,
+        };
+        let msg = Message {
+            rect: dst_rect,
+            region: Region::Out,
+            op,
+            tag: Some((d.dst_wg_id, d.dst_wf_id)),
+            payload,
+            ack: Ack::Dma { node: node as u32, id },
+            class: TrafficClass::Communication,
+        };
+        let from = self.nodes[node].index;
+        self.send(from, to, msg, at);
+        self.run_dma(node, at);
+    }
+
+    // ----- ring collectives -----
+
+    /// Starts a ring collective on every GPU over the whole output array.
+    pub fn start_ring(&mut self, kind: RingKind, at: Cycle) {
+        for i in 0..self.nodes.len() {
+            let per_step = self.step_items(i, kind, 1).len() as u32;
+            self.nodes[i].ring = Some(Ring {
+                kind,
+                step: 0,
+                todo: VecDeque::new(),
+                in_flight: 0,
+                received: 0,
+                per_step,
+                early: HashMap::new(),
+                items: HashMap::new(),
+                next_item: 0,
+                done_at: None,
+            });
+            self.ring_begin_step(i, 1, at);
+        }
+    }
+
+    /// The chunk GPU `g` sends in step `s`.
+    fn ring_chunk(&self, g: u32, kind: RingKind, s: u32) -> u32 {
+        let n = self.cfg.gpus;
+        match kind {
+            RingKind::AllGather => (g + s + n - 1) % n,
+            _ => (g + s) % n,
+        }
+    }
+
+    fn step_items(&self, node: usize, kind: RingKind, s: u32) -> Vec<Rect> {
+        let l = self.cfg.layout;
+        let g = self.nodes[node].index;
+        let c = if s >= self.cfg.gpus { g } else { self.ring_chunk(g, kind, s) };
+        let (first, count) = l.chunk_wgs(c);
+        let mut v = Vec::new();
+        for wg in first..first + count {
+            for wf in 0..l.wfs {
+                let r = l.wf_rect(wg, wf);
+                if r.rows > 0 {
+                    v.push(r);
+                }
+            }
+        }
+        v
+    }
+
+    fn ring_begin_step(&mut self, node: usize, s: u32, at: Cycle) {
+        let n = self.cfg.gpus;
+        let kind = self.nodes[node].ring.as_ref().map(|r| r.kind).expect("ring");
+        let final_pass = s >= n;
+        if final_pass && kind != RingKind::ReduceScatter {
+            if let Some(r) = self.nodes[node].ring.as_mut() {
+                r.done_at = Some(at);
+                r.step = s;
+            }
+            return;
+        }
+        let items = self.step_items(node, kind, s);
+        let early = {
+            let r = self.nodes[node].ring.as_mut().expect("ring");
+            r.step = s;
+            r.todo = items.into();
+            r.received = r.early.remove(&s).unwrap_or(0);
+            r.received
+        };
+        let _ = early;
+        self.ring_pump(node, at);
+    }
+
+    fn ring_pump(&mut self, node: usize, at: Cycle) {
+        loop {
+            let (rect, item, s, kind) = {
+                let r = self.nodes[node].ring.as_mut().expect("ring");
+                if r.in_flight >= RING_IN_FLIGHT {
+                    return;
+                }
+                let Some(rect) = r.todo.pop_front() else { return };
+                r.in_flight += 1;
+                let item = r.next_item;
+                r.next_item += 1;
+                (rect, item, r.step, r.kind)
+            };
+            // Reads: the local copy; the received copy too for the CU reduction past
+            // step 1 (and in the final pass).
+            let two = kind == RingKind::ReduceScatter && s >= 2;
+            let r = self.nodes[node].ring.as_mut().expect("ring");
+            r.items.insert(item, (if two { 2 } else { 1 }, rect, None, None));
+            self.start_reads(node, rect, Region::Out, BlockKind::RingRead { item }, at);
+            if two {
+                self.start_reads(node, rect, Region::Recv, BlockKind::RingRead { item }, at);
+            }
+        }
+    }
+
+    fn ring_read_done(&mut self, node: usize, item: u32, region: Region, rect: Rect, at: Cycle) {
+        let vals = self.values(node, region, rect);
+        let (complete, s, kind) = {
+            let r = self.nodes[node].ring.as_mut().expect("ring");
+            let (s, kind) = (r.step, r.kind);
+            let Some(e) = r.items.get_mut(&item) else { return };
+            e.0 -= 1;
+            match region {
+                Region::Out => e.2 = vals,
+                Region::Recv => e.3 = vals,
+            }
+            (e.0 == 0, s, kind)
+        };
+        if !complete {
+            return;
+        }
+        let (_, rect, local, received) = self
+            .nodes[node]
+            .ring
+            .as_mut()
+            .and_then(|r| r.items.remove(&item))
+            .expect("item");
+        let dtype = self.cfg.dtype;
+        let payload = match (local, received) {
+            (Some(a), Some(b)) => Some(a.iter().zip(&b).map(|(x, y)| add_in(dtype, *y, *x)).collect()),
+            (a, _) => a,
+        };
+        let n = self.cfg.gpus;
+        let g = self.nodes[node].index;
+        if s >= n {
+            // The baseline's final pass: the reduced own chunk is written locally.
+            self.start_writes(node, rect, Region::Out, WriteOp::Store, TrafficClass::Communication, None, payload, Ack::Ring { step: s }, at);
+        } else {
+            let (region, op) = match kind {
+                RingKind::ReduceScatter => (Region::Recv, WriteOp::Store),
+                RingKind::ReduceScatterNmc => (Region::Out, WriteOp::Update),
+                RingKind::AllGather => (Region::Out, WriteOp::Store),
+            };
+            let msg = Message {
+                rect,
+                region,
+                op,
+                tag: None,
+                payload,
+                ack: Ack::Ring { step: s },
+                class: TrafficClass::Communication,
+            };
+            self.send(g, (g + n - 1) % n, msg, at);
+        }
+        if let Some(r) = self.nodes[node].ring.as_mut() {
+            r.in_flight -= 1;
+        }
+        self.ring_pump(node, at);
+    }
+
+    /// A block of step `step` landed on `node` (from upstream; or the final pass's own).
+    fn ring_received(&mut self, node: usize, step: u32, at: Cycle) {
+        let n = self.cfg.gpus;
+        let advance = {
+            let r = self.nodes[node].ring.as_mut().expect("ring");
+            if step != r.step {
+                *r.early.entry(step).or_insert(0) += 1;
+                false
+            } else {
+                r.received += 1;
+                r.received >= r.per_step
+            }
+        };
+        if advance {
+            let s = self.nodes[node].ring.as_ref().map_or(n, |r| r.step);
+            if s >= n {
+                if let Some(r) = self.nodes[node].ring.as_mut() {
+                    r.done_at = Some(at);
+                }
+            } else {
+                self.ring_begin_step(node, s + 1, at);
+            }
+        }
+    }
+
+    // ----- the loop -----
+
+    /// Handles a message landing on `node`.
+    fn arrive(&mut self, node: usize, msg: Message, at: Cycle) {
+        self.start_writes(node, msg.rect, msg.region, msg.op, msg.class, msg.tag, msg.payload, msg.ack, at);
+    }
+
+    fn drain_taps(&mut self, node: usize) {
+        let elems = (32 / self.cfg.layout.elem.max(1)).max(1);
+        let mut issued = Vec::new();
+        for c in self.nodes[node].mem.controllers_mut() {
+            if let Some(t) = c.observer_as_mut::<TrackerTap>() {
+                issued.append(&mut t.issued);
+            }
+        }
+        if !self.nodes[node].tracking {
+            return;
+        }
+        issued.sort_unstable_by_key(|x| x.0);
+        for (at, wg, wf) in issued {
+            let o = self.nodes[node].tracker.count(wg, wf, elems);
+            if o.spilled {
+                self.spill_access(node, at);
+            }
+            if let Some(f) = o.fired {
+                self.fired(node, f, at);
+            }
+        }
+    }
+
+    fn spill_access(&mut self, node: usize, at: Cycle) {
+        // One read-modify-write of a counter in the spill table (a reserved row).
+        let b = self.nodes[node].new_block(Block {
+            kind: BlockKind::Fire,
+            left: 2,
+            rect: Rect::default(),
+            region: Region::Out,
+            op: WriteOp::Store,
+        });
+        let addr = self.b_base + (300 << 20);
+        self.nodes[node].push_request(Request::read(addr, 32, at).with_class(TrafficClass::Communication), b);
+        self.nodes[node].push_request(Request::write(addr, 32, at).with_class(TrafficClass::Communication), b);
+        self.nodes[node].bytes.spill += 64;
+    }
+
+    fn complete(&mut self, node: usize, done: &[MemCompletion]) {
+        for c in done {
+            let n = &mut self.nodes[node];
+            n.inflight -= 1;
+            let off = (c.id.0 - n.purpose_base) as usize;
+            let b = n.purpose.get_mut(off).and_then(Option::take);
+            while matches!(n.purpose.front(), Some(None)) {
+                n.purpose.pop_front();
+                n.purpose_base += 1;
+            }
+            let Some(b) = b else { continue };
+            let last = match n.blocks.get_mut(b as usize) {
+                Some(Some(blk)) => {
+                    blk.left = blk.left.saturating_sub(1);
+                    blk.left == 0
+                }
+                _ => false,
+            };
+            if last {
+                self.finish_block(node, b, c.finish);
+            }
+        }
+    }
+
+    /// Runs until `done(self)` holds, or `limit` cycles pass.
+    ///
+    /// # Errors
+    /// A message saying what was still running when the limit hit.
+    pub fn run_until(
+        &mut self,
+        limit: Cycle,
+        mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<Cycle, String> {
+        let mut completions = Vec::new();
+        while !done(self) {
+            if self.now > limit {
+                return Err(self.describe());
+            }
+            let end = self.now + SLICE_CYCLES;
+            while let Some(e) = self.queue.pop_due(end) {
+                let at = e.at;
+                match e.event {
+                    Ev::Compute { node, slot } => self.compute_done(node as usize, slot, at),
+                    Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
+                    Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+                }
+            }
+            for i in 0..self.nodes.len() {
+                self.nodes[i].fill();
+                let mem = &mut self.nodes[i].mem;
+                completions.clear();
+                mem.advance_until(end, &mut completions);
+                self.drain_taps(i);
+                let done_now = std::mem::take(&mut completions);
+                self.complete(i, &done_now);
+                completions = done_now;
+                let evs = std::mem::take(&mut self.nodes[i].fw_events);
+                for (at, ev) in evs {
+                    fw(self, i, ev, at);
+                }
+                self.run_dma(i, end);
+                self.dispatch(i, end);
+                self.nodes[i].fill();
+                let n = &mut self.nodes[i];
+                if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
+                    n.occupancy_sum += n.inflight as f64;
+                    n.occupancy_cycles += 1.0;
+                }
+            }
+            self.now = end;
+        }
+        Ok(self.now)
+    }
+
+    fn describe(&self) -> String {
+        let n = &self.nodes[0];
+        format!(
+            "at {} ns: GPU 0 producer {:?} of {:?}, ring step {:?}, pending {}, in flight {}, DMA ready {} busy {} programmed {}, tracker live {}",
+            self.now,
+            n.producer.as_ref().map(|p| p.finished),
+            n.producer.as_ref().map(|p| p.total),
+            n.ring.as_ref().map(|r| (r.step, r.received, r.per_step)),
+            n.pending_total,
+            n.inflight,
+            n.dma_ready.len(),
+            n.dma_busy,
+            n.dma.len(),
+            n.tracker.live()
+        )
+    }
+
+    /// Whether every GPU's producer finished.
+    pub fn producers_done(&self) -> bool {
+        self.nodes.iter().all(|n| n.producer.as_ref().is_none_or(|p| p.done_at.is_some()))
+    }
+
+    /// Whether every GPU's ring kernel finished.
+    pub fn rings_done(&self) -> bool {
+        self.nodes.iter().all(|n| n.ring.as_ref().is_none_or(|r| r.done_at.is_some()))
+    }
+
+    /// Whether every simulated GPU's firmware reported its collective complete.
+    pub fn nodes_finished(&self) -> bool {
+        self.nodes.iter().all(|n| n.finished_at.is_some())
+    }
+
+    /// Whether nothing is left in flight (no pending requests, blocks, DMAs or events).
+    pub fn quiet(&self) -> bool {
+        self.queue.is_empty()
+            && self.nodes.iter().all(|n| {
+                n.pending_total == 0 && n.inflight == 0 && n.dma.is_empty() && n.dma_ready.is_empty()
+            })
+    }
+
+    /// Per-GPU totals.
+    pub fn totals(&self) -> Vec<NodeTotals> {
+        self.nodes
+            .iter()
+            .map(|n| NodeTotals {
+                bytes: n.bytes,
+                gemm_done_ns: n.producer.as_ref().and_then(|p| p.done_at).map(|c| c as f64),
+                collective_done_ns: n.ring.as_ref().and_then(|r| r.done_at).map(|c| c as f64).or(n.finished_at.map(|c| c as f64)),
+                mean_occupancy: if n.occupancy_cycles > 0.0 {
+                    n.occupancy_sum / n.occupancy_cycles / n.pending.len().max(1) as f64
+                } else {
+                    0.0
+                },
+                tracker: n.tracker.stats(),
+                orphans: n.tracker.orphans(),
+            })
+            .collect()
+    }
+
+    /// Marks GPU `node` finished (its firmware says the collective completed).
+    pub fn mark_finished(&mut self, node: usize, at: Cycle) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.finished_at.get_or_insert(at);
+        }
+    }
+
+    /// Turns tracking on for every GPU (T3 runs).
+    pub fn enable_tracking(&mut self) {
+        for n in &mut self.nodes {
+            n.tracking = true;
+        }
+    }
+
+    /// Tells every controller a kernel boundary passed (MCA drains communication).
+    pub fn kernel_boundary(&mut self) {
+        for n in &mut self.nodes {
+            n.mem.kernel_boundary();
+        }
+    }
+
+    /// The firmware's view of GPU `node` at `at`.
+    pub fn platform(&mut self, node: usize, at: Cycle) -> T3Platform<'_> {
+        T3Platform { sys: self, node, at, requests: FwRequests::default() }
+    }
+
+    /// Link totals (GPU g's sending direction).
+    pub fn link_stats(&self) -> Vec<super::link::LinkStats> {
+        self.links.iter().map(LinkDirection::stats).collect()
+    }
+}
+
+/// The firmware's view of one GPU: DMA engines, tracker, output maps; everything else is
+/// absent on a T3 node (the CP's queues are not modelled here).
+#[derive(Debug)]
+pub struct T3Platform<'a> {
+    sys: &'a mut T3System,
+    node: usize,
+    at: Cycle,
+    requests: FwRequests,
+}
+
+impl T3Platform<'_> {
+    /// Applies what the handler did (tracker entries that fired on programming).
+    pub fn finish(mut self) {
+        let fired = std::mem::take(&mut self.requests.fired);
+        for f in fired {
+            self.sys.fired(self.node, f, self.at);
+        }
+        self.sys.run_dma(self.node, self.at);
+    }
+}
+
+impl Clock for T3Platform<'_> {
+    fn now(&self) -> FwCycle {
+        self.at
+    }
+    fn hz(&self) -> u64 {
+        1_000_000_000
+    }
+}
+
+impl FwMemory for T3Platform<'_> {
+    fn read(&mut self, _addr: DevAddr, _buf: &mut [u8]) -> Result<(), MemoryError> {
+        Err(MemoryError::Unsupported)
+    }
+    fn write(&mut self, _addr: DevAddr, _data: &[u8]) -> Result<(), MemoryError> {
+        Err(MemoryError::Unsupported)
+    }
+}
+
+impl KernelDispatcher for T3Platform<'_> {
+    fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
+        Err(DispatchError::Unsupported)
+    }
+    fn complete_without_dispatch(&mut self, _queue: u8, _packet_id: u64, _status: i64) -> Result<(), DispatchError> {
+        Err(DispatchError::Unsupported)
+    }
+}
+
+impl NmcController for T3Platform<'_> {
+    fn submit(&mut self, _cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
+        Err(NmcError::Unsupported)
+    }
+    fn write_scalar(&mut self, _c: ChannelSet, _reg: u8, _bits: u32) -> Result<(), NmcError> {
+        Err(NmcError::Unsupported)
+    }
+    fn reduce_partials(&mut self, _c: ChannelSet) -> Result<NmcTicket, NmcError> {
+        Err(NmcError::Unsupported)
+    }
+}
+
+impl DmaController for T3Platform<'_> {
+    fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError> {
+        if engine >= 4 {
+            return Err(DmaError::NoSuchEngine);
+        }
+        if desc.validate().is_err() {
+            return Err(DmaError::OutOfRange);
+        }
+        let (peer, _) = split_peer(desc.dst);
+        if peer.is_some_and(|p| u32::from(p) >= self.sys.cfg.gpus) {
+            return Err(DmaError::OutOfRange);
+        }
+        let n = &mut self.sys.nodes[self.node];
+        if n.dma.len() >= 8_192 {
+            return Err(DmaError::TableFull);
+        }
+        let ready_now = matches!(desc.trigger, DmaTrigger::None);
+        if n.dma.insert(desc.id, (desc.clone(), 0)).is_some() {
+            return Err(DmaError::TableFull);
+        }
+        if ready_now {
+            n.dma_ready.push_back(desc.id);
+        }
+        Ok(())
+    }
+}
+
+impl TrackerController for T3Platform<'_> {
+    fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError> {
+        let o = self.sys.nodes[self.node].tracker.program(entry)?;
+        if o.spilled {
+            self.sys.spill_access(self.node, self.at);
+        }
+        if let Some(f) = o.fired {
+            self.requests.fired.push(f);
+        }
+        Ok(())
+    }
+}
+
+impl OutputMapController for T3Platform<'_> {
+    fn map_output(&mut self, map: &OutputMap) -> Result<(), MapError> {
+        if map.wg_count == 0 || (map.local.is_none() && map.remote.is_none()) {
+            return Err(MapError::Invalid);
+        }
+        if map.remote.is_some_and(|(p, _)| u32::from(p) >= self.sys.cfg.gpus) {
+            return Err(MapError::NoSuchPeer);
+        }
+        let n = &mut self.sys.nodes[self.node];
+        if n.maps.len() >= 64 {
+            return Err(MapError::TooManyMaps);
+        }
+        n.maps.push(map.clone());
+        Ok(())
+    }
+    fn set_dispatch_start(&mut self, first_wg: u32) -> Result<(), MapError> {
+        self.sys.nodes[self.node].dispatch_start = first_wg;
+        Ok(())
+    }
+}
