@@ -286,15 +286,21 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "{model}, TP {tp} (H {}, {} tokens, {gpus} GPUs): total time in µs, speedup over sequential",
+            "{model}, TP {tp} (H {}, {} tokens, {gpus} GPUs)",
             first.h, first.tokens
+        );
+        let _ = writeln!(
+            o,
+            "{:<30} {:^69} | {:^55}",
+            "", "total time (µs)", "speedup over sequential"
         );
         let _ = write!(o, "{:<9} {:>20}", "sub-layer", "M x N x K");
         for s in Scenario::ALL {
             let _ = write!(o, " {:>13}", s.name());
         }
+        let _ = write!(o, " |");
         for s in &Scenario::ALL[1..] {
-            let _ = write!(o, " {:>13}", format!("{} x", s.name()));
+            let _ = write!(o, " {:>13}", s.name());
         }
         let _ = writeln!(o);
         for g in members {
@@ -309,6 +315,7 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
                 let t = g.get(s).map_or("-".into(), |r| us(r.total_seconds));
                 let _ = write!(o, " {t:>13}");
             }
+            let _ = write!(o, " |");
             for s in &Scenario::ALL[1..] {
                 let x = g
                     .get(*s)
@@ -323,7 +330,7 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "{} sub-layer runs x {} configurations in {:.1} s wall",
+        "{} sub-layer(s) x {} configurations simulated in {:.1} s wall",
         gs.len(),
         Scenario::ALL.len(),
         ctx.wall_seconds
@@ -379,6 +386,7 @@ fn traffic_section(o: &mut String, gs: &[Group<'_>], results: &[SubLayerResult])
             let Some(r) = g.get(s) else { continue };
             let b = &r.bytes;
             let vs = match seq {
+                Some(_) if s == Scenario::Sequential => String::new(),
                 Some(t) if t > 0 => pct(b.total() as f64 / t as f64 - 1.0),
                 _ => "-".into(),
             };

@@ -79,9 +79,9 @@ pub fn write_typed(path: &Path, dtype: GemmDataType, shape: &[u64], data: &[f32]
 mod tests {
     use super::*;
 
-    fn read(path: &Path) -> (String, Vec<u64>, npyz::NpyFile<Vec<u8>>) {
+    fn read(path: &Path) -> (String, Vec<u64>, npyz::NpyFile<std::io::Cursor<Vec<u8>>>) {
         let bytes = std::fs::read(path).unwrap();
-        let f = npyz::NpyFile::new(bytes).unwrap();
+        let f = npyz::NpyFile::new(std::io::Cursor::new(bytes)).unwrap();
         assert_eq!(f.order(), npyz::Order::C);
         (f.dtype().descr(), f.shape().to_vec(), f)
     }

@@ -102,7 +102,7 @@ fn speedup_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
         .flat_map(|b| b.1.iter().copied())
         .filter(|x| x.is_finite())
         .fold(1.0, f64::max)
-        * 1.15;
+        * 1.45;
     let mut chart = ChartBuilder::on(&root)
         .caption("T3: speedup over Sequential", ("sans-serif", 20))
         .margin(10)
@@ -164,7 +164,7 @@ fn traffic_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
         .flat_map(|g| TRAFFIC_SCENARIOS.iter().filter_map(|s| g.get(*s)))
         .map(|r| r.bytes.total() as f64 / 1e6)
         .fold(1e-3, f64::max)
-        * 1.15;
+        * 1.5;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "T3: DRAM traffic per GPU by kind (bars: sequential, t3, t3-mca)",
