@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use nmcp_emulator::t3::{
-    self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, SubLayerResult, T3Options, TABLE_8_2,
+    self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, SubLayerResult, T3Error, T3Options,
+    TABLE_8_2,
 };
 use nmcp_isa::gemm_ext::GemmDataType;
 use rayon::prelude::*;
@@ -304,6 +305,15 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
+/// An emulator error as a command error: a bad configuration (an option or shape the
+/// emulator refuses) is a usage error (exit code 2), anything else a failure.
+fn t3_error(e: T3Error, context: &str) -> Box<dyn std::error::Error> {
+    match e {
+        T3Error::Config(_) => Box::new(UsageError(format!("{context}{e}"))),
+        _ => format!("{context}{e}").into(),
+    }
+}
+
 /// Runs `nmcp t3`.
 pub fn run(a: T3Args) -> CmdResult {
     match a.command {
@@ -382,18 +392,13 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         .build()
         .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
     let started = Instant::now();
-    let per: Vec<Result<Vec<SubLayerResult>, String>> = pool.install(|| {
+    let per: Vec<Result<Vec<SubLayerResult>, (T3Error, String)>> = pool.install(|| {
         sls.par_iter()
             .map(|sl| {
                 bar.set_message(report::label(sl));
                 let r = t3::run_sublayer(&opts, sl).map_err(|e| {
-                    format!(
-                        "{} (M {} N {} K {}): {e}",
-                        report::label(sl),
-                        sl.m,
-                        sl.n,
-                        sl.k
-                    )
+                    let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
+                    (e, at)
                 });
                 bar.inc(1);
                 r
@@ -404,7 +409,7 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     let wall = started.elapsed().as_secs_f64();
     let mut results = Vec::new();
     for r in per {
-        results.extend(r?);
+        results.extend(r.map_err(|(e, at)| t3_error(e, &at))?);
     }
     if let Some(dir) = &a.svg {
         report::plot::write_svgs(dir, &results)?;
@@ -441,7 +446,7 @@ fn run_check(c: &CheckArgs) -> CmdResult {
         k: c.k,
         scenario: c.config,
     };
-    let out = t3::check(&opts, &run)?;
+    let out = t3::check(&opts, &run).map_err(|e| t3_error(e, "t3 check: "))?;
     if let Some(dir) = &c.out {
         report::write_check_dir(dir, &run, c.dtype.gemm(), &out)?;
     }
@@ -490,7 +495,7 @@ fn run_rs(r: &RsArgs) -> CmdResult {
         Simulate::AllGpus
     };
     let opts = r.machine.options(r.gpus, simulate, r.dtype);
-    let t = t3::time_reduce_scatter(&opts, r.bytes)?;
+    let t = t3::time_reduce_scatter(&opts, r.bytes).map_err(|e| t3_error(e, "t3 rs: "))?;
     if r.json {
         let v = serde_json::json!({
             "gpus": r.gpus,
