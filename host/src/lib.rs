@@ -11,6 +11,7 @@ mod cmd;
 mod cp_replay;
 mod goldyloc;
 mod lamb;
+mod t3;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]
@@ -40,6 +41,9 @@ enum Command {
     Cp(cmd::cp::CpArgs),
     /// The firmware on a RISC-V board under QEMU: run, compare, check budgets.
     Board(cmd::board::BoardArgs),
+    /// T3: fused GEMM + reduce-scatter across simulated GPUs (the Table 8.2 sub-layer
+    /// study; `check` with real data; `rs` a plain ring reduce-scatter).
+    T3(cmd::t3::T3Args),
 }
 
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
@@ -56,12 +60,17 @@ pub fn run_cli() -> ExitCode {
         Command::Aql(a) => cmd::aql::run(a),
         Command::Cp(a) => cmd::cp::run(a),
         Command::Board(a) => cmd::board::run(a),
+        Command::T3(a) => cmd::t3::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nmcp: error: {e}");
-            ExitCode::FAILURE
+            if e.is::<cmd::UsageError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

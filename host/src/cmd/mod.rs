@@ -9,6 +9,20 @@ pub mod io;
 pub mod lamb;
 pub mod mem;
 pub mod presets;
+pub mod t3;
 
 /// What a subcommand returns on failure: a message that says what and where.
 pub type CmdResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A bad option value or combination that clap's own checks cannot see: reported like
+/// clap's usage errors, with exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
