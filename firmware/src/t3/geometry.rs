@@ -495,8 +495,8 @@ impl T3Geometry {
         self.wf_block_rect(wg, wf, 1)
     }
 
-    /// WFs among `[wf, wf + count)` of WG `wg` whose tile is not empty (they are the first
-    /// ones: bands are clipped from the bottom).
+    /// WFs among `[wf, wf + count)` of WG `wg` whose tile is not empty (a band is empty
+    /// below the array's edge, or everywhere when `tile_m < wfs_per_wg`).
     pub fn nonempty_wfs(&self, wg: u32, wf: u8, count: u8) -> u8 {
         (wf..wf.saturating_add(count))
             .filter(|&f| self.wf_rect(wg, f).is_some_and(|r| !r.is_empty()))
@@ -524,15 +524,21 @@ impl T3Geometry {
 }
 
 impl T3Geometry {
-    /// Non-empty WF tiles of chunk `c` (the tracker entries it needs): every WF of every
-    /// WG, less the empty bands of the chunk's bottom tile row when it is the array's
-    /// clipped last one. O(1).
+    /// Non-empty WF tiles of chunk `c` (the tracker entries it needs): the non-empty
+    /// bands of an unclipped tile for every WG, less those the array's bottom edge clips
+    /// away in the chunk's last tile row. O(1).
     pub fn chunk_wf_tiles(&self, c: u8) -> Option<u32> {
         let (first, count) = self.chunk_wgs(c)?;
-        let wfs = u32::from(self.job.wfs_per_wg);
+        let per_tile = (0..self.job.wfs_per_wg)
+            .filter(|&f| {
+                let (a, b) = self.band(f);
+                b > a
+            })
+            .count();
+        let per_tile = u32::try_from(per_tile).ok()?;
         let last = first.checked_add(count)?.checked_sub(1)?;
         let (tr, _) = self.wg_tile(last)?;
-        let full = count.checked_mul(wfs)?;
+        let full = count.checked_mul(per_tile)?;
         if tr + 1 != self.tiles_m {
             return Some(full);
         }
@@ -540,7 +546,7 @@ impl T3Geometry {
             SplitDim::Rows => self.tiles_n,
             SplitDim::Cols => count / self.tiles_m,
         };
-        let empty = wfs - u32::from(self.nonempty_wfs(last, 0, self.job.wfs_per_wg));
-        full.checked_sub(row_tiles.checked_mul(empty)?)
+        let edge = u32::from(self.nonempty_wfs(last, 0, self.job.wfs_per_wg));
+        full.checked_sub(row_tiles.checked_mul(per_tile.checked_sub(edge)?)?)
     }
 }

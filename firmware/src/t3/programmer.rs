@@ -455,14 +455,20 @@ fn program_one<P: Platform>(
     let dma_id = match l.track.dma {
         None => TRACKER_NO_DMA,
         Some(target) => {
-            if wf == block_first && !l.dma_placed {
-                let b = g.wf_block_rect(wg, wf, block).ok_or(T3Fault::Internal)?;
+            let block_id = id16(idx - u32::from(wf - block_first))?;
+            // The block's DMA goes in before its first non-empty WF tile's entry; its id
+            // is that of the block's first WF index (unique even when that tile is empty).
+            let first_nonempty = g.nonempty_wfs(wg, block_first, wf - block_first) == 0;
+            if first_nonempty && !l.dma_placed {
+                let b = g
+                    .wf_block_rect(wg, block_first, block)
+                    .ok_or(T3Fault::Internal)?;
                 let src = g.address(b.row0, b.col0);
                 let desc = DmaDescriptor {
-                    id,
+                    id: block_id,
                     op: target.op,
-                    trigger: DmaTrigger::Tracker(id),
-                    fires: g.nonempty_wfs(wg, wf, block),
+                    trigger: DmaTrigger::Tracker(block_id),
+                    fires: g.nonempty_wfs(wg, block_first, block),
                     src,
                     dst: peer_address(target.peer, src),
                     rows: u16::try_from(b.rows).map_err(|_| T3Fault::Internal)?,
@@ -470,7 +476,7 @@ fn program_one<P: Platform>(
                     ld_bytes: g.ld_bytes(),
                     elem_bytes: u8::try_from(g.elem_bytes()).map_err(|_| T3Fault::Internal)?,
                     dst_wg_id: wg,
-                    dst_wf_id: wf,
+                    dst_wf_id: block_first,
                 };
                 work.records = work.records.saturating_add(1);
                 let engine = *next_engine;
@@ -485,7 +491,7 @@ fn program_one<P: Platform>(
                     Err(e) => return Err(T3Fault::Dma(e)),
                 }
             }
-            id16(idx - u32::from(wf - block_first))?
+            block_id
         }
     };
     let threshold = T3Geometry::elements(&rect)
