@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::{cp, nmc, Event, Platform};
+use crate::{cp, nmc, t3, Event, Platform};
 
 use crate::platform::{DispatchError, DmaError, MemoryError, NmcError, TrackerError};
 
@@ -26,6 +26,8 @@ pub enum FirmwareError {
     Cp(cp::CpError),
     /// The NMC sequencer failed.
     Sequencer(nmc::SequencerError),
+    /// T3 programming failed.
+    T3(t3::T3Fault),
 }
 
 impl fmt::Display for FirmwareError {
@@ -38,6 +40,7 @@ impl fmt::Display for FirmwareError {
             Self::Tracker(e) => write!(f, "tracker: {e}"),
             Self::Cp(e) => write!(f, "command processor: {e}"),
             Self::Sequencer(e) => write!(f, "NMC sequencer: {e}"),
+            Self::T3(e) => write!(f, "T3: {e}"),
         }
     }
 }
@@ -53,7 +56,7 @@ macro_rules! from_error {
 }
 from_error!(MemoryError => Memory, DispatchError => Dispatch, NmcError => Nmc,
             DmaError => Dma, TrackerError => Tracker, cp::CpError => Cp,
-            nmc::SequencerError => Sequencer);
+            nmc::SequencerError => Sequencer, t3::T3Fault => T3);
 
 /// The whole firmware: one value, owned by the board's main loop or by the emulator.
 #[derive(Debug, Default)]
@@ -62,9 +65,35 @@ pub struct Firmware {
     pub cp: cp::CommandProcessor,
     /// NMC sequencing (LAMB, reductions).
     pub nmc: nmc::NmcSequencer,
+    /// T3 programming (tracker entries, DMA descriptors, output maps).
+    pub t3: t3::T3Programmer,
 }
 
 impl Firmware {
+    /// Starts a fused GEMM + collective: maps the producer's output, sets its dispatch
+    /// start and programs the first tracked stage. Call before dispatching the producer.
+    ///
+    /// # Errors
+    /// [`FirmwareError::T3`].
+    pub fn start_t3<P: Platform>(
+        &mut self,
+        job: &t3::T3Job,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        Ok(self.t3.start(job, p)?)
+    }
+
+    /// The T3 programmer (state, completion, work counters).
+    pub fn t3(&self) -> &t3::T3Programmer {
+        &self.t3
+    }
+
+    /// Some handler stopped at its work bound with work left: the platform should
+    /// deliver an [`Event::Deferred`].
+    pub fn has_pending_work(&self) -> bool {
+        self.cp.has_pending_work() || self.t3.has_pending_work()
+    }
+
     /// Handles one event to completion.
     ///
     /// # Errors
@@ -74,12 +103,19 @@ impl Firmware {
         match event {
             Event::Doorbell { .. }
             | Event::KernelDispatched { .. }
-            | Event::KernelCompleted { .. }
-            | Event::Deferred => self.cp.on_event(&event, p),
+            | Event::KernelCompleted { .. } => self.cp.on_event(&event, p),
+            // Both may have stopped at their work bound; each continues (the T3 result
+            // is kept even when the CP's fails).
+            Event::Deferred => {
+                let cp = self.cp.on_event(&event, p);
+                let t3 = self.t3.on_event(&event, p);
+                cp?;
+                Ok(t3?)
+            }
             Event::NmcDone { .. } | Event::PartialsReady { .. } => self.nmc.on_event(&event, p),
-            // T3's programming arrives with the T3 mechanism; until then nothing the
-            // firmware programs can fire these.
-            Event::DmaDone { .. } | Event::TrackerFired { .. } => Ok(()),
+            Event::DmaDone { .. } | Event::TrackerFired { .. } => {
+                Ok(self.t3.on_event(&event, p)?)
+            }
         }
     }
 }

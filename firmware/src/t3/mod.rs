@@ -1,2 +1,14 @@
-//! T3 programming: tracker entries and DMA descriptors from a collective and a GEMM
-//! shape. (Owned by the T3 issue; nothing here yet.)
+//! T3 programming (SPEC 6, docs/decisions/t3.md and t3-firmware.md): from a collective
+//! and a GEMM shape to output maps, tracker entries and DMA descriptors.
+//!
+//! - [`geometry`]: the output array's tiles, chunks and chunk-major workgroup ids.
+//! - [`plan`]: per collective and stage, the chunk, its output map and its tracking.
+//! - [`programmer`]: the lazy, bounded-work state machine that programs them.
+
+pub mod geometry;
+pub mod plan;
+pub mod programmer;
+
+pub use geometry::{Collective, Rect, SplitDim, T3Geometry, T3Job, T3JobError};
+pub use plan::{first_tracked_stage, stage_plan, DmaTarget, StagePlan, Track};
+pub use programmer::{T3Fault, T3Programmer, T3State, T3Work, DMA_ENGINES, MAX_RECORDS_PER_EVENT};
