@@ -715,7 +715,7 @@ impl<E: KernelEngine> GpuNode<E> {
             }
         }
         self.run_nmc_ops(end, q);
-        if self.firmware.cp.has_pending_work() {
+        if self.firmware.has_pending_work() {
             self.push(q, end, Event::Deferred);
         }
         result

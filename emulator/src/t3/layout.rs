@@ -1,27 +1,20 @@
 //! Where things are in the producer's output (docs/decisions/t3.md): tiles, wavefront
-//! row bands, N rectangular chunks, chunk-major workgroup ids, element addresses.
+//! row bands, N rectangular chunks, chunk-major workgroup ids, element addresses —
+//! the firmware's geometry, seen from the emulator.
 
-/// A rectangle of the output, in elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Rect {
-    /// First row.
-    pub row0: u32,
-    /// First column.
-    pub col0: u32,
-    /// Rows (0 = empty).
-    pub rows: u32,
-    /// Columns.
-    pub cols: u32,
+pub use nmcp_firmware::t3::Rect;
+use nmcp_firmware::t3::{Collective, T3Geometry, T3Job};
+use nmcp_isa::gemm_ext::GemmDataType;
+
+/// Elements of a rectangle.
+pub fn elements(r: &Rect) -> u64 {
+    u64::from(r.rows) * u64::from(r.cols)
 }
 
-impl Rect {
-    /// Elements.
-    pub fn elements(&self) -> u64 {
-        u64::from(self.rows) * u64::from(self.cols)
-    }
-}
-
-/// The output's layout for one GEMM and one GPU count.
+/// The output's layout for one GEMM and one GPU count: the firmware's
+/// [`T3Geometry`] (one definition of chunks and workgroup ids for the firmware that
+/// programs the tracker and the emulator that produces the stores), plus the figures the
+/// emulator uses on every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLayout {
     /// Rows.
@@ -36,158 +29,92 @@ pub struct OutputLayout {
     pub gpus: u32,
     /// Element bytes.
     pub elem: u32,
-    tiles_m: u32,
-    tiles_n: u32,
-    /// Whether chunks split the tile rows (else the tile columns).
-    split_rows: bool,
+    geo: T3Geometry,
 }
 
 impl OutputLayout {
-    /// The layout, or why there is none (a dimension too small to give every GPU a
-    /// chunk).
+    /// The layout, or why there is none (the firmware's refusal, e.g. too few tiles to
+    /// give every GPU a chunk).
     pub fn new(
         m: u32,
         n: u32,
         tile: (u32, u32),
         wfs: u32,
         gpus: u32,
-        elem: u32,
+        dtype: GemmDataType,
     ) -> Result<Self, String> {
-        if m == 0 || n == 0 || tile.0 == 0 || tile.1 == 0 || wfs == 0 || gpus < 2 {
-            return Err(format!(
-                "need m, n, tiles and wavefronts > 0 and at least 2 GPUs (m {m}, n {n}, tile {}x{}, wfs {wfs}, gpus {gpus})",
-                tile.0, tile.1
-            ));
-        }
-        let tiles_m = m.div_ceil(tile.0);
-        let tiles_n = n.div_ceil(tile.1);
-        let split_rows = if tiles_m % gpus == 0 {
-            true
-        } else if tiles_n % gpus == 0 {
-            false
-        } else {
-            tiles_m >= tiles_n
+        let small = |v: u32, what: &str, max: u32| {
+            if v > max {
+                Err(format!("{what} {v} exceeds {max}"))
+            } else {
+                Ok(v)
+            }
         };
-        let along = if split_rows { tiles_m } else { tiles_n };
-        if along < gpus {
-            return Err(format!(
-                "{m} x {n} has {tiles_m} x {tiles_n} tiles of {}x{}: too few to give {gpus} GPUs a chunk each",
-                tile.0, tile.1
-            ));
-        }
+        let mut job = T3Job::new(
+            Collective::RingReduceScatter,
+            small(gpus, "GPUs", 64)? as u8,
+            0,
+            m,
+            n,
+        );
+        job.tile_m = small(tile.0, "tile rows", 4096)? as u16;
+        job.tile_n = small(tile.1, "tile columns", 4096)? as u16;
+        job.wfs_per_wg = small(wfs, "wavefronts per workgroup", 8)? as u8;
+        job.dtype = dtype;
+        let geo = T3Geometry::new(&job).map_err(|e| {
+            format!("{m} x {n} in {}x{} tiles over {gpus} GPUs: {e}", tile.0, tile.1)
+        })?;
         Ok(Self {
             m,
             n,
             tile,
             wfs,
             gpus,
-            elem,
-            tiles_m,
-            tiles_n,
-            split_rows,
+            elem: dtype.bytes(),
+            geo,
         })
+    }
+
+    /// The firmware's geometry.
+    pub fn geometry(&self) -> &T3Geometry {
+        &self.geo
     }
 
     /// Tiles in the output.
     pub fn tiles(&self) -> u32 {
-        self.tiles_m * self.tiles_n
+        self.geo.wg_count()
     }
 
     /// Whether every chunk has the same number of tiles (the symmetric shortcut needs it).
     pub fn even(&self) -> bool {
-        let along = if self.split_rows {
-            self.tiles_m
-        } else {
-            self.tiles_n
-        };
-        along % self.gpus == 0
-    }
-
-    /// Tile range `[first, end)` along the split dimension of chunk `c`.
-    fn chunk_span(&self, c: u32) -> (u32, u32) {
-        let along = if self.split_rows {
-            self.tiles_m
-        } else {
-            self.tiles_n
-        };
-        let g = self.gpus;
-        (
-            (u64::from(c) * u64::from(along) / u64::from(g)) as u32,
-            (u64::from(c + 1) * u64::from(along) / u64::from(g)) as u32,
-        )
-    }
-
-    /// Tiles of chunk `c` as (tile rows, tile columns) ranges.
-    fn chunk_tiles(&self, c: u32) -> ((u32, u32), (u32, u32)) {
-        let s = self.chunk_span(c);
-        if self.split_rows {
-            (s, (0, self.tiles_n))
-        } else {
-            ((0, self.tiles_m), s)
-        }
+        let first = self.chunk_wgs(0).1;
+        (1..self.gpus).all(|c| self.chunk_wgs(c).1 == first)
     }
 
     /// The first workgroup id of chunk `c` and its workgroup count.
     pub fn chunk_wgs(&self, c: u32) -> (u32, u32) {
-        let per = |c: u32| {
-            let ((r0, r1), (c0, c1)) = self.chunk_tiles(c);
-            (r1 - r0) * (c1 - c0)
-        };
-        let first = (0..c).map(per).sum();
-        (first, per(c))
+        self.geo.chunk_wgs(c as u8).unwrap_or((0, 0))
     }
 
     /// The chunk workgroup `wg` belongs to.
     pub fn chunk_of_wg(&self, wg: u32) -> u32 {
-        (0..self.gpus)
-            .find(|&c| {
-                let (f, n) = self.chunk_wgs(c);
-                wg >= f && wg < f + n
-            })
-            .unwrap_or(self.gpus - 1)
+        self.geo.chunk_of_wg(wg).map_or(0, u32::from)
     }
 
     /// Chunk `c`'s rectangle.
     pub fn chunk_rect(&self, c: u32) -> Rect {
-        let ((r0, r1), (c0, c1)) = self.chunk_tiles(c);
-        self.clip(r0 * self.tile.0, c0 * self.tile.1, (r1 - r0) * self.tile.0, (c1 - c0) * self.tile.1)
-    }
-
-    fn clip(&self, row0: u32, col0: u32, rows: u32, cols: u32) -> Rect {
-        let rows = rows.min(self.m.saturating_sub(row0));
-        let cols = cols.min(self.n.saturating_sub(col0));
-        Rect {
-            row0,
-            col0,
-            rows,
-            cols,
-        }
+        self.geo.chunk_rect(c as u8).unwrap_or_default()
     }
 
     /// Workgroup `wg`'s tile.
     pub fn wg_rect(&self, wg: u32) -> Rect {
-        let c = self.chunk_of_wg(wg);
-        let (first, _) = self.chunk_wgs(c);
-        let ((r0, _), (c0, c1)) = self.chunk_tiles(c);
-        let i = wg - first;
-        let w = c1 - c0;
-        let (tr, tc) = (r0 + i / w, c0 + i % w);
-        self.clip(tr * self.tile.0, tc * self.tile.1, self.tile.0, self.tile.1)
+        self.geo.wg_rect(wg).unwrap_or_default()
     }
 
     /// Wavefront `wf`'s row band of workgroup `wg`'s tile (rows 0 when the band falls
     /// past the array's last row).
     pub fn wf_rect(&self, wg: u32, wf: u32) -> Rect {
-        let t = self.wg_rect(wg);
-        let band = self.tile.0.div_ceil(self.wfs);
-        let r0 = (wf * band).min(t.rows);
-        let r1 = ((wf + 1) * band).min(t.rows);
-        Rect {
-            row0: t.row0 + r0,
-            col0: t.col0,
-            rows: r1 - r0,
-            cols: t.cols,
-        }
+        self.geo.wf_rect(wg, wf as u8).unwrap_or_default()
     }
 
     /// Byte offset of element (row, col) from the array's base.
@@ -199,17 +126,13 @@ impl OutputLayout {
     pub fn bytes(&self) -> u64 {
         u64::from(self.m) * u64::from(self.n) * u64::from(self.elem)
     }
-
-    /// The chunk stage `k` (1..=N) of GPU `rank` computes.
-    pub fn stage_chunk(&self, rank: u32, k: u32) -> u32 {
-        (rank + k) % self.gpus
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use nmcp_isa::gemm_ext::GemmDataType;
 
     proptest! {
         #[test]
@@ -217,7 +140,7 @@ mod tests {
             m in 1u32..700, n in 1u32..700, t0 in 1u32..200, t1 in 1u32..200,
             wfs in 1u32..9, gpus in 2u32..9,
         ) {
-            let Ok(l) = OutputLayout::new(m, n, (t0, t1), wfs, gpus, 2) else { return Ok(()); };
+            let Ok(l) = OutputLayout::new(m, n, (t0, t1), wfs, gpus, GemmDataType::F16) else { return Ok(()); };
             let mut hits = vec![0u8; (m * n) as usize];
             let mut next = 0;
             for c in 0..gpus {
@@ -247,7 +170,7 @@ mod tests {
     #[test]
     fn table_8_2_outputs_split_evenly() {
         for (m, n, g) in [(3072, 16384, 8), (3072, 16384, 16), (4256, 8192, 8), (4256, 8192, 16)] {
-            let l = OutputLayout::new(m, n, (128, 128), 4, g, 2).unwrap();
+            let l = OutputLayout::new(m, n, (128, 128), 4, g, GemmDataType::F16).unwrap();
             assert!(l.even(), "{m} x {n} over {g}");
         }
     }

@@ -1,17 +1,8 @@
 //! The experiments: isolated GEMM, ring collectives, the fused T3 run with the firmware
 //! programming the tracker, DMAs and output maps, and the functional check.
 
-// FW-PENDING: the firmware's T3 programmer lands next; its job type stands in here.
-mod fwstub {
-    use nmcp_isa::gemm_ext::GemmDataType;
-    #[derive(Debug, Clone, Copy)]
-    pub enum Collective { RingReduceScatter }
-    #[derive(Debug, Clone, Copy)]
-    #[allow(dead_code)]
-    pub struct T3Job { pub collective: Collective, pub gpus: u8, pub rank: u8, pub m: u32, pub n: u32, pub tile_m: u16, pub tile_n: u16, pub wfs_per_wg: u8, pub dtype: GemmDataType, pub split_k: u8, pub out_base: u64, pub wf_tiles_per_dma_block: u8 }
-}
-use fwstub::{Collective, T3Job};
-use nmcp_firmware::Firmware;
+use nmcp_firmware::t3::{Collective, T3Job};
+use nmcp_firmware::{Event, Firmware};
 use nmcp_isa::gemm_ext::GemmDataType;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -56,7 +47,7 @@ fn layout(opts: &T3Options, m: u32, n: u32, gpus: u32) -> Result<OutputLayout, T
     // GPU to get a chunk (what a BLAS picks for a small problem).
     let mut tile = u32::from(TILE.0);
     loop {
-        match OutputLayout::new(m, n, (tile, tile), u32::from(WFS_PER_WG), gpus, elem_bytes(opts.dtype)) {
+        match OutputLayout::new(m, n, (tile, tile), u32::from(WFS_PER_WG), gpus, opts.dtype) {
             Ok(l) => return Ok(l),
             Err(e) if tile <= 16 => return Err(T3Error::Config(e)),
             Err(_) => tile /= 2,
@@ -227,8 +218,16 @@ fn fused(
     s.enable_tracking();
     let simulated = s.nodes().len();
     let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
-    // FW-PENDING
-    let _ = (&mut fws, job(&l, 0, opts.dtype, Collective::RingReduceScatter));
+    for (g, fw) in fws.iter_mut().enumerate() {
+        let j = job(&l, g as u32, opts.dtype, Collective::RingReduceScatter);
+        let mut p = s.platform(g, 0);
+        let r = fw.start_t3(&j, &mut p);
+        p.finish();
+        r.map_err(|e| T3Error::Firmware(format!("GPU {g}: {e}")))?;
+        if fw.has_pending_work() {
+            s.post_firmware(g, Event::Deferred, 0);
+        }
+    }
     s.start_producer(m, 0);
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
@@ -240,9 +239,14 @@ fn fused(
                 let r = fws[g].handle(ev, &mut p);
                 p.finish();
                 if let Err(e) = r {
-                    fault.get_or_insert(format!("GPU {g} at {at} ns: {e:?}"));
+                    fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
                 }
-                // FW-PENDING done
+                if fws[g].has_pending_work() {
+                    sys.post_firmware(g, Event::Deferred, at + 1);
+                }
+                if fws[g].t3().is_done() {
+                    sys.mark_finished(g, at);
+                }
             },
             |sys| sys.producers_done() && sys.nodes_finished(),
         )
@@ -460,7 +464,7 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
             rows: [r.row0, r.row0 + r.rows],
             cols: [r.col0, r.col0 + r.cols],
         });
-        let mut v = Vec::with_capacity(r.elements() as usize);
+        let mut v = Vec::with_capacity(super::layout::elements(&r) as usize);
         for row in r.row0..r.row0 + r.rows {
             for col in r.col0..r.col0 + r.cols {
                 let i = row as usize * n + col as usize;
@@ -540,5 +544,26 @@ mod probe {
         let t = std::time::Instant::now();
         let r = ring(&o, sl.m, sl.n, tp, RingKind::ReduceScatter, short).unwrap();
         eprintln!("rs {:.1} us bytes {:?} wall {:?}", r.ns / 1e3, r.bytes, t.elapsed());
+        for mca in [None, Some(mca_threshold_for(g.occupancy))] {
+            let t = std::time::Instant::now();
+            let (f, s) = fused(&o, sl, mca, short, None).unwrap();
+            let tt = s.totals();
+            eprintln!("t3 mca {mca:?}: {:.1} us gemm done {:?} bytes {:?} tracker {:?} wall {:?}", f.ns / 1e3, tt[0].gemm_done_ns, f.bytes, tt[0].tracker, t.elapsed());
+        }
+    }
+}
+
+#[cfg(test)]
+mod fused_tests {
+    use super::*;
+
+    #[test]
+    fn t3_check_reduces_exactly() {
+        for scenario in [Scenario::T3, Scenario::T3Mca] {
+            let run = CheckRun { gpus: 4, m: 512, n: 512, k: 32, scenario };
+            let o = T3Options { gpus: 4, ..T3Options::default() };
+            let out = check(&o, &run).unwrap();
+            assert_eq!(out.mismatches, 0, "{scenario}: {:?}", out.first_mismatch);
+        }
     }
 }

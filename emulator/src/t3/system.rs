@@ -254,6 +254,10 @@ pub struct GpuNode {
     mapping: AddressMapping,
     pending: Vec<VecDeque<(Request, u32)>>,
     pending_total: usize,
+    /// Of `pending_total`, the producer's (compute-class) requests: only these hold the
+    /// producer back (communication reaches the controllers through the DMA engines'
+    /// and links' own queues).
+    pending_compute: usize,
     /// Block of each request id still in flight (ids are dense from 0).
     purpose: VecDeque<Option<u32>>,
     purpose_base: u64,
@@ -342,8 +346,9 @@ impl GpuNode {
             index,
             mem,
             mapping,
-            pending: vec![VecDeque::new(); pcs],
+            pending: vec![VecDeque::new(); 2 * pcs],
             pending_total: 0,
+            pending_compute: 0,
             purpose: VecDeque::new(),
             purpose_base: 0,
             blocks: Vec::new(),
@@ -383,13 +388,19 @@ impl GpuNode {
     fn push_request(&mut self, req: Request, block: u32) {
         let a = self.mapping.decode(req.addr & !(REQ_BYTES - 1));
         let pc = self.mapping.pseudo_channel_index(&a);
-        if let Some(q) = self.pending.get_mut(pc) {
+        let lane = 2 * pc + usize::from(req.class != TrafficClass::Compute);
+        if let Some(q) = self.pending.get_mut(lane) {
             q.push_back((req, block));
             self.pending_total += 1;
+            if req.class == TrafficClass::Compute {
+                self.pending_compute += 1;
+            }
         }
     }
 
-    /// Moves waiting requests into controller queues while they have room.
+    /// Moves waiting requests into controller queues while they have room: per
+    /// pseudo-channel, the producer's lane first, then communication's (separate ingress
+    /// queues, so neither blocks the other's head).
     fn fill(&mut self) {
         if self.pending_total == 0 {
             return;
@@ -400,6 +411,9 @@ impl GpuNode {
                     Ok(id) => {
                         self.pending[pc].pop_front();
                         self.pending_total -= 1;
+                        if req.class == TrafficClass::Compute {
+                            self.pending_compute -= 1;
+                        }
                         self.inflight += 1;
                         let off = (id.0 - self.purpose_base) as usize;
                         while self.purpose.len() <= off {
@@ -640,7 +654,7 @@ impl T3System {
             Region::Recv => self.nodes[node].recv.as_ref()?,
         };
         let n = self.cfg.layout.n as usize;
-        let mut v = Vec::with_capacity(rect.elements() as usize);
+        let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
         for r in rect.row0..rect.row0 + rect.rows {
             let s = r as usize * n + rect.col0 as usize;
             v.extend_from_slice(&arr[s..s + rect.cols as usize]);
@@ -651,7 +665,7 @@ impl T3System {
     fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
         let p = self.nodes[node].partial.as_ref()?;
         let n = self.cfg.layout.n as usize;
-        let mut v = Vec::with_capacity(rect.elements() as usize);
+        let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
         for r in rect.row0..rect.row0 + rect.rows {
             let s = r as usize * n + rect.col0 as usize;
             v.extend_from_slice(&p[s..s + rect.cols as usize]);
@@ -684,7 +698,7 @@ impl T3System {
     /// Sends `msg` from GPU `from` to GPU `to` at `at`.
     fn send(&mut self, from: u32, to: u32, msg: Message, at: Cycle) {
         let g = self.cfg.gpus;
-        let bytes = msg.rect.elements() * u64::from(self.cfg.layout.elem) + 64;
+        let bytes = super::layout::elements(&msg.rect) * u64::from(self.cfg.layout.elem) + 64;
         let arrive = if (from + g - 1) % g == to {
             self.links[from as usize].send(at as f64, bytes)
         } else {
@@ -843,7 +857,7 @@ impl T3System {
 
     fn dispatch(&mut self, node: usize, at: Cycle) {
         loop {
-            if self.nodes[node].pending_total > PENDING_CAP {
+            if self.nodes[node].pending_compute > PENDING_CAP {
                 return;
             }
             let Some(p) = self.nodes[node].producer.as_mut() else {
@@ -1255,7 +1269,7 @@ impl T3System {
         for (at, wg, wf) in issued {
             let o = self.nodes[node].tracker.count(wg, wf, elems);
             if o.spilled {
-                self.spill_access(node, at);
+                self.spill_access(node, wg, wf, at);
             }
             if let Some(f) = o.fired {
                 self.fired(node, f, at);
@@ -1263,8 +1277,10 @@ impl T3System {
         }
     }
 
-    fn spill_access(&mut self, node: usize, at: Cycle) {
-        // One read-modify-write of a counter in the spill table (a reserved row).
+    fn spill_access(&mut self, node: usize, wg: u32, wf: u8, at: Cycle) {
+        // One read-modify-write of the entry's counter in the spill table: an array of
+        // 64-B records indexed by (workgroup, wavefront), spread over the channels as
+        // any array is.
         let b = self.nodes[node].new_block(Block {
             kind: BlockKind::Fire,
             left: 2,
@@ -1272,7 +1288,8 @@ impl T3System {
             region: Region::Out,
             op: WriteOp::Store,
         });
-        let addr = self.b_base + (300 << 20);
+        let slot = (u64::from(wg) * 8 + u64::from(wf & 7)) % (1 << 20);
+        let addr = self.b_base + (300 << 20) + slot * 64;
         self.nodes[node].push_request(Request::read(addr, 32, at).with_class(TrafficClass::Communication), b);
         self.nodes[node].push_request(Request::write(addr, 32, at).with_class(TrafficClass::Communication), b);
         self.nodes[node].bytes.spill += 64;
@@ -1380,6 +1397,11 @@ impl T3System {
         self.nodes.iter().all(|n| n.ring.as_ref().is_none_or(|r| r.done_at.is_some()))
     }
 
+    /// Delivers a firmware event to GPU `node` at `at`.
+    pub fn post_firmware(&mut self, node: usize, event: Event, at: Cycle) {
+        self.queue.push(at, Ev::Firmware { node: node as u32, event });
+    }
+
     /// Whether every simulated GPU's firmware reported its collective complete.
     pub fn nodes_finished(&self) -> bool {
         self.nodes.iter().all(|n| n.finished_at.is_some())
@@ -1402,7 +1424,7 @@ impl T3System {
                 gemm_done_ns: n.producer.as_ref().and_then(|p| p.done_at).map(|c| c as f64),
                 collective_done_ns: n.ring.as_ref().and_then(|r| r.done_at).map(|c| c as f64).or(n.finished_at.map(|c| c as f64)),
                 mean_occupancy: if n.occupancy_cycles > 0.0 {
-                    n.occupancy_sum / n.occupancy_cycles / n.pending.len().max(1) as f64
+                    n.occupancy_sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
                 } else {
                     0.0
                 },
@@ -1535,7 +1557,7 @@ impl TrackerController for T3Platform<'_> {
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError> {
         let o = self.sys.nodes[self.node].tracker.program(entry)?;
         if o.spilled {
-            self.sys.spill_access(self.node, self.at);
+            self.sys.spill_access(self.node, entry.wg_id, entry.wf_id, self.at);
         }
         if let Some(f) = o.fired {
             self.requests.fired.push(f);
