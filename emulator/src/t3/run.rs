@@ -193,6 +193,32 @@ fn job(l: &OutputLayout, rank: u32, dtype: GemmDataType, collective: Collective)
     }
 }
 
+/// A fused run's result: its time (the last GPU's completion), and the system to
+/// inspect (tracker firings, totals, values).
+#[derive(Debug)]
+pub struct FusedRun {
+    /// ns until every GPU's producer finished and its firmware reported the
+    /// reduce-scatter complete.
+    pub ns: f64,
+    /// The system after the run.
+    pub system: T3System,
+}
+
+/// Runs the fused GEMM + ring reduce-scatter of `sl` (T3; with MCA at `mca` queue
+/// entries when given), values carried when `partials` are given.
+///
+/// # Errors
+/// [`T3Error`].
+pub fn run_fused(
+    opts: &T3Options,
+    sl: &SubLayer,
+    mca: Option<usize>,
+    partials: Option<&[Vec<f32>]>,
+) -> Result<FusedRun, T3Error> {
+    let (p, system) = fused(opts, sl, mca, opts.simulate == Simulate::Shortcut, partials)?;
+    Ok(FusedRun { ns: p.ns, system })
+}
+
 /// The fused GEMM + reduce-scatter, the firmware programming every GPU.
 fn fused(
     opts: &T3Options,

@@ -283,6 +283,8 @@ pub struct GpuNode {
     /// When the last of this GPU's expected tracker entries fired and its DMAs landed.
     finished_at: Option<Cycle>,
     fw_events: Vec<(Cycle, Event)>,
+    /// Every tracker firing: (cycle, workgroup, wavefront, DMA id).
+    fire_log: Vec<(Cycle, u32, u8, u16)>,
 }
 
 /// Events between components.
@@ -371,6 +373,7 @@ impl GpuNode {
             occupancy_cycles: 0.0,
             finished_at: None,
             fw_events: Vec::new(),
+            fire_log: Vec::new(),
         })
     }
 
@@ -1002,6 +1005,7 @@ impl T3System {
     // ----- tracker and DMA -----
 
     fn fired(&mut self, node: usize, f: Fired, at: Cycle) {
+        self.nodes[node].fire_log.push((at, f.wg_id, f.wf_id, f.dma_id));
         self.nodes[node].fw_events.push((at, Event::TrackerFired { entry: f.entry }));
         if f.dma_id == TRACKER_NO_DMA {
             return;
@@ -1458,6 +1462,11 @@ impl T3System {
     /// The firmware's view of GPU `node` at `at`.
     pub fn platform(&mut self, node: usize, at: Cycle) -> T3Platform<'_> {
         T3Platform { sys: self, node, at, requests: FwRequests::default() }
+    }
+
+    /// GPU `node`'s tracker firings in order: (cycle, workgroup, wavefront, DMA id).
+    pub fn fire_log(&self, node: usize) -> &[(Cycle, u32, u8, u16)] {
+        self.nodes.get(node).map_or(&[], |n| &n.fire_log)
     }
 
     /// Link totals (GPU g's sending direction).
