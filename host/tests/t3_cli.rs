@@ -98,7 +98,6 @@ fn help_lists_the_subcommands_and_options() {
 }
 
 #[test]
-#[ignore = "needs the T3 runs (being implemented)"]
 fn check_writes_partials_reduced_blocks_and_layout() {
     for (dtype, descr) in [("f16", "'<f2'"), ("f32", "'<f4'")] {
         for config in ["t3", "t3-mca", "sequential"] {
@@ -177,7 +176,6 @@ fn check_dir(dir: &Path, gpus: u64, m: u64, n: u64, descr: &str) {
 }
 
 #[test]
-#[ignore = "needs the T3 runs (being implemented)"]
 fn study_json_rows_and_svgs_for_a_small_custom_model() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("plots");
@@ -265,7 +263,6 @@ fn study_json_rows_and_svgs_for_a_small_custom_model() {
 }
 
 #[test]
-#[ignore = "needs the T3 runs (being implemented)"]
 fn rs_json_has_rs_seconds() {
     let out = ok(&["t3", "rs", "--gpus", "4", "--bytes", "1M", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
