@@ -1,7 +1,7 @@
 //! T3 on a 4-GPU ring, small GEMM: the tracker's thresholds and firing order against
 //! the schedule written out by hand, the data, and the symmetric shortcut.
 
-use nmcp_emulator::t3::run::{partial_outputs, run_fused};
+use nmcp_emulator::t3::run::{partial_outputs, run_fused, Collective};
 use nmcp_emulator::t3::{Simulate, SubLayer, T3Options};
 use nmcp_isa::gemm_ext::GemmDataType;
 use nmcp_isa::t3::TRACKER_NO_DMA;
@@ -29,7 +29,7 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
     };
     let sl = sublayer();
     let partials = partial_outputs(4, sl.m, sl.n, sl.k, GemmDataType::F16, 7);
-    let run = run_fused(&opts, &sl, None, Some(&partials)).unwrap();
+    let run = run_fused(&opts, &sl, Collective::RingReduceScatter, None, Some(&partials)).unwrap();
     let sys = &run.system;
     // The schedule (docs/decisions/t3.md), GPU g, chunk = workgroup:
     //   stage 1: WG g+1, remote update to g-1, not tracked here;
@@ -87,13 +87,14 @@ fn symmetric_shortcut_agrees_with_all_gpus() {
         n: 2048,
         k: 256,
     };
-    let all = run_fused(&T3Options::default(), &sl, None, None).unwrap();
+    let all = run_fused(&T3Options::default(), &sl, Collective::RingReduceScatter, None, None).unwrap();
     let short = run_fused(
         &T3Options {
             simulate: Simulate::Shortcut,
             ..T3Options::default()
         },
         &sl,
+        Collective::RingReduceScatter,
         None,
         None,
     )
@@ -112,4 +113,37 @@ fn symmetric_shortcut_agrees_with_all_gpus() {
         short.ns,
         100.0 * diff
     );
+}
+
+/// The other configurations the firmware plans: direct reduce-scatter over a fully
+/// connected topology (f32 values on a 1/4096 grid: every partial sum is exact, so the
+/// arrival order of the N updates does not matter), all-gather and all-to-all (timing:
+/// every GPU's tracker sees exactly what its plan expects).
+#[test]
+fn direct_reduce_scatter_all_gather_and_all_to_all_complete() {
+    let sl = sublayer();
+    let opts = T3Options {
+        gpus: 4,
+        dtype: GemmDataType::F32,
+        ..T3Options::default()
+    };
+    let partials = partial_outputs(4, sl.m, sl.n, 32, GemmDataType::F32, 11);
+    let run = run_fused(&opts, &sl, Collective::DirectReduceScatter, None, Some(&partials)).unwrap();
+    let n = sl.n as usize;
+    for g in 0..4usize {
+        let out = run.system.out_values(g).unwrap();
+        // Chunk g = rows [128 g, 128 g + 128).
+        for i in g * 128 * n..(g + 1) * 128 * n {
+            let want: f32 = partials.iter().map(|p| p[i]).sum();
+            assert_eq!(out[i], want, "GPU {g} element {i}");
+        }
+    }
+    for c in [Collective::AllGather, Collective::AllToAll] {
+        let run = run_fused(&opts, &sl, c, None, None).unwrap();
+        assert!(run.ns > 0.0);
+        for t in run.system.totals() {
+            assert_eq!((t.orphans, t.tracker.overcounts), (0, 0), "{c:?}");
+            assert!(t.tracker.fired > 0, "{c:?}");
+        }
+    }
 }

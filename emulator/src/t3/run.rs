@@ -1,7 +1,8 @@
 //! The experiments: isolated GEMM, ring collectives, the fused T3 run with the firmware
 //! programming the tracker, DMAs and output maps, and the functional check.
 
-use nmcp_firmware::t3::{Collective, T3Job};
+pub use nmcp_firmware::t3::Collective;
+use nmcp_firmware::t3::T3Job;
 use nmcp_firmware::{Event, Firmware};
 use nmcp_isa::gemm_ext::GemmDataType;
 use rand::{Rng, SeedableRng};
@@ -144,8 +145,39 @@ fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phas
     })
 }
 
-/// A ring collective alone over an `m x n` array.
+/// Ring runs already done in this process: they depend only on the array, the GPU
+/// count, the links and the kind, which the four sub-layers of a model share.
+type RingKey = (u32, u32, u32, u8, bool, u64, u64, u8);
+
+fn ring_cache() -> &'static std::sync::Mutex<std::collections::HashMap<RingKey, Phase>> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<RingKey, Phase>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// A ring collective alone over an `m x n` array (memoised per process).
 fn ring(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: bool) -> Result<Phase, T3Error> {
+    let key = (
+        m,
+        n,
+        gpus,
+        kind as u8,
+        shortcut,
+        opts.link.bytes_per_ns.to_bits(),
+        opts.link.latency_ns.to_bits(),
+        opts.dtype as u8,
+    );
+    if let Some(p) = ring_cache().lock().ok().and_then(|c| c.get(&key).copied()) {
+        return Ok(p);
+    }
+    let p = ring_uncached(opts, m, n, gpus, kind, shortcut)?;
+    if let Ok(mut c) = ring_cache().lock() {
+        c.insert(key, p);
+    }
+    Ok(p)
+}
+
+fn ring_uncached(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: bool) -> Result<Phase, T3Error> {
     let l = layout(opts, m, n, gpus)?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_ring(kind, 0);
@@ -212,10 +244,12 @@ pub struct FusedRun {
 pub fn run_fused(
     opts: &T3Options,
     sl: &SubLayer,
+    collective: Collective,
     mca: Option<usize>,
     partials: Option<&[Vec<f32>]>,
 ) -> Result<FusedRun, T3Error> {
-    let (p, system) = fused(opts, sl, mca, opts.simulate == Simulate::Shortcut, partials)?;
+    let shortcut = opts.simulate == Simulate::Shortcut;
+    let (p, system) = fused(opts, sl, collective, mca, shortcut, partials)?;
     Ok(FusedRun { ns: p.ns, system })
 }
 
@@ -223,6 +257,7 @@ pub fn run_fused(
 fn fused(
     opts: &T3Options,
     sl: &SubLayer,
+    collective: Collective,
     mca: Option<usize>,
     shortcut: bool,
     partials: Option<&[Vec<f32>]>,
@@ -245,7 +280,7 @@ fn fused(
     let simulated = s.nodes().len();
     let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
     for (g, fw) in fws.iter_mut().enumerate() {
-        let j = job(&l, g as u32, opts.dtype, Collective::RingReduceScatter);
+        let j = job(&l, g as u32, opts.dtype, collective);
         let mut p = s.platform(g, 0);
         let r = fw.start_t3(&j, &mut p);
         p.finish();
@@ -286,6 +321,11 @@ fn fused(
         t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max),
     );
     if let Some(o) = t.iter().find(|x| x.orphans > 0 || x.tracker.overcounts > 0) {
+        if std::env::var("T3_DEBUG").is_ok() {
+            for g in 0..t.len() {
+                eprintln!("GPU {g}: {:?} fires {:?}", t[g], s.fire_log(g));
+            }
+        }
         return Err(T3Error::Stuck(format!(
             "tracker left {} unprogrammed entries and {} overcounts",
             o.orphans, o.tracker.overcounts
@@ -329,8 +369,8 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     let rs_nmc = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatterNmc, shortcut)?;
     let ag = ring(opts, sl.m, sl.n, gpus, RingKind::AllGather, shortcut)?;
     let threshold = opts.mca_threshold.unwrap_or_else(|| mca_threshold_for(gemm.occupancy));
-    let (t3, _) = fused(opts, sl, None, shortcut, None)?;
-    let (t3m, _) = fused(opts, sl, Some(threshold), shortcut, None)?;
+    let (t3, _) = fused(opts, sl, Collective::RingReduceScatter, None, shortcut, None)?;
+    let (t3m, _) = fused(opts, sl, Collective::RingReduceScatter, Some(threshold), shortcut, None)?;
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
@@ -450,7 +490,7 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
     let (seconds, outs): (f64, Vec<Vec<f32>>) = match run.scenario {
         Scenario::T3 | Scenario::T3Mca => {
             let mca = (run.scenario == Scenario::T3Mca).then(|| o.mca_threshold.unwrap_or(10));
-            let (p, s) = fused(&o, &sl, mca, false, Some(&partials))?;
+            let (p, s) = fused(&o, &sl, Collective::RingReduceScatter, mca, false, Some(&partials))?;
             (
                 p.ns * 1e-9,
                 (0..gpus as usize).map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default()).collect(),
@@ -572,7 +612,7 @@ mod probe {
         eprintln!("rs {:.1} us bytes {:?} wall {:?}", r.ns / 1e3, r.bytes, t.elapsed());
         for mca in [None, Some(mca_threshold_for(g.occupancy))] {
             let t = std::time::Instant::now();
-            let (f, s) = fused(&o, sl, mca, short, None).unwrap();
+            let (f, s) = fused(&o, sl, Collective::RingReduceScatter, mca, short, None).unwrap();
             let tt = s.totals();
             eprintln!("t3 mca {mca:?}: {:.1} us gemm done {:?} bytes {:?} tracker {:?} wall {:?}", f.ns / 1e3, tt[0].gemm_done_ns, f.bytes, tt[0].tracker, t.elapsed());
         }

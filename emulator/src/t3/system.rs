@@ -285,6 +285,9 @@ pub struct GpuNode {
     fw_events: Vec<(Cycle, Event)>,
     /// Every tracker firing: (cycle, workgroup, wavefront, DMA id).
     fire_log: Vec<(Cycle, u32, u8, u16)>,
+    /// Whether the controllers were told the producer kernel ended (MCA then drains
+    /// communication).
+    boundary_told: bool,
 }
 
 /// Events between components.
@@ -374,6 +377,7 @@ impl GpuNode {
             finished_at: None,
             fw_events: Vec::new(),
             fire_log: Vec::new(),
+            boundary_told: false,
         })
     }
 
@@ -838,7 +842,9 @@ impl T3System {
         }
     }
 
-    fn route(&self, node: usize, wg: u32) -> StoreRoute {
+    /// Where workgroup `wg`'s stores go; `None` when output maps exist and none covers
+    /// it (the workgroup is not this GPU's to compute, as in all-gather).
+    fn route(&self, node: usize, wg: u32) -> Option<StoreRoute> {
         let maps = &self.nodes[node].maps;
         let op = |o: DmaOp| match o {
             DmaOp::Store => WriteOp::Store,
@@ -846,16 +852,16 @@ impl T3System {
         };
         for m in maps {
             if wg >= m.wg_first && wg - m.wg_first < m.wg_count {
-                return StoreRoute {
+                return Some(StoreRoute {
                     local: m.local.map(op),
                     remote: m.remote.map(|(p, o)| (u32::from(p), op(o))),
-                };
+                });
             }
         }
-        StoreRoute {
+        maps.is_empty().then_some(StoreRoute {
             local: Some(WriteOp::Store),
             remote: None,
-        }
+        })
     }
 
     fn dispatch(&mut self, node: usize, at: Cycle) {
@@ -872,6 +878,17 @@ impl T3System {
             let Some(slot) = p.free.pop() else { return };
             let wg = (p.start + p.dispatched) % p.total;
             p.dispatched += 1;
+            if self.route(node, wg).is_none() {
+                // Not this GPU's workgroup: it counts as done at once.
+                let p = self.nodes[node].producer.as_mut().expect("producer");
+                p.free.push(slot);
+                p.finished += 1;
+                if p.finished == p.total && p.stores_left == 0 {
+                    p.done_at = Some(at);
+                }
+                continue;
+            }
+            let p = self.nodes[node].producer.as_mut().expect("producer");
             p.slots[slot as usize] = Some(WgState {
                 wg,
                 phase: 0,
@@ -964,7 +981,9 @@ impl T3System {
             return;
         }
         // Epilogue: store the tile, wavefront by wavefront.
-        let route = self.route(node, wg);
+        let Some(route) = self.route(node, wg) else {
+            return;
+        };
         let l = self.cfg.layout;
         for wf in 0..l.wfs {
             let rect = l.wf_rect(wg, wf);
@@ -1364,6 +1383,10 @@ impl T3System {
                 self.dispatch(i, end);
                 self.nodes[i].fill();
                 let n = &mut self.nodes[i];
+                if !n.boundary_told && n.producer.as_ref().is_some_and(|p| p.done_at.is_some()) {
+                    n.boundary_told = true;
+                    n.mem.kernel_boundary();
+                }
                 if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
                     n.occupancy_sum += n.inflight as f64;
                     n.occupancy_cycles += 1.0;

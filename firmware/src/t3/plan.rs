@@ -65,7 +65,8 @@ pub struct StagePlan {
 /// The first tracked step: 2 for the ring collectives, `N` for the direct ones.
 pub const fn first_tracked_stage(collective: Collective, gpus: u8) -> u8 {
     match collective {
-        Collective::RingReduceScatter | Collective::AllGather => 2,
+        Collective::RingReduceScatter => 2,
+        Collective::AllGather => 1,
         Collective::DirectReduceScatter | Collective::AllToAll => gpus,
     }
 }
@@ -129,7 +130,14 @@ pub fn stage_plan(g: &T3Geometry, k: u8) -> Option<StagePlan> {
             if k == 1 {
                 let chunk = rank;
                 let m = map(chunk, Some(DmaOp::Store), Some((prev, DmaOp::Store)));
-                (chunk, m, None)
+                // The own chunk's local copy is tracked too (notify only): the tracker
+                // counts every tagged store at the controller, so an untracked region
+                // would leave entries nobody programmed.
+                let track = Track {
+                    updates_per_element: 1,
+                    dma: None,
+                };
+                (chunk, m, Some(track))
             } else {
                 // Chunk c started at GPU c; here it has made (c - rank) mod N = k - 1 hops.
                 let chunk = g.stage_chunk(rank, k - 1);
