@@ -147,3 +147,34 @@ fn direct_reduce_scatter_all_gather_and_all_to_all_complete() {
         }
     }
 }
+
+/// Dissertation 8.2.2: the GEMM on fewer CUs and the ring RS on the rest, at once. Each
+/// is no faster than alone on the whole GPU, and the fewer CUs the RS gets, the slower.
+#[test]
+fn cu_split_slows_both_and_fewer_cus_slow_the_reduce_scatter_more() {
+    let sl = SubLayer {
+        model: "test".into(),
+        name: "mid",
+        h: 1024,
+        tokens: 2048,
+        tp: 4,
+        m: 1024,
+        n: 2048,
+        k: 512,
+    };
+    let opts = T3Options {
+        gpus: 4,
+        simulate: Simulate::Shortcut,
+        ..T3Options::default()
+    };
+    let a = nmcp_emulator::t3::run::cu_split(&opts, &sl, 72, 8).unwrap();
+    let b = nmcp_emulator::t3::run::cu_split(&opts, &sl, 64, 16).unwrap();
+    for r in [&a, &b] {
+        assert!(r.gemm_seconds >= r.gemm_alone_seconds, "{r:?}");
+        assert!(r.rs_seconds >= r.rs_alone_seconds * 0.999, "{r:?}");
+        assert!(r.speedup <= r.ideal_speedup * 1.001, "{r:?}");
+    }
+    assert!(a.rs_seconds > b.rs_seconds, "{a:?} {b:?}");
+    assert!(a.gemm_seconds < b.gemm_seconds, "{a:?} {b:?}");
+    assert!(nmcp_emulator::t3::run::cu_split(&opts, &sl, 80, 8).is_err());
+}

@@ -398,6 +398,71 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     ])
 }
 
+/// The CU-sharing experiment of dissertation 8.2.2 (Fig. 8.4): the GEMM on `gemm_cus`
+/// CUs and the baseline ring reduce-scatter (of independent data) on the other
+/// `rs_cus`, at the same time on the same GPUs.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct CuSplit {
+    /// CUs the GEMM runs on.
+    pub gemm_cus: u32,
+    /// CUs the reduce-scatter runs on.
+    pub rs_cus: u32,
+    /// GEMM time while sharing, s.
+    pub gemm_seconds: f64,
+    /// Reduce-scatter time while sharing, s.
+    pub rs_seconds: f64,
+    /// GEMM alone on every CU, s.
+    pub gemm_alone_seconds: f64,
+    /// Reduce-scatter alone on every CU, s.
+    pub rs_alone_seconds: f64,
+    /// Sequential (alone + alone) over the shared run's `max(GEMM, RS)`.
+    pub speedup: f64,
+    /// Sequential over `max(GEMM alone, RS alone)`: the ideal overlap.
+    pub ideal_speedup: f64,
+}
+
+/// Runs the CU-split experiment for `sl`.
+///
+/// # Errors
+/// [`T3Error`].
+pub fn cu_split(opts: &T3Options, sl: &SubLayer, gemm_cus: u32, rs_cus: u32) -> Result<CuSplit, T3Error> {
+    let total = opts.gpu.cus;
+    if gemm_cus == 0 || rs_cus == 0 || gemm_cus + rs_cus > total {
+        return Err(T3Error::Config(format!(
+            "CU split {gemm_cus}-{rs_cus}: both shares > 0 and together at most the GPU's {total} CUs"
+        )));
+    }
+    let shortcut = opts.simulate == Simulate::Shortcut;
+    let gpus = gpus_of(opts, sl.tp);
+    let alone = isolated_gemm(opts, sl, shortcut)?;
+    let rs_alone = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatter, shortcut)?;
+    let l = layout(opts, sl.m, sl.n, gpus)?;
+    let tile = (l.tile.0 as u16, l.tile.1 as u16);
+    let m = ProducerModel::new(&opts.gpu, tile, sl.m, sl.n, sl.k, opts.dtype, gemm_cus, true)
+        .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
+    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    s.start_producer(m, 0);
+    let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
+    s.start_ring_on(RingKind::ReduceScatter, in_flight, 0);
+    let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
+    s.run_until(limit(est), |_, _, _, _| {}, |x| x.producers_done() && x.rings_done())
+        .map_err(T3Error::Stuck)?;
+    let t = s.totals();
+    let g = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
+    let r = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+    let seq = alone.ns + rs_alone.ns;
+    Ok(CuSplit {
+        gemm_cus,
+        rs_cus,
+        gemm_seconds: g * 1e-9,
+        rs_seconds: r * 1e-9,
+        gemm_alone_seconds: alone.ns * 1e-9,
+        rs_alone_seconds: rs_alone.ns * 1e-9,
+        speedup: seq / g.max(r),
+        ideal_speedup: seq / alone.ns.max(rs_alone.ns),
+    })
+}
+
 /// Times a plain ring reduce-scatter of `bytes` (an f16 array of 4096 columns).
 ///
 /// # Errors

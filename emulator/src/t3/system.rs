@@ -53,8 +53,9 @@ const REQ_BYTES: u64 = 64;
 const PENDING_CAP: usize = 8_192;
 /// DMA descriptors one GPU's engines work on at once (4 engines x 4).
 pub const DMA_IN_FLIGHT: usize = 16;
-/// Blocks the ring kernel keeps in flight per GPU (its CUs' outstanding memory work).
-const RING_IN_FLIGHT: usize = 64;
+/// Blocks the ring kernel keeps in flight per GPU with all 80 CUs (its CUs' outstanding
+/// memory work); a kernel on fewer CUs keeps proportionally fewer.
+pub const RING_IN_FLIGHT: usize = 64;
 
 /// Adds `b` to `a` in the element type (round after the addition).
 pub fn add_in(dtype: GemmDataType, a: f32, b: f32) -> f32 {
@@ -193,6 +194,8 @@ struct Ring {
     /// Work items (WF tiles) of the current step not yet started.
     todo: VecDeque<Rect>,
     in_flight: usize,
+    /// Most blocks in flight.
+    max_in_flight: usize,
     /// Blocks of the current step received from the upstream GPU.
     received: u32,
     /// Blocks per step.
@@ -1096,8 +1099,14 @@ impl T3System {
 
     // ----- ring collectives -----
 
-    /// Starts a ring collective on every GPU over the whole output array.
+    /// Starts a ring collective on every GPU over the whole output array, with all CUs.
     pub fn start_ring(&mut self, kind: RingKind, at: Cycle) {
+        self.start_ring_on(kind, RING_IN_FLIGHT, at);
+    }
+
+    /// Starts a ring collective keeping at most `in_flight` blocks in flight per GPU (a
+    /// kernel confined to a share of the CUs).
+    pub fn start_ring_on(&mut self, kind: RingKind, in_flight: usize, at: Cycle) {
         for i in 0..self.nodes.len() {
             let per_step = self.step_items(i, kind, 1).len() as u32;
             self.nodes[i].ring = Some(Ring {
@@ -1105,6 +1114,7 @@ impl T3System {
                 step: 0,
                 todo: VecDeque::new(),
                 in_flight: 0,
+                max_in_flight: in_flight.max(1),
                 received: 0,
                 per_step,
                 early: HashMap::new(),
@@ -1169,7 +1179,7 @@ impl T3System {
         loop {
             let (rect, item, s, kind) = {
                 let r = self.nodes[node].ring.as_mut().expect("ring");
-                if r.in_flight >= RING_IN_FLIGHT {
+                if r.in_flight >= r.max_in_flight {
                     return;
                 }
                 let Some(rect) = r.todo.pop_front() else { return };

@@ -34,6 +34,46 @@ enum T3Command {
     Check(CheckArgs),
     /// Time a plain ring reduce-scatter alone, next to the bandwidth-latency model.
     Rs(RsArgs),
+    /// Dissertation 8.2.2 (Fig. 8.4): the GEMM and the ring reduce-scatter sharing the
+    /// CUs (e.g. 72-8, 64-16), next to each alone and the ideal overlap.
+    CuSplit(CuSplitArgs),
+}
+
+/// `nmcp t3 cu-split`.
+#[derive(clap::Args, Debug)]
+struct CuSplitArgs {
+    /// Model of Table 8.2.
+    #[arg(long, default_value = "mega-gpt-2", value_parser = parse_model)]
+    model: String,
+    /// Tensor-parallel degree (= GPUs).
+    #[arg(long, default_value_t = 8, value_parser = parse_tp)]
+    tp: u32,
+    /// Sub-layer: OP, FC-2, FC-1 or IP.
+    #[arg(long, default_value = "OP", value_parser = parse_sublayer)]
+    sublayer: &'static str,
+    /// CU splits GEMM-RS, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "72-8,64-16", value_parser = parse_split)]
+    split: Vec<(u32, u32)>,
+    /// Simulate one GPU and inject its neighbours' traffic.
+    #[arg(long)]
+    shortcut: bool,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_split(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("split {s:?}: expected GEMM-RS CU counts like 72-8"))?;
+    let p = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("split {s:?}: {v:?} is not a CU count"))
+    };
+    Ok((p(a)?, p(b)?))
 }
 
 /// Element type on the command line.
@@ -319,6 +359,7 @@ pub fn run(a: T3Args) -> CmdResult {
     match a.command {
         Some(T3Command::Check(c)) => run_check(&c),
         Some(T3Command::Rs(r)) => run_rs(&r),
+        Some(T3Command::CuSplit(c)) => run_cu_split(&c),
         None => run_study(&a.study),
     }
 }
@@ -521,6 +562,55 @@ fn run_rs(r: &RsArgs) -> CmdResult {
             t.model_seconds * 1e6
         ))
     }
+}
+
+fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
+    let simulate = if c.shortcut {
+        Simulate::Shortcut
+    } else {
+        Simulate::AllGpus
+    };
+    let opts = c.machine.options(0, simulate, Dtype::F16);
+    let Some(&(_, h, tokens, _)) = TABLE_8_2.iter().find(|m| m.0 == c.model) else {
+        return Err(Box::new(UsageError(format!(
+            "--model {}: cu-split takes one model of Table 8.2 ({})",
+            c.model,
+            known_models()
+        ))));
+    };
+    let sl = t3::sublayers(&c.model, h, tokens, c.tp)
+        .into_iter()
+        .find(|s| s.name == c.sublayer)
+        .ok_or_else(|| UsageError(format!("--sublayer {}: unknown", c.sublayer)))?;
+    let mut rows = Vec::new();
+    for &(g, r) in &c.split {
+        rows.push(t3::run::cu_split(&opts, &sl, g, r).map_err(|e| t3_error(e, "t3 cu-split: "))?);
+    }
+    if c.json {
+        return emit(&(serde_json::to_string_pretty(&rows)? + "\n"));
+    }
+    let mut out = format!(
+        "{} {} TP {}: GEMM alone {:.1} µs, reduce-scatter alone {:.1} µs, ideal overlap {:.2}x\n",
+        c.model,
+        sl.name,
+        c.tp,
+        rows.first().map_or(0.0, |r| r.gemm_alone_seconds * 1e6),
+        rows.first().map_or(0.0, |r| r.rs_alone_seconds * 1e6),
+        rows.first().map_or(0.0, |r| r.ideal_speedup),
+    );
+    for r in &rows {
+        out += &format!(
+            "  {}-{}: GEMM {:.1} µs ({:+.0} %), RS {:.1} µs ({:+.0} %), overlapped {:.2}x  (dissertation, Mega-GPT-2/T-NLG TP 8: 72-8 RS +41 % -> 1.2x; 64-16 RS +7 %, GEMM +21 % -> 1.5x; ideal 1.7x)\n",
+            r.gemm_cus,
+            r.rs_cus,
+            r.gemm_seconds * 1e6,
+            100.0 * (r.gemm_seconds / r.gemm_alone_seconds - 1.0),
+            r.rs_seconds * 1e6,
+            100.0 * (r.rs_seconds / r.rs_alone_seconds - 1.0),
+            r.speedup
+        );
+    }
+    emit(&out)
 }
 
 #[cfg(test)]
