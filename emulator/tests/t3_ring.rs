@@ -29,7 +29,14 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
     };
     let sl = sublayer();
     let partials = partial_outputs(4, sl.m, sl.n, sl.k, GemmDataType::F16, 7);
-    let run = run_fused(&opts, &sl, Collective::RingReduceScatter, None, Some(&partials)).unwrap();
+    let run = run_fused(
+        &opts,
+        &sl,
+        Collective::RingReduceScatter,
+        None,
+        Some(&partials),
+    )
+    .unwrap();
     let sys = &run.system;
     // The schedule (docs/decisions/t3.md), GPU g, chunk = workgroup:
     //   stage 1: WG g+1, remote update to g-1, not tracked here;
@@ -39,7 +46,11 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
     let mut when = std::collections::HashMap::new();
     for g in 0..4u32 {
         let log = sys.fire_log(g as usize);
-        assert_eq!(log.len(), 12, "GPU {g}: 3 tracked stages x 4 wavefronts: {log:?}");
+        assert_eq!(
+            log.len(),
+            12,
+            "GPU {g}: 3 tracked stages x 4 wavefronts: {log:?}"
+        );
         let stage_of = |wg: u32| (wg + 4 - g) % 4; // 0 = stage 4
         for &(at, wg, wf, dma) in log {
             let stage = match stage_of(wg) {
@@ -47,7 +58,11 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
                 s => s,
             };
             assert!(stage >= 2, "GPU {g} tracked stage {stage} (WG {wg})");
-            assert_eq!(dma == TRACKER_NO_DMA, stage == 4, "GPU {g} WG {wg}: DMA {dma:#x}");
+            assert_eq!(
+                dma == TRACKER_NO_DMA,
+                stage == 4,
+                "GPU {g} WG {wg}: DMA {dma:#x}"
+            );
             when.insert((g, stage, wf), at);
         }
         // Each wavefront's stages fire in order.
@@ -63,7 +78,10 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
             for wf in 0..4u8 {
                 let here = when[&(g, k, wf)];
                 let up = when[&((g + 1) % 4, k - 1, wf)];
-                assert!(here >= up + 500, "GPU {g} stage {k} WF {wf} at {here}, upstream at {up}");
+                assert!(
+                    here >= up + 500,
+                    "GPU {g} stage {k} WF {wf} at {here}, upstream at {up}"
+                );
             }
         }
     }
@@ -87,7 +105,14 @@ fn symmetric_shortcut_agrees_with_all_gpus() {
         n: 2048,
         k: 256,
     };
-    let all = run_fused(&T3Options::default(), &sl, Collective::RingReduceScatter, None, None).unwrap();
+    let all = run_fused(
+        &T3Options::default(),
+        &sl,
+        Collective::RingReduceScatter,
+        None,
+        None,
+    )
+    .unwrap();
     let short = run_fused(
         &T3Options {
             simulate: Simulate::Shortcut,
@@ -128,7 +153,14 @@ fn direct_reduce_scatter_all_gather_and_all_to_all_complete() {
         ..T3Options::default()
     };
     let partials = partial_outputs(4, sl.m, sl.n, 32, GemmDataType::F32, 11);
-    let run = run_fused(&opts, &sl, Collective::DirectReduceScatter, None, Some(&partials)).unwrap();
+    let run = run_fused(
+        &opts,
+        &sl,
+        Collective::DirectReduceScatter,
+        None,
+        Some(&partials),
+    )
+    .unwrap();
     let n = sl.n as usize;
     for g in 0..4usize {
         let out = run.system.out_values(g).unwrap();

@@ -62,7 +62,10 @@ impl OutputLayout {
         job.wfs_per_wg = small(wfs, "wavefronts per workgroup", 8)? as u8;
         job.dtype = dtype;
         let geo = T3Geometry::new(&job).map_err(|e| {
-            format!("{m} x {n} in {}x{} tiles over {gpus} GPUs: {e}", tile.0, tile.1)
+            format!(
+                "{m} x {n} in {}x{} tiles over {gpus} GPUs: {e}",
+                tile.0, tile.1
+            )
         })?;
         Ok(Self {
             m,
@@ -131,8 +134,8 @@ impl OutputLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use nmcp_isa::gemm_ext::GemmDataType;
+    use proptest::prelude::*;
 
     proptest! {
         #[test]
@@ -169,7 +172,12 @@ mod tests {
 
     #[test]
     fn table_8_2_outputs_split_evenly() {
-        for (m, n, g) in [(3072, 16384, 8), (3072, 16384, 16), (4256, 8192, 8), (4256, 8192, 16)] {
+        for (m, n, g) in [
+            (3072, 16384, 8),
+            (3072, 16384, 16),
+            (4256, 8192, 8),
+            (4256, 8192, 16),
+        ] {
             let l = OutputLayout::new(m, n, (128, 128), 4, g, GemmDataType::F16).unwrap();
             assert!(l.even(), "{m} x {n} over {g}");
         }

@@ -12,8 +12,8 @@ use super::gemm::{ProducerModel, TILE, WFS_PER_WG};
 use super::layout::OutputLayout;
 use super::system::{add_in, round_to, NodeTotals, RingKind, SystemConfig, T3System};
 use super::{
-    Block, CheckOutput, CheckRun, RsTiming, Scenario, Simulate, SubLayer, SubLayerResult,
-    T3Error, T3Options, TrafficBytes,
+    Block, CheckOutput, CheckRun, RsTiming, Scenario, Simulate, SubLayer, SubLayerResult, T3Error,
+    T3Options, TrafficBytes,
 };
 use crate::hbm::{Cycle, HbmPreset};
 use crate::memctrl::{Arbiter, FrFcfs, Mca, RoundRobin};
@@ -64,7 +64,8 @@ fn system(
     arbiter: &dyn Fn() -> Box<dyn Arbiter>,
 ) -> Result<T3System, T3Error> {
     let preset = HbmPreset::builtin(T3_PRESET).map_err(|e| T3Error::Config(e.to_string()))?;
-    if !(opts.link.bytes_per_ns > 0.0) || !(opts.link.latency_ns >= 0.0) {
+    let bad = |v: f64, min: f64| v.is_nan() || v < min;
+    if bad(opts.link.bytes_per_ns, f64::MIN_POSITIVE) || bad(opts.link.latency_ns, 0.0) {
         return Err(T3Error::Config(format!(
             "link {} B/ns, {} ns: bandwidth must be > 0 and latency >= 0",
             opts.link.bytes_per_ns, opts.link.latency_ns
@@ -86,10 +87,30 @@ fn system(
     .map_err(T3Error::Config)
 }
 
-fn model(opts: &T3Options, l: &OutputLayout, sl_m: u32, sl_n: u32, k: u32, cached: bool) -> Result<ProducerModel, T3Error> {
+fn model(
+    opts: &T3Options,
+    l: &OutputLayout,
+    sl_m: u32,
+    sl_n: u32,
+    k: u32,
+    cached: bool,
+) -> Result<ProducerModel, T3Error> {
     let tile = (l.tile.0 as u16, l.tile.1 as u16);
-    ProducerModel::new(&opts.gpu, tile, sl_m, sl_n, k, opts.dtype, opts.gpu.cus, cached).ok_or_else(|| {
-        T3Error::Config(format!("the producer kernel cannot run on {}", opts.gpu.name))
+    ProducerModel::new(
+        &opts.gpu,
+        tile,
+        sl_m,
+        sl_n,
+        k,
+        opts.dtype,
+        opts.gpu.cus,
+        cached,
+    )
+    .ok_or_else(|| {
+        T3Error::Config(format!(
+            "the producer kernel cannot run on {}",
+            opts.gpu.name
+        ))
     })
 }
 
@@ -134,10 +155,18 @@ fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phas
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_producer(m, 0);
     let end = s
-        .run_until(limit(m.compute_bound_ns()), |_, _, _, _| {}, T3System::producers_done)
+        .run_until(
+            limit(m.compute_bound_ns()),
+            |_, _, _, _| {},
+            T3System::producers_done,
+        )
         .map_err(T3Error::Stuck)?;
     let t = s.totals();
-    let ns = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max).max(end.min(1) as f64);
+    let ns = t
+        .iter()
+        .filter_map(|x| x.gemm_done_ns)
+        .fold(0.0, f64::max)
+        .max(end.min(1) as f64);
     Ok(Phase {
         ns,
         bytes: mean_bytes(&t),
@@ -156,7 +185,14 @@ fn ring_cache() -> &'static std::sync::Mutex<std::collections::HashMap<RingKey, 
 }
 
 /// A ring collective alone over an `m x n` array (memoised per process).
-fn ring(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: bool) -> Result<Phase, T3Error> {
+fn ring(
+    opts: &T3Options,
+    m: u32,
+    n: u32,
+    gpus: u32,
+    kind: RingKind,
+    shortcut: bool,
+) -> Result<Phase, T3Error> {
     let key = (
         m,
         n,
@@ -177,7 +213,14 @@ fn ring(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: b
     Ok(p)
 }
 
-fn ring_uncached(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, shortcut: bool) -> Result<Phase, T3Error> {
+fn ring_uncached(
+    opts: &T3Options,
+    m: u32,
+    n: u32,
+    gpus: u32,
+    kind: RingKind,
+    shortcut: bool,
+) -> Result<Phase, T3Error> {
     let l = layout(opts, m, n, gpus)?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_ring(kind, 0);
@@ -185,7 +228,10 @@ fn ring_uncached(opts: &T3Options, m: u32, n: u32, gpus: u32, kind: RingKind, sh
     s.run_until(limit(est), |_, _, _, _| {}, T3System::rings_done)
         .map_err(T3Error::Stuck)?;
     let t = s.totals();
-    let ns = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+    let ns = t
+        .iter()
+        .filter_map(|x| x.collective_done_ns)
+        .fold(0.0, f64::max);
     Ok(Phase {
         ns,
         bytes: mean_bytes(&t),
@@ -317,13 +363,15 @@ fn fused(
     }
     let _ = end;
     let t = s.totals();
-    let ns = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max).max(
-        t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max),
-    );
+    let ns = t
+        .iter()
+        .filter_map(|x| x.collective_done_ns)
+        .fold(0.0, f64::max)
+        .max(t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max));
     if let Some(o) = t.iter().find(|x| x.orphans > 0 || x.tracker.overcounts > 0) {
         if std::env::var("T3_DEBUG").is_ok() {
-            for g in 0..t.len() {
-                eprintln!("GPU {g}: {:?} fires {:?}", t[g], s.fire_log(g));
+            for (g, x) in t.iter().enumerate() {
+                eprintln!("GPU {g}: {x:?} fires {:?}", s.fire_log(g));
             }
         }
         return Err(T3Error::Stuck(format!(
@@ -368,9 +416,25 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     let rs = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatter, shortcut)?;
     let rs_nmc = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatterNmc, shortcut)?;
     let ag = ring(opts, sl.m, sl.n, gpus, RingKind::AllGather, shortcut)?;
-    let threshold = opts.mca_threshold.unwrap_or_else(|| mca_threshold_for(gemm.occupancy));
-    let (t3, _) = fused(opts, sl, Collective::RingReduceScatter, None, shortcut, None)?;
-    let (t3m, _) = fused(opts, sl, Collective::RingReduceScatter, Some(threshold), shortcut, None)?;
+    let threshold = opts
+        .mca_threshold
+        .unwrap_or_else(|| mca_threshold_for(gemm.occupancy));
+    let (t3, _) = fused(
+        opts,
+        sl,
+        Collective::RingReduceScatter,
+        None,
+        shortcut,
+        None,
+    )?;
+    let (t3m, _) = fused(
+        opts,
+        sl,
+        Collective::RingReduceScatter,
+        Some(threshold),
+        shortcut,
+        None,
+    )?;
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
@@ -386,14 +450,28 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     let seq_bytes = traffic(&[(&gemm.bytes, false), (&rs.bytes, false), (&ag.bytes, true)]);
     Ok(vec![
         row(Scenario::Sequential, gemm.ns, rs.ns, seq_bytes),
-        row(Scenario::T3, t3.ns, 0.0, traffic(&[(&t3.bytes, false), (&ag.bytes, true)])),
-        row(Scenario::T3Mca, t3m.ns, 0.0, traffic(&[(&t3m.bytes, false), (&ag.bytes, true)])),
+        row(
+            Scenario::T3,
+            t3.ns,
+            0.0,
+            traffic(&[(&t3.bytes, false), (&ag.bytes, true)]),
+        ),
+        row(
+            Scenario::T3Mca,
+            t3m.ns,
+            0.0,
+            traffic(&[(&t3m.bytes, false), (&ag.bytes, true)]),
+        ),
         row(Scenario::IdealOverlap, gemm.ns.max(rs.ns), 0.0, seq_bytes),
         row(
             Scenario::IdealRsNmc,
             gemm.ns.max(rs_nmc.ns),
             0.0,
-            traffic(&[(&gemm.bytes, false), (&rs_nmc.bytes, false), (&ag.bytes, true)]),
+            traffic(&[
+                (&gemm.bytes, false),
+                (&rs_nmc.bytes, false),
+                (&ag.bytes, true),
+            ]),
         ),
     ])
 }
@@ -425,7 +503,12 @@ pub struct CuSplit {
 ///
 /// # Errors
 /// [`T3Error`].
-pub fn cu_split(opts: &T3Options, sl: &SubLayer, gemm_cus: u32, rs_cus: u32) -> Result<CuSplit, T3Error> {
+pub fn cu_split(
+    opts: &T3Options,
+    sl: &SubLayer,
+    gemm_cus: u32,
+    rs_cus: u32,
+) -> Result<CuSplit, T3Error> {
     let total = opts.gpu.cus;
     if gemm_cus == 0 || rs_cus == 0 || gemm_cus + rs_cus > total {
         return Err(T3Error::Config(format!(
@@ -438,18 +521,27 @@ pub fn cu_split(opts: &T3Options, sl: &SubLayer, gemm_cus: u32, rs_cus: u32) -> 
     let rs_alone = ring(opts, sl.m, sl.n, gpus, RingKind::ReduceScatter, shortcut)?;
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let tile = (l.tile.0 as u16, l.tile.1 as u16);
-    let m = ProducerModel::new(&opts.gpu, tile, sl.m, sl.n, sl.k, opts.dtype, gemm_cus, true)
-        .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
+    let m = ProducerModel::new(
+        &opts.gpu, tile, sl.m, sl.n, sl.k, opts.dtype, gemm_cus, true,
+    )
+    .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_producer(m, 0);
     let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
     s.start_ring_on(RingKind::ReduceScatter, in_flight, 0);
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
-    s.run_until(limit(est), |_, _, _, _| {}, |x| x.producers_done() && x.rings_done())
-        .map_err(T3Error::Stuck)?;
+    s.run_until(
+        limit(est),
+        |_, _, _, _| {},
+        |x| x.producers_done() && x.rings_done(),
+    )
+    .map_err(T3Error::Stuck)?;
     let t = s.totals();
     let g = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
-    let r = t.iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+    let r = t
+        .iter()
+        .filter_map(|x| x.collective_done_ns)
+        .fold(0.0, f64::max);
     let seq = alone.ns + rs_alone.ns;
     Ok(CuSplit {
         gemm_cus,
@@ -490,7 +582,14 @@ pub fn time_reduce_scatter(opts: &T3Options, bytes: u64) -> Result<RsTiming, T3E
 
 /// Each GPU's partial output `A_g x B_g` with A, B uniform in [-1, 1] on a 1/64 grid,
 /// accumulated in f32 and rounded to the type.
-pub fn partial_outputs(gpus: u32, m: u32, n: u32, k: u32, dtype: GemmDataType, seed: u64) -> Vec<Vec<f32>> {
+pub fn partial_outputs(
+    gpus: u32,
+    m: u32,
+    n: u32,
+    k: u32,
+    dtype: GemmDataType,
+    seed: u64,
+) -> Vec<Vec<f32>> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     (0..gpus)
         .map(|_| {
@@ -550,15 +649,27 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
         n: run.n,
         k: run.k.max(1),
     };
-    let mut o = T3Options { gpus, ..opts.clone() };
+    let mut o = T3Options {
+        gpus,
+        ..opts.clone()
+    };
     o.simulate = Simulate::AllGpus;
     let (seconds, outs): (f64, Vec<Vec<f32>>) = match run.scenario {
         Scenario::T3 | Scenario::T3Mca => {
             let mca = (run.scenario == Scenario::T3Mca).then(|| o.mca_threshold.unwrap_or(10));
-            let (p, s) = fused(&o, &sl, Collective::RingReduceScatter, mca, false, Some(&partials))?;
+            let (p, s) = fused(
+                &o,
+                &sl,
+                Collective::RingReduceScatter,
+                mca,
+                false,
+                Some(&partials),
+            )?;
             (
                 p.ns * 1e-9,
-                (0..gpus as usize).map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default()).collect(),
+                (0..gpus as usize)
+                    .map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default())
+                    .collect(),
             )
         }
         Scenario::Sequential => {
@@ -569,12 +680,22 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
                 s.load_partial_as_output(g);
             }
             s.start_ring(RingKind::ReduceScatter, 0);
-            s.run_until(limit(l.bytes() as f64 / o.link.bytes_per_ns), |_, _, _, _| {}, T3System::rings_done)
-                .map_err(T3Error::Stuck)?;
-            let rs_ns = s.totals().iter().filter_map(|x| x.collective_done_ns).fold(0.0, f64::max);
+            s.run_until(
+                limit(l.bytes() as f64 / o.link.bytes_per_ns),
+                |_, _, _, _| {},
+                T3System::rings_done,
+            )
+            .map_err(T3Error::Stuck)?;
+            let rs_ns = s
+                .totals()
+                .iter()
+                .filter_map(|x| x.collective_done_ns)
+                .fold(0.0, f64::max);
             (
                 (gemm.ns + rs_ns) * 1e-9,
-                (0..gpus as usize).map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default()).collect(),
+                (0..gpus as usize)
+                    .map(|g| s.out_values(g).map(<[f32]>::to_vec).unwrap_or_default())
+                    .collect(),
             )
         }
         other => {
@@ -664,22 +785,53 @@ mod probe {
     #[test]
     #[ignore = "prints figures of one Table 8.2 sub-layer"]
     fn probe_sublayer() {
-        let tp: u32 = std::env::var("TP").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-        let idx: usize = std::env::var("SL").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let tp: u32 = std::env::var("TP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
+        let idx: usize = std::env::var("SL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let short = std::env::var("SHORT").is_ok();
         let sl = &super::super::sublayers("mega-gpt-2", 3072, 16384, tp)[idx];
-        let o = T3Options { simulate: if short { Simulate::Shortcut } else { Simulate::AllGpus }, ..T3Options::default() };
+        let o = T3Options {
+            simulate: if short {
+                Simulate::Shortcut
+            } else {
+                Simulate::AllGpus
+            },
+            ..T3Options::default()
+        };
         let t = std::time::Instant::now();
         let g = isolated_gemm(&o, sl, short).unwrap();
-        eprintln!("gemm {:.1} us occ {:.2} bytes {:?} wall {:?}", g.ns / 1e3, g.occupancy, g.bytes, t.elapsed());
+        eprintln!(
+            "gemm {:.1} us occ {:.2} bytes {:?} wall {:?}",
+            g.ns / 1e3,
+            g.occupancy,
+            g.bytes,
+            t.elapsed()
+        );
         let t = std::time::Instant::now();
         let r = ring(&o, sl.m, sl.n, tp, RingKind::ReduceScatter, short).unwrap();
-        eprintln!("rs {:.1} us bytes {:?} wall {:?}", r.ns / 1e3, r.bytes, t.elapsed());
+        eprintln!(
+            "rs {:.1} us bytes {:?} wall {:?}",
+            r.ns / 1e3,
+            r.bytes,
+            t.elapsed()
+        );
         for mca in [None, Some(mca_threshold_for(g.occupancy))] {
             let t = std::time::Instant::now();
             let (f, s) = fused(&o, sl, Collective::RingReduceScatter, mca, short, None).unwrap();
             let tt = s.totals();
-            eprintln!("t3 mca {mca:?}: {:.1} us gemm done {:?} bytes {:?} tracker {:?} wall {:?}", f.ns / 1e3, tt[0].gemm_done_ns, f.bytes, tt[0].tracker, t.elapsed());
+            eprintln!(
+                "t3 mca {mca:?}: {:.1} us gemm done {:?} bytes {:?} tracker {:?} wall {:?}",
+                f.ns / 1e3,
+                tt[0].gemm_done_ns,
+                f.bytes,
+                tt[0].tracker,
+                t.elapsed()
+            );
         }
     }
 }
@@ -691,8 +843,17 @@ mod fused_tests {
     #[test]
     fn t3_check_reduces_exactly() {
         for scenario in [Scenario::T3, Scenario::T3Mca] {
-            let run = CheckRun { gpus: 4, m: 512, n: 512, k: 32, scenario };
-            let o = T3Options { gpus: 4, ..T3Options::default() };
+            let run = CheckRun {
+                gpus: 4,
+                m: 512,
+                n: 512,
+                k: 32,
+                scenario,
+            };
+            let o = T3Options {
+                gpus: 4,
+                ..T3Options::default()
+            };
             let out = check(&o, &run).unwrap();
             assert_eq!(out.mismatches, 0, "{scenario}: {:?}", out.first_mismatch);
         }

@@ -102,9 +102,14 @@ pub enum WriteOp {
 enum Ack {
     None,
     /// `DmaDone` for descriptor `id` of GPU `node`.
-    Dma { node: u32, id: u16 },
+    Dma {
+        node: u32,
+        id: u16,
+    },
     /// A ring-kernel block of step `step` landed at its receiver.
-    Ring { step: u32 },
+    Ring {
+        step: u32,
+    },
 }
 
 /// A transfer between GPUs.
@@ -174,6 +179,9 @@ struct Producer {
     stores_left: u64,
 }
 
+/// A ring-kernel block in flight: reads left, its tile, the local and received values.
+type RingItem = (u32, Rect, Option<Vec<f32>>, Option<Vec<f32>>);
+
 /// The ring collective kernels on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RingKind {
@@ -203,7 +211,7 @@ struct Ring {
     /// Received counts that arrived for a later step (the upstream GPU ran ahead).
     early: HashMap<u32, u32>,
     /// Items in flight: reads left and the values read.
-    items: HashMap<u32, (u32, Rect, Option<Vec<f32>>, Option<Vec<f32>>)>,
+    items: HashMap<u32, RingItem>,
     next_item: u32,
     /// Sends of the current step still to finish before the step may end.
     done_at: Option<Cycle>,
@@ -343,10 +351,18 @@ pub struct T3System {
 }
 
 impl GpuNode {
-    fn new(index: u32, preset: &HbmPreset, arbiter: &dyn Fn() -> Box<dyn Arbiter>) -> Result<Self, String> {
+    fn new(
+        index: u32,
+        preset: &HbmPreset,
+        arbiter: &dyn Fn() -> Box<dyn Arbiter>,
+    ) -> Result<Self, String> {
         let mapping = AddressMapping::parse(&preset.controller.mapping, preset)
             .map_err(|e| format!("{}: mapping: {e}", preset.name))?;
-        let mut mem = MemorySystem::new(preset, mapping.clone(), ControllerConfig::from_preset(preset));
+        let mut mem = MemorySystem::new(
+            preset,
+            mapping.clone(),
+            ControllerConfig::from_preset(preset),
+        );
         mem.set_arbiter(|_| arbiter());
         mem.set_observers(|_| Box::new(TrackerTap::default()));
         let pcs = preset.pseudo_channels() as usize;
@@ -542,6 +558,7 @@ impl T3System {
     }
 
     /// Queues the requests that cover `rect` of `region` on GPU `node` for block `block`.
+    #[allow(clippy::too_many_arguments)]
     fn rect_requests(
         &mut self,
         node: usize,
@@ -602,7 +619,14 @@ impl T3System {
         at: Cycle,
     ) {
         if rect.rows == 0 || rect.cols == 0 {
-            self.block_done(node, BlockKind::Writes { ack, payload }, rect, region, op, at);
+            self.block_done(
+                node,
+                BlockKind::Writes { ack, payload },
+                rect,
+                region,
+                op,
+                at,
+            );
             return;
         }
         let b = self.nodes[node].new_block(Block {
@@ -725,9 +749,21 @@ impl T3System {
             // positions upstream, i.e. the same message shifted by `(from - to)` chunks.
             let shift = (from + g - to) % g;
             let msg = self.shift_message(msg, shift);
-            self.queue.push(arrive, Ev::Arrive { node: 0, msg: Box::new(msg) });
+            self.queue.push(
+                arrive,
+                Ev::Arrive {
+                    node: 0,
+                    msg: Box::new(msg),
+                },
+            );
         } else {
-            self.queue.push(arrive, Ev::Arrive { node: to, msg: Box::new(msg) });
+            self.queue.push(
+                arrive,
+                Ev::Arrive {
+                    node: to,
+                    msg: Box::new(msg),
+                },
+            );
         }
     }
 
@@ -764,7 +800,11 @@ impl T3System {
     }
 
     fn finish_block(&mut self, node: usize, b: u32, at: Cycle) {
-        let Some(blk) = self.nodes[node].blocks.get_mut(b as usize).and_then(Option::take) else {
+        let Some(blk) = self.nodes[node]
+            .blocks
+            .get_mut(b as usize)
+            .and_then(Option::take)
+        else {
             return;
         };
         self.nodes[node].free_blocks.push(b);
@@ -909,7 +949,13 @@ impl T3System {
             (s.wg, s.phase, p.model)
         };
         let compute = model.phase_ns.ceil() as Cycle;
-        self.queue.push(at + compute.max(1), Ev::Compute { node: node as u32, slot });
+        self.queue.push(
+            at + compute.max(1),
+            Ev::Compute {
+                node: node as u32,
+                slot,
+            },
+        );
         let per_phase = model.read_bytes_per_wg / f64::from(PHASES);
         let n = (per_phase / REQ_BYTES as f64).round() as u64;
         if n == 0 {
@@ -928,26 +974,43 @@ impl T3System {
         let (pa, pb) = model.cost.panel_bytes;
         let tr = u64::from(r.row0 / l.tile.0);
         let tc = u64::from(r.col0 / l.tile.1);
-        let a0 = self.a_base + ((tr as f64 * pa) as u64 + (u64::from(phase) * pa as u64) / u64::from(PHASES)) % (256 << 20);
-        let b0 = self.b_base + ((tc as f64 * pb) as u64 + (u64::from(phase) * pb as u64) / u64::from(PHASES)) % (256 << 20);
+        let a0 = self.a_base
+            + ((tr as f64 * pa) as u64 + (u64::from(phase) * pa as u64) / u64::from(PHASES))
+                % (256 << 20);
+        let b0 = self.b_base
+            + ((tc as f64 * pb) as u64 + (u64::from(phase) * pb as u64) / u64::from(PHASES))
+                % (256 << 20);
         for i in 0..n {
-            let addr = if i % 2 == 0 { a0 + (i / 2) * REQ_BYTES } else { b0 + (i / 2) * REQ_BYTES };
-            let req = Request::read(addr & !(REQ_BYTES - 1), REQ_BYTES as u32, at).with_source(Source {
-                gpu: node as u16,
-                workgroup: wg,
-                wavefront: 0,
-            });
+            let addr = if i % 2 == 0 {
+                a0 + (i / 2) * REQ_BYTES
+            } else {
+                b0 + (i / 2) * REQ_BYTES
+            };
+            let req =
+                Request::read(addr & !(REQ_BYTES - 1), REQ_BYTES as u32, at).with_source(Source {
+                    gpu: node as u16,
+                    workgroup: wg,
+                    wavefront: 0,
+                });
             self.nodes[node].push_request(req, b);
         }
         self.nodes[node].bytes.gemm_reads += n * REQ_BYTES;
-        if let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) {
+        if let Some(s) = self.nodes[node]
+            .producer
+            .as_mut()
+            .and_then(|p| p.slots[slot as usize].as_mut())
+        {
             s.reads_left = 1;
         }
     }
 
     fn wg_reads_done(&mut self, node: usize, slot: u32, at: Cycle) {
         let done = {
-            let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) else {
+            let Some(s) = self.nodes[node]
+                .producer
+                .as_mut()
+                .and_then(|p| p.slots[slot as usize].as_mut())
+            else {
                 return;
             };
             s.reads_left = 0;
@@ -960,7 +1023,11 @@ impl T3System {
 
     fn compute_done(&mut self, node: usize, slot: u32, at: Cycle) {
         let ready = {
-            let Some(s) = self.nodes[node].producer.as_mut().and_then(|p| p.slots[slot as usize].as_mut()) else {
+            let Some(s) = self.nodes[node]
+                .producer
+                .as_mut()
+                .and_then(|p| p.slots[slot as usize].as_mut())
+            else {
                 return;
             };
             s.compute_done = true;
@@ -999,7 +1066,17 @@ impl T3System {
                 if let Some(p) = self.nodes[node].producer.as_mut() {
                     p.stores_left += 1;
                 }
-                self.start_writes(node, rect, Region::Out, op, class, Some((wg, wf as u8)), vals.clone(), Ack::None, at);
+                self.start_writes(
+                    node,
+                    rect,
+                    Region::Out,
+                    op,
+                    class,
+                    Some((wg, wf as u8)),
+                    vals.clone(),
+                    Ack::None,
+                    at,
+                );
             }
             if let Some((peer, op)) = route.remote {
                 let msg = Message {
@@ -1027,8 +1104,12 @@ impl T3System {
     // ----- tracker and DMA -----
 
     fn fired(&mut self, node: usize, f: Fired, at: Cycle) {
-        self.nodes[node].fire_log.push((at, f.wg_id, f.wf_id, f.dma_id));
-        self.nodes[node].fw_events.push((at, Event::TrackerFired { entry: f.entry }));
+        self.nodes[node]
+            .fire_log
+            .push((at, f.wg_id, f.wf_id, f.dma_id));
+        self.nodes[node]
+            .fw_events
+            .push((at, Event::TrackerFired { entry: f.entry }));
         if f.dma_id == TRACKER_NO_DMA {
             return;
         }
@@ -1089,7 +1170,10 @@ impl T3System {
             op,
             tag: Some((d.dst_wg_id, d.dst_wf_id)),
             payload,
-            ack: Ack::Dma { node: node as u32, id },
+            ack: Ack::Dma {
+                node: node as u32,
+                id,
+            },
             class: TrafficClass::Communication,
         };
         let from = self.nodes[node].index;
@@ -1138,7 +1222,11 @@ impl T3System {
     fn step_items(&self, node: usize, kind: RingKind, s: u32) -> Vec<Rect> {
         let l = self.cfg.layout;
         let g = self.nodes[node].index;
-        let c = if s >= self.cfg.gpus { g } else { self.ring_chunk(g, kind, s) };
+        let c = if s >= self.cfg.gpus {
+            g
+        } else {
+            self.ring_chunk(g, kind, s)
+        };
         let (first, count) = l.chunk_wgs(c);
         let mut v = Vec::new();
         for wg in first..first + count {
@@ -1154,7 +1242,11 @@ impl T3System {
 
     fn ring_begin_step(&mut self, node: usize, s: u32, at: Cycle) {
         let n = self.cfg.gpus;
-        let kind = self.nodes[node].ring.as_ref().map(|r| r.kind).expect("ring");
+        let kind = self.nodes[node]
+            .ring
+            .as_ref()
+            .map(|r| r.kind)
+            .expect("ring");
         let final_pass = s >= n;
         if final_pass && kind != RingKind::ReduceScatter {
             if let Some(r) = self.nodes[node].ring.as_mut() {
@@ -1182,7 +1274,9 @@ impl T3System {
                 if r.in_flight >= r.max_in_flight {
                     return;
                 }
-                let Some(rect) = r.todo.pop_front() else { return };
+                let Some(rect) = r.todo.pop_front() else {
+                    return;
+                };
                 r.in_flight += 1;
                 let item = r.next_item;
                 r.next_item += 1;
@@ -1192,7 +1286,8 @@ impl T3System {
             // step 1 (and in the final pass).
             let two = kind == RingKind::ReduceScatter && s >= 2;
             let r = self.nodes[node].ring.as_mut().expect("ring");
-            r.items.insert(item, (if two { 2 } else { 1 }, rect, None, None));
+            r.items
+                .insert(item, (if two { 2 } else { 1 }, rect, None, None));
             self.start_reads(node, rect, Region::Out, BlockKind::RingRead { item }, at);
             if two {
                 self.start_reads(node, rect, Region::Recv, BlockKind::RingRead { item }, at);
@@ -1205,7 +1300,9 @@ impl T3System {
         let (complete, s, kind) = {
             let r = self.nodes[node].ring.as_mut().expect("ring");
             let (s, kind) = (r.step, r.kind);
-            let Some(e) = r.items.get_mut(&item) else { return };
+            let Some(e) = r.items.get_mut(&item) else {
+                return;
+            };
             e.0 -= 1;
             match region {
                 Region::Out => e.2 = vals,
@@ -1216,22 +1313,36 @@ impl T3System {
         if !complete {
             return;
         }
-        let (_, rect, local, received) = self
-            .nodes[node]
+        let (_, rect, local, received) = self.nodes[node]
             .ring
             .as_mut()
             .and_then(|r| r.items.remove(&item))
             .expect("item");
         let dtype = self.cfg.dtype;
         let payload = match (local, received) {
-            (Some(a), Some(b)) => Some(a.iter().zip(&b).map(|(x, y)| add_in(dtype, *y, *x)).collect()),
+            (Some(a), Some(b)) => Some(
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| add_in(dtype, *y, *x))
+                    .collect(),
+            ),
             (a, _) => a,
         };
         let n = self.cfg.gpus;
         let g = self.nodes[node].index;
         if s >= n {
             // The baseline's final pass: the reduced own chunk is written locally.
-            self.start_writes(node, rect, Region::Out, WriteOp::Store, TrafficClass::Communication, None, payload, Ack::Ring { step: s }, at);
+            self.start_writes(
+                node,
+                rect,
+                Region::Out,
+                WriteOp::Store,
+                TrafficClass::Communication,
+                None,
+                payload,
+                Ack::Ring { step: s },
+                at,
+            );
         } else {
             let (region, op) = match kind {
                 RingKind::ReduceScatter => (Region::Recv, WriteOp::Store),
@@ -1284,7 +1395,17 @@ impl T3System {
 
     /// Handles a message landing on `node`.
     fn arrive(&mut self, node: usize, msg: Message, at: Cycle) {
-        self.start_writes(node, msg.rect, msg.region, msg.op, msg.class, msg.tag, msg.payload, msg.ack, at);
+        self.start_writes(
+            node,
+            msg.rect,
+            msg.region,
+            msg.op,
+            msg.class,
+            msg.tag,
+            msg.payload,
+            msg.ack,
+            at,
+        );
     }
 
     fn drain_taps(&mut self, node: usize) {
@@ -1323,8 +1444,14 @@ impl T3System {
         });
         let slot = (u64::from(wg) * 8 + u64::from(wf & 7)) % (1 << 20);
         let addr = self.b_base + (300 << 20) + slot * 64;
-        self.nodes[node].push_request(Request::read(addr, 32, at).with_class(TrafficClass::Communication), b);
-        self.nodes[node].push_request(Request::write(addr, 32, at).with_class(TrafficClass::Communication), b);
+        self.nodes[node].push_request(
+            Request::read(addr, 32, at).with_class(TrafficClass::Communication),
+            b,
+        );
+        self.nodes[node].push_request(
+            Request::write(addr, 32, at).with_class(TrafficClass::Communication),
+            b,
+        );
         self.nodes[node].bytes.spill += 64;
     }
 
@@ -1426,17 +1553,27 @@ impl T3System {
 
     /// Whether every GPU's producer finished.
     pub fn producers_done(&self) -> bool {
-        self.nodes.iter().all(|n| n.producer.as_ref().is_none_or(|p| p.done_at.is_some()))
+        self.nodes
+            .iter()
+            .all(|n| n.producer.as_ref().is_none_or(|p| p.done_at.is_some()))
     }
 
     /// Whether every GPU's ring kernel finished.
     pub fn rings_done(&self) -> bool {
-        self.nodes.iter().all(|n| n.ring.as_ref().is_none_or(|r| r.done_at.is_some()))
+        self.nodes
+            .iter()
+            .all(|n| n.ring.as_ref().is_none_or(|r| r.done_at.is_some()))
     }
 
     /// Delivers a firmware event to GPU `node` at `at`.
     pub fn post_firmware(&mut self, node: usize, event: Event, at: Cycle) {
-        self.queue.push(at, Ev::Firmware { node: node as u32, event });
+        self.queue.push(
+            at,
+            Ev::Firmware {
+                node: node as u32,
+                event,
+            },
+        );
     }
 
     /// Whether every simulated GPU's firmware reported its collective complete.
@@ -1448,7 +1585,10 @@ impl T3System {
     pub fn quiet(&self) -> bool {
         self.queue.is_empty()
             && self.nodes.iter().all(|n| {
-                n.pending_total == 0 && n.inflight == 0 && n.dma.is_empty() && n.dma_ready.is_empty()
+                n.pending_total == 0
+                    && n.inflight == 0
+                    && n.dma.is_empty()
+                    && n.dma_ready.is_empty()
             })
     }
 
@@ -1458,8 +1598,17 @@ impl T3System {
             .iter()
             .map(|n| NodeTotals {
                 bytes: n.bytes,
-                gemm_done_ns: n.producer.as_ref().and_then(|p| p.done_at).map(|c| c as f64),
-                collective_done_ns: n.ring.as_ref().and_then(|r| r.done_at).map(|c| c as f64).or(n.finished_at.map(|c| c as f64)),
+                gemm_done_ns: n
+                    .producer
+                    .as_ref()
+                    .and_then(|p| p.done_at)
+                    .map(|c| c as f64),
+                collective_done_ns: n
+                    .ring
+                    .as_ref()
+                    .and_then(|r| r.done_at)
+                    .map(|c| c as f64)
+                    .or(n.finished_at.map(|c| c as f64)),
                 mean_occupancy: if n.occupancy_cycles > 0.0 {
                     n.occupancy_sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
                 } else {
@@ -1494,7 +1643,12 @@ impl T3System {
 
     /// The firmware's view of GPU `node` at `at`.
     pub fn platform(&mut self, node: usize, at: Cycle) -> T3Platform<'_> {
-        T3Platform { sys: self, node, at, requests: FwRequests::default() }
+        T3Platform {
+            sys: self,
+            node,
+            at,
+            requests: FwRequests::default(),
+        }
     }
 
     /// GPU `node`'s tracker firings in order: (cycle, workgroup, wavefront, DMA id).
@@ -1551,7 +1705,12 @@ impl KernelDispatcher for T3Platform<'_> {
     fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
         Err(DispatchError::Unsupported)
     }
-    fn complete_without_dispatch(&mut self, _queue: u8, _packet_id: u64, _status: i64) -> Result<(), DispatchError> {
+    fn complete_without_dispatch(
+        &mut self,
+        _queue: u8,
+        _packet_id: u64,
+        _status: i64,
+    ) -> Result<(), DispatchError> {
         Err(DispatchError::Unsupported)
     }
 }
@@ -1599,7 +1758,8 @@ impl TrackerController for T3Platform<'_> {
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError> {
         let o = self.sys.nodes[self.node].tracker.program(entry)?;
         if o.spilled {
-            self.sys.spill_access(self.node, entry.wg_id, entry.wf_id, self.at);
+            self.sys
+                .spill_access(self.node, entry.wg_id, entry.wf_id, self.at);
         }
         if let Some(f) = o.fired {
             self.requests.fired.push(f);
@@ -1613,14 +1773,17 @@ impl OutputMapController for T3Platform<'_> {
         if map.wg_count == 0 || (map.local.is_none() && map.remote.is_none()) {
             return Err(MapError::Invalid);
         }
-        if map.remote.is_some_and(|(p, _)| u32::from(p) >= self.sys.cfg.gpus) {
+        if map
+            .remote
+            .is_some_and(|(p, _)| u32::from(p) >= self.sys.cfg.gpus)
+        {
             return Err(MapError::NoSuchPeer);
         }
         let n = &mut self.sys.nodes[self.node];
         if n.maps.len() >= 64 {
             return Err(MapError::TooManyMaps);
         }
-        n.maps.push(map.clone());
+        n.maps.push(*map);
         Ok(())
     }
     fn set_dispatch_start(&mut self, first_wg: u32) -> Result<(), MapError> {
