@@ -226,6 +226,10 @@ pub struct SubLayerResult {
     pub total_seconds: f64,
     /// Sequential's total over this one's.
     pub speedup_vs_sequential: f64,
+    /// The isolated reduce-scatter this scenario is built from: the baseline ring kernel
+    /// (sequential, ideal-overlap) or the ring with near-memory updates (ideal-rs-nmc);
+    /// 0 for the fused scenarios.
+    pub rs_alone_seconds: f64,
     /// DRAM bytes by kind, per GPU.
     pub bytes: TrafficBytes,
 }

@@ -438,6 +438,11 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
+        rs_alone_seconds: match scenario {
+            Scenario::Sequential | Scenario::IdealOverlap => rs.ns * s,
+            Scenario::IdealRsNmc => rs_nmc.ns * s,
+            Scenario::T3 | Scenario::T3Mca => 0.0,
+        },
         sublayer: sl.clone(),
         scenario,
         gemm_seconds: g * s,

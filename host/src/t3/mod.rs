@@ -45,6 +45,8 @@ pub struct Row {
     pub gemm_seconds: f64,
     /// Exposed reduce-scatter time.
     pub rs_seconds: f64,
+    /// The isolated reduce-scatter the scenario is built from (0 for fused ones).
+    pub rs_alone_seconds: f64,
     /// All-gather time.
     pub ag_seconds: f64,
     /// End to end.
@@ -84,6 +86,7 @@ impl Row {
             config: r.scenario.name(),
             gemm_seconds: r.gemm_seconds,
             rs_seconds: r.rs_seconds,
+            rs_alone_seconds: r.rs_alone_seconds,
             ag_seconds: r.ag_seconds,
             total_seconds: r.total_seconds,
             speedup_vs_sequential: r.speedup_vs_sequential,
@@ -406,6 +409,37 @@ fn traffic_section(o: &mut String, gs: &[Group<'_>], results: &[SubLayerResult])
             );
         }
     }
+    // Near-memory reductions in the ring alone, per TP (the dissertation: 7 % at TP 8, 3 %
+    // at TP 16; only the final step's read and write go away, the links dominate).
+    let mut tps: Vec<u32> = results.iter().map(|r| r.sublayer.tp).collect();
+    tps.sort_unstable();
+    tps.dedup();
+    for tp in tps {
+        let pick = |c: Scenario| {
+            results
+                .iter()
+                .filter(|r| r.sublayer.tp == tp && r.scenario == c && r.rs_alone_seconds > 0.0)
+                .map(|r| {
+                    (
+                        (r.sublayer.model.clone(), r.sublayer.name),
+                        r.rs_alone_seconds,
+                    )
+                })
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let (base, nmc) = (pick(Scenario::Sequential), pick(Scenario::IdealRsNmc));
+        let ratios: Vec<f64> = base
+            .iter()
+            .filter_map(|(k, b)| nmc.get(k).map(|n| b / n))
+            .collect();
+        if let Some(g) = geomean(ratios) {
+            let _ = writeln!(
+                o,
+                "reduce-scatter with near-memory updates, TP {tp}: {} faster than the ring kernel (dissertation: 7 % at TP 8, 3 % at TP 16)",
+                pct(g - 1.0)
+            );
+        }
+    }
     if let Some(t) = traffic_summary(results) {
         let _ = writeln!(
             o,
@@ -492,6 +526,7 @@ pub(crate) mod tests {
                     ag_seconds: total * 0.1,
                     total_seconds: total,
                     speedup_vs_sequential: seq_total / total,
+                    rs_alone_seconds: 0.0,
                     bytes: TrafficBytes {
                         gemm_reads: 4 * b,
                         gemm_writes: if i == 0 { b } else { 0 },
@@ -518,6 +553,7 @@ pub(crate) mod tests {
             "config",
             "gemm_seconds",
             "rs_seconds",
+            "rs_alone_seconds",
             "ag_seconds",
             "total_seconds",
             "speedup_vs_sequential",
