@@ -604,20 +604,18 @@ impl T3System {
         }
     }
 
-    /// Starts a write block of `rect` on `node`.
-    #[allow(clippy::too_many_arguments)]
-    fn start_writes(
-        &mut self,
-        node: usize,
-        rect: Rect,
-        region: Region,
-        op: WriteOp,
-        class: TrafficClass,
-        tag: Option<(u32, u8)>,
-        payload: Option<Vec<f32>>,
-        ack: Ack,
-        at: Cycle,
-    ) {
+    /// Starts the write block `msg` describes on `node` (a local store, or a message
+    /// landing).
+    fn start_writes(&mut self, node: usize, msg: Message, at: Cycle) {
+        let Message {
+            rect,
+            region,
+            op,
+            tag,
+            payload,
+            ack,
+            class,
+        } = msg;
         if rect.rows == 0 || rect.cols == 0 {
             self.block_done(
                 node,
@@ -1066,17 +1064,16 @@ impl T3System {
                 if let Some(p) = self.nodes[node].producer.as_mut() {
                     p.stores_left += 1;
                 }
-                self.start_writes(
-                    node,
+                let msg = Message {
                     rect,
-                    Region::Out,
+                    region: Region::Out,
                     op,
+                    tag: Some((wg, wf as u8)),
+                    payload: vals.clone(),
+                    ack: Ack::None,
                     class,
-                    Some((wg, wf as u8)),
-                    vals.clone(),
-                    Ack::None,
-                    at,
-                );
+                };
+                self.start_writes(node, msg, at);
             }
             if let Some((peer, op)) = route.remote {
                 let msg = Message {
@@ -1332,17 +1329,16 @@ impl T3System {
         let g = self.nodes[node].index;
         if s >= n {
             // The baseline's final pass: the reduced own chunk is written locally.
-            self.start_writes(
-                node,
+            let msg = Message {
                 rect,
-                Region::Out,
-                WriteOp::Store,
-                TrafficClass::Communication,
-                None,
+                region: Region::Out,
+                op: WriteOp::Store,
+                tag: None,
                 payload,
-                Ack::Ring { step: s },
-                at,
-            );
+                ack: Ack::Ring { step: s },
+                class: TrafficClass::Communication,
+            };
+            self.start_writes(node, msg, at);
         } else {
             let (region, op) = match kind {
                 RingKind::ReduceScatter => (Region::Recv, WriteOp::Store),
@@ -1395,17 +1391,7 @@ impl T3System {
 
     /// Handles a message landing on `node`.
     fn arrive(&mut self, node: usize, msg: Message, at: Cycle) {
-        self.start_writes(
-            node,
-            msg.rect,
-            msg.region,
-            msg.op,
-            msg.class,
-            msg.tag,
-            msg.payload,
-            msg.ack,
-            at,
-        );
+        self.start_writes(node, msg, at);
     }
 
     fn drain_taps(&mut self, node: usize) {
