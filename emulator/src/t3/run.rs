@@ -784,64 +784,6 @@ mod tests {
 }
 
 #[cfg(test)]
-mod probe {
-    use super::*;
-
-    #[test]
-    #[ignore = "prints figures of one Table 8.2 sub-layer"]
-    fn probe_sublayer() {
-        let tp: u32 = std::env::var("TP")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(8);
-        let idx: usize = std::env::var("SL")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let short = std::env::var("SHORT").is_ok();
-        let sl = &super::super::sublayers("mega-gpt-2", 3072, 16384, tp)[idx];
-        let o = T3Options {
-            simulate: if short {
-                Simulate::Shortcut
-            } else {
-                Simulate::AllGpus
-            },
-            ..T3Options::default()
-        };
-        let t = std::time::Instant::now();
-        let g = isolated_gemm(&o, sl, short).unwrap();
-        eprintln!(
-            "gemm {:.1} us occ {:.2} bytes {:?} wall {:?}",
-            g.ns / 1e3,
-            g.occupancy,
-            g.bytes,
-            t.elapsed()
-        );
-        let t = std::time::Instant::now();
-        let r = ring(&o, sl.m, sl.n, tp, RingKind::ReduceScatter, short).unwrap();
-        eprintln!(
-            "rs {:.1} us bytes {:?} wall {:?}",
-            r.ns / 1e3,
-            r.bytes,
-            t.elapsed()
-        );
-        for mca in [None, Some(mca_threshold_for(g.occupancy))] {
-            let t = std::time::Instant::now();
-            let (f, s) = fused(&o, sl, Collective::RingReduceScatter, mca, short, None).unwrap();
-            let tt = s.totals();
-            eprintln!(
-                "t3 mca {mca:?}: {:.1} us gemm done {:?} bytes {:?} tracker {:?} wall {:?}",
-                f.ns / 1e3,
-                tt[0].gemm_done_ns,
-                f.bytes,
-                tt[0].tracker,
-                t.elapsed()
-            );
-        }
-    }
-}
-
-#[cfg(test)]
 mod fused_tests {
     use super::*;
 
