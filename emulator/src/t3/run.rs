@@ -45,15 +45,26 @@ fn layout(opts: &T3Options, m: u32, n: u32, gpus: u32) -> Result<OutputLayout, T
         )));
     }
     // The 128 x 128 tile, or a smaller one when the output has too few tiles for every
-    // GPU to get a chunk (what a BLAS picks for a small problem).
+    // GPU to get a chunk (what a BLAS picks for a small problem), or to make the chunks
+    // equal.
+    // Prefer a tile whose chunks are all the same size (the symmetric shortcut needs it,
+    // and all-GPU runs use the same tile so the two agree).
+    let mut first: Option<OutputLayout> = None;
+    let mut err = None;
     let mut tile = u32::from(TILE.0);
-    loop {
+    while tile >= 16 {
         match OutputLayout::new(m, n, (tile, tile), u32::from(WFS_PER_WG), gpus, opts.dtype) {
-            Ok(l) => return Ok(l),
-            Err(e) if tile <= 16 => return Err(T3Error::Config(e)),
-            Err(_) => tile /= 2,
+            Ok(l) if l.even() => return Ok(l),
+            Ok(l) => {
+                first.get_or_insert(l);
+            }
+            Err(e) => {
+                err.get_or_insert(e);
+            }
         }
+        tile /= 2;
     }
+    first.ok_or_else(|| T3Error::Config(err.unwrap_or_default()))
 }
 
 fn system(
