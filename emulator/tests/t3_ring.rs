@@ -210,3 +210,40 @@ fn cu_split_slows_both_and_fewer_cus_slow_the_reduce_scatter_more() {
     assert!(a.gemm_seconds < b.gemm_seconds, "{a:?} {b:?}");
     assert!(nmcp_emulator::t3::run::cu_split(&opts, &sl, 80, 8).is_err());
 }
+
+/// Split-K producers (8.6.7): two workgroups add to every tile under the tile's id; the
+/// firmware expects 2s updates per element in stage 2 and s + 1 after. Values on a binary
+/// grid in f32, so halves add up exactly: every GPU ends with exactly the sum.
+#[test]
+fn split_k_producers_reduce_exactly() {
+    let sl = sublayer();
+    let opts = T3Options {
+        gpus: 4,
+        dtype: GemmDataType::F32,
+        split_k: 2,
+        ..T3Options::default()
+    };
+    let partials = partial_outputs(4, sl.m, sl.n, 32, GemmDataType::F32, 5);
+    let run = run_fused(
+        &opts,
+        &sl,
+        Collective::RingReduceScatter,
+        None,
+        Some(&partials),
+    )
+    .unwrap();
+    let n = sl.n as usize;
+    for g in 0..4usize {
+        let out = run.system.out_values(g).unwrap();
+        for i in g * 128 * n..(g + 1) * 128 * n {
+            let want: f32 = partials.iter().map(|p| p[i]).sum();
+            assert_eq!(out[i], want, "GPU {g} element {i}");
+        }
+    }
+    for t in run.system.totals() {
+        assert_eq!(
+            (t.orphans, t.tracker.overcounts, t.tracker.fired),
+            (0, 0, 12)
+        );
+    }
+}

@@ -168,6 +168,8 @@ pub struct T3Options {
     pub mca_starvation_cycles: u64,
     /// Seed for everything random (data values).
     pub seed: u64,
+    /// Split-K factor of the producer (8.6.7): workgroups per output tile.
+    pub split_k: u8,
 }
 
 impl Default for T3Options {
@@ -181,6 +183,7 @@ impl Default for T3Options {
             mca_threshold: None,
             mca_starvation_cycles: 2_000,
             seed: 1,
+            split_k: 1,
         }
     }
 }

@@ -265,7 +265,13 @@ pub fn mca_threshold_for(occupancy: f64) -> usize {
     }
 }
 
-fn job(l: &OutputLayout, rank: u32, dtype: GemmDataType, collective: Collective) -> T3Job {
+fn job(
+    l: &OutputLayout,
+    rank: u32,
+    dtype: GemmDataType,
+    collective: Collective,
+    split_k: u8,
+) -> T3Job {
     T3Job {
         collective,
         gpus: l.gpus as u8,
@@ -276,7 +282,7 @@ fn job(l: &OutputLayout, rank: u32, dtype: GemmDataType, collective: Collective)
         tile_n: l.tile.1 as u16,
         wfs_per_wg: l.wfs as u8,
         dtype,
-        split_k: 1,
+        split_k,
         out_base: 0,
         wf_tiles_per_dma_block: 1,
     }
@@ -321,7 +327,8 @@ fn fused(
 ) -> Result<(Phase, T3System), T3Error> {
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
-    let m = model(opts, &l, sl.m, sl.n, sl.k, false)?;
+    let splits = u32::from(opts.split_k.max(1));
+    let m = model(opts, &l, sl.m, sl.n, sl.k.div_ceil(splits), false)?;
     let starve = opts.mca_starvation_cycles;
     let arb: Box<dyn Fn() -> Box<dyn Arbiter>> = match mca {
         Some(t) => Box::new(move || Box::new(Mca::new(t, starve))),
@@ -337,7 +344,7 @@ fn fused(
     let simulated = s.nodes().len();
     let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
     for (g, fw) in fws.iter_mut().enumerate() {
-        let j = job(&l, g as u32, opts.dtype, collective);
+        let j = job(&l, g as u32, opts.dtype, collective, opts.split_k.max(1));
         let mut p = s.platform(g, 0);
         let r = fw.start_t3(&j, &mut p);
         p.finish();
@@ -346,7 +353,7 @@ fn fused(
             s.post_firmware(g, Event::Deferred, 0);
         }
     }
-    s.start_producer(m, 0);
+    s.start_split_producer(m, splits, 0);
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
     let end = s

@@ -169,7 +169,12 @@ struct Producer {
     model: ProducerModel,
     /// Workgroup ids in dispatch order.
     start: u32,
+    /// Workgroups to run: output tiles x split-K factor.
     total: u32,
+    /// Output tiles.
+    tiles: u32,
+    /// Split-K factor: this many workgroups update each tile (under the tile's id).
+    splits: u32,
     dispatched: u32,
     finished: u32,
     slots: Vec<Option<WgState>>,
@@ -695,7 +700,20 @@ impl T3System {
     }
 
     fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
+        let splits = self.nodes[node].producer.as_ref().map_or(1, |p| p.splits);
         let p = self.nodes[node].partial.as_ref()?;
+        if splits > 1 {
+            // Each split adds an equal share (exact for a power-of-two split of values on
+            // a binary grid), so the tile sums to the partial.
+            let share = 1.0 / splits as f32;
+            let n = self.cfg.layout.n as usize;
+            let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
+            for r in rect.row0..rect.row0 + rect.rows {
+                let s = r as usize * n + rect.col0 as usize;
+                v.extend(p[s..s + rect.cols as usize].iter().map(|x| x * share));
+            }
+            return Some(v);
+        }
         let n = self.cfg.layout.n as usize;
         let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
         for r in rect.row0..rect.row0 + rect.rows {
@@ -864,14 +882,24 @@ impl T3System {
     /// Starts the producer GEMM on every GPU (all local plain stores unless maps say
     /// otherwise).
     pub fn start_producer(&mut self, model: ProducerModel, at: Cycle) {
-        let total = self.cfg.layout.tiles();
+        self.start_split_producer(model, 1, at);
+    }
+
+    /// Starts a split-K producer: `splits` workgroups per output tile, each over
+    /// `k / splits` (the model's `k` already is), each adding its part of the tile.
+    pub fn start_split_producer(&mut self, model: ProducerModel, splits: u32, at: Cycle) {
+        let tiles = self.cfg.layout.tiles();
+        let splits = splits.max(1);
+        let total = tiles * splits;
         for i in 0..self.nodes.len() {
             let resident = model.resident as usize;
-            let start = self.nodes[i].dispatch_start % total.max(1);
+            let start = self.nodes[i].dispatch_start % tiles.max(1);
             self.nodes[i].producer = Some(Producer {
                 model,
                 start,
                 total,
+                tiles,
+                splits,
                 dispatched: 0,
                 finished: 0,
                 slots: vec![None; resident],
@@ -917,7 +945,8 @@ impl T3System {
                 return;
             }
             let Some(slot) = p.free.pop() else { return };
-            let wg = (p.start + p.dispatched) % p.total;
+            // The splits of a tile run back to back, tiles in staggered order.
+            let wg = (p.start + p.dispatched / p.splits) % p.tiles;
             p.dispatched += 1;
             if self.route(node, wg).is_none() {
                 // Not this GPU's workgroup: it counts as done at once.

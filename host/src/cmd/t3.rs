@@ -121,6 +121,9 @@ struct MachineArgs {
     /// Seed of the data values.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Split-K factor of the producer GEMM (8.6.7): workgroups adding to each output tile.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    split_k: u8,
 }
 
 impl MachineArgs {
@@ -136,6 +139,7 @@ impl MachineArgs {
             mca_threshold: self.mca_threshold,
             mca_starvation_cycles: self.mca_starvation_cycles,
             seed: self.seed,
+            split_k: self.split_k,
             ..T3Options::default()
         };
         if self.gpu_2x_cu {
