@@ -304,6 +304,10 @@ pub struct GpuNode {
     /// Whether the controllers were told the producer kernel ended (MCA then drains
     /// communication).
     boundary_told: bool,
+    /// Requests finished in the current slice.
+    done_buf: Vec<MemCompletion>,
+    /// Columns with a source issued in the current slice: (cycle, workgroup, wavefront).
+    tap_buf: Vec<(Cycle, u32, u8)>,
 }
 
 /// Events between components.
@@ -402,6 +406,8 @@ impl GpuNode {
             fw_events: Vec::new(),
             fire_log: Vec::new(),
             boundary_told: false,
+            done_buf: Vec::new(),
+            tap_buf: Vec::new(),
         })
     }
 
@@ -425,6 +431,19 @@ impl GpuNode {
             self.pending_total += 1;
             if req.class == TrafficClass::Compute {
                 self.pending_compute += 1;
+            }
+        }
+    }
+
+    /// The part of a slice that touches only this GPU: queue waiting requests, run the
+    /// memory to `end`, collect finished requests and the tracker taps' columns.
+    fn advance_memory(&mut self, end: Cycle) {
+        self.fill();
+        self.done_buf.clear();
+        self.mem.advance_until(end, &mut self.done_buf);
+        for c in self.mem.controllers_mut() {
+            if let Some(t) = c.observer_as_mut::<TrackerTap>() {
+                self.tap_buf.append(&mut t.issued);
             }
         }
     }
@@ -1425,12 +1444,7 @@ impl T3System {
 
     fn drain_taps(&mut self, node: usize) {
         let elems = (32 / self.cfg.layout.elem.max(1)).max(1);
-        let mut issued = Vec::new();
-        for c in self.nodes[node].mem.controllers_mut() {
-            if let Some(t) = c.observer_as_mut::<TrackerTap>() {
-                issued.append(&mut t.issued);
-            }
-        }
+        let mut issued = std::mem::take(&mut self.nodes[node].tap_buf);
         if !self.nodes[node].tracking {
             return;
         }
@@ -1504,7 +1518,6 @@ impl T3System {
         mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
         done: impl Fn(&Self) -> bool,
     ) -> Result<Cycle, String> {
-        let mut completions = Vec::new();
         while !done(self) {
             if self.now > limit {
                 return Err(self.describe());
@@ -1518,15 +1531,24 @@ impl T3System {
                     Ev::Firmware { node, event } => fw(self, node as usize, event, at),
                 }
             }
+            // Each GPU's memory runs to the slice's end on its own (in parallel: nothing
+            // a GPU does reaches another in less than a link latency), then the
+            // consequences are handled GPU by GPU.
+            if self.nodes.len() > 1 {
+                use rayon::prelude::*;
+                self.nodes
+                    .par_iter_mut()
+                    .for_each(|n| n.advance_memory(end));
+            } else {
+                for n in &mut self.nodes {
+                    n.advance_memory(end);
+                }
+            }
             for i in 0..self.nodes.len() {
-                self.nodes[i].fill();
-                let mem = &mut self.nodes[i].mem;
-                completions.clear();
-                mem.advance_until(end, &mut completions);
                 self.drain_taps(i);
-                let done_now = std::mem::take(&mut completions);
+                let done_now = std::mem::take(&mut self.nodes[i].done_buf);
                 self.complete(i, &done_now);
-                completions = done_now;
+                self.nodes[i].done_buf = done_now;
                 let evs = std::mem::take(&mut self.nodes[i].fw_events);
                 for (at, ev) in evs {
                     fw(self, i, ev, at);
