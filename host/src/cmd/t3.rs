@@ -432,24 +432,26 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         return Err(UsageError("no sub-layers selected".into()).into());
     }
     let bar = progress(sls.len() as u64, a.json);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(a.jobs as usize)
-        .build()
-        .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
     let started = Instant::now();
-    let per: Vec<Result<Vec<SubLayerResult>, (T3Error, String)>> = pool.install(|| {
-        sls.par_iter()
-            .map(|sl| {
-                bar.set_message(report::label(sl));
-                let r = t3::run_sublayer(&opts, sl).map_err(|e| {
-                    let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
-                    (e, at)
-                });
-                bar.inc(1);
-                r
-            })
-            .collect()
-    });
+    let one = |sl: &SubLayer| {
+        bar.set_message(report::label(sl));
+        let r = t3::run_sublayer(&opts, sl).map_err(|e| {
+            let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
+            (e, at)
+        });
+        bar.inc(1);
+        r
+    };
+    // `--jobs N` runs N sub-layers at once (each simulation is single-threaded).
+    let per: Vec<Result<Vec<SubLayerResult>, (T3Error, String)>> = if a.jobs == 1 {
+        sls.iter().map(one).collect()
+    } else {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(a.jobs as usize)
+            .build()
+            .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
+        pool.install(|| sls.par_iter().map(one).collect())
+    };
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
     let mut results = Vec::new();
