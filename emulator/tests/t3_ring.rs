@@ -21,6 +21,19 @@ fn sublayer() -> SubLayer {
     }
 }
 
+/// Every GPU g holds chunk g (rows [128 g, 128 g + 128) of [`sublayer`]) equal to the
+/// f32 sum of the partials (exact on their binary grid, in any order).
+fn assert_exact_sums(run: &nmcp_emulator::t3::run::FusedRun, partials: &[Vec<f32>], sl: &SubLayer) {
+    let n = sl.n as usize;
+    for g in 0..4usize {
+        let out = run.system.out_values(g).unwrap();
+        for i in g * 128 * n..(g + 1) * 128 * n {
+            let want: f32 = partials.iter().map(|p| p[i]).sum();
+            assert_eq!(out[i], want, "GPU {g} element {i}");
+        }
+    }
+}
+
 #[test]
 fn tracker_fires_follow_the_hand_written_ring_schedule() {
     let opts = T3Options {
@@ -161,15 +174,7 @@ fn direct_reduce_scatter_all_gather_and_all_to_all_complete() {
         Some(&partials),
     )
     .unwrap();
-    let n = sl.n as usize;
-    for g in 0..4usize {
-        let out = run.system.out_values(g).unwrap();
-        // Chunk g = rows [128 g, 128 g + 128).
-        for i in g * 128 * n..(g + 1) * 128 * n {
-            let want: f32 = partials.iter().map(|p| p[i]).sum();
-            assert_eq!(out[i], want, "GPU {g} element {i}");
-        }
-    }
+    assert_exact_sums(&run, &partials, &sl);
     for c in [Collective::AllGather, Collective::AllToAll] {
         let run = run_fused(&opts, &sl, c, None, None).unwrap();
         assert!(run.ns > 0.0);
@@ -232,14 +237,7 @@ fn split_k_producers_reduce_exactly() {
         Some(&partials),
     )
     .unwrap();
-    let n = sl.n as usize;
-    for g in 0..4usize {
-        let out = run.system.out_values(g).unwrap();
-        for i in g * 128 * n..(g + 1) * 128 * n {
-            let want: f32 = partials.iter().map(|p| p[i]).sum();
-            assert_eq!(out[i], want, "GPU {g} element {i}");
-        }
-    }
+    assert_exact_sums(&run, &partials, &sl);
     for t in run.system.totals() {
         assert_eq!(
             (t.orphans, t.tracker.overcounts, t.tracker.fired),
