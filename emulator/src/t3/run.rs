@@ -165,19 +165,14 @@ fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phas
     let m = model(opts, &l, sl.m, sl.n, sl.k, true)?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_producer(m, 0);
-    let end = s
-        .run_until(
-            limit(m.compute_bound_ns()),
-            |_, _, _, _| {},
-            T3System::producers_done,
-        )
-        .map_err(T3Error::Stuck)?;
+    s.run_until(
+        limit(m.compute_bound_ns()),
+        |_, _, _, _| {},
+        T3System::producers_done,
+    )
+    .map_err(T3Error::Stuck)?;
     let t = s.totals();
-    let ns = t
-        .iter()
-        .filter_map(|x| x.gemm_done_ns)
-        .fold(0.0, f64::max)
-        .max(end.min(1) as f64);
+    let ns = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
     Ok(Phase {
         ns,
         bytes: mean_bytes(&t),
@@ -356,30 +351,28 @@ fn fused(
     s.start_split_producer(m, splits, 0);
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
-    let end = s
-        .run_until(
-            limit(est),
-            |sys, g, ev, at| {
-                let mut p = sys.platform(g, at);
-                let r = fws[g].handle(ev, &mut p);
-                p.finish();
-                if let Err(e) = r {
-                    fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
-                }
-                if fws[g].has_pending_work() {
-                    sys.post_firmware(g, Event::Deferred, at + 1);
-                }
-                if fws[g].t3().is_done() {
-                    sys.mark_finished(g, at);
-                }
-            },
-            |sys| sys.producers_done() && sys.nodes_finished(),
-        )
-        .map_err(T3Error::Stuck)?;
+    s.run_until(
+        limit(est),
+        |sys, g, ev, at| {
+            let mut p = sys.platform(g, at);
+            let r = fws[g].handle(ev, &mut p);
+            p.finish();
+            if let Err(e) = r {
+                fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
+            }
+            if fws[g].has_pending_work() {
+                sys.post_firmware(g, Event::Deferred, at + 1);
+            }
+            if fws[g].t3().is_done() {
+                sys.mark_finished(g, at);
+            }
+        },
+        |sys| sys.producers_done() && sys.nodes_finished(),
+    )
+    .map_err(T3Error::Stuck)?;
     if let Some(f) = fault {
         return Err(T3Error::Firmware(f));
     }
-    let _ = end;
     let t = s.totals();
     let ns = t
         .iter()

@@ -136,7 +136,7 @@ enum BlockKind {
     /// A ring-kernel block's reads (one or two of them per block).
     RingRead { item: u32 },
     /// Counter spills and other traffic nobody waits for.
-    Fire,
+    Untracked,
 }
 
 #[derive(Debug, Clone)]
@@ -254,12 +254,6 @@ impl ControllerObserver for TrackerTap {
             self.issued.push((c.at, s.workgroup, s.wavefront));
         }
     }
-}
-
-/// What the firmware asked for during one handler (applied after it returns).
-#[derive(Debug, Default)]
-struct FwRequests {
-    fired: Vec<Fired>,
 }
 
 /// One GPU.
@@ -704,42 +698,32 @@ impl T3System {
         }
     }
 
+    /// The values of `rect` in a row-major `m x n` array, each times `scale`.
+    fn rect_values(&self, arr: &[f32], rect: Rect, scale: f32) -> Vec<f32> {
+        let n = self.cfg.layout.n as usize;
+        let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
+        for r in rect.row0..rect.row0 + rect.rows {
+            let s = r as usize * n + rect.col0 as usize;
+            v.extend(arr[s..s + rect.cols as usize].iter().map(|x| x * scale));
+        }
+        v
+    }
+
     fn values(&self, node: usize, region: Region, rect: Rect) -> Option<Vec<f32>> {
         let arr = match region {
             Region::Out => self.nodes[node].out.as_ref()?,
             Region::Recv => self.nodes[node].recv.as_ref()?,
         };
-        let n = self.cfg.layout.n as usize;
-        let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
-        for r in rect.row0..rect.row0 + rect.rows {
-            let s = r as usize * n + rect.col0 as usize;
-            v.extend_from_slice(&arr[s..s + rect.cols as usize]);
-        }
-        Some(v)
+        Some(self.rect_values(arr, rect, 1.0))
     }
 
+    /// What a producer workgroup stores for `rect`: the GPU's partial output, or with
+    /// split-K an equal share of it per split (exact for a power-of-two split of values
+    /// on a binary grid), so the tile sums to the partial.
     fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
         let splits = self.nodes[node].producer.as_ref().map_or(1, |p| p.splits);
         let p = self.nodes[node].partial.as_ref()?;
-        if splits > 1 {
-            // Each split adds an equal share (exact for a power-of-two split of values on
-            // a binary grid), so the tile sums to the partial.
-            let share = 1.0 / splits as f32;
-            let n = self.cfg.layout.n as usize;
-            let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
-            for r in rect.row0..rect.row0 + rect.rows {
-                let s = r as usize * n + rect.col0 as usize;
-                v.extend(p[s..s + rect.cols as usize].iter().map(|x| x * share));
-            }
-            return Some(v);
-        }
-        let n = self.cfg.layout.n as usize;
-        let mut v = Vec::with_capacity(super::layout::elements(&rect) as usize);
-        for r in rect.row0..rect.row0 + rect.rows {
-            let s = r as usize * n + rect.col0 as usize;
-            v.extend_from_slice(&p[s..s + rect.cols as usize]);
-        }
-        Some(v)
+        Some(self.rect_values(p, rect, 1.0 / splits as f32))
     }
 
     fn apply(&mut self, node: usize, region: Region, rect: Rect, op: WriteOp, vals: &[f32]) {
@@ -805,7 +789,6 @@ impl T3System {
     /// The message as it looks coming from `shift` GPUs further along the ring.
     fn shift_message(&self, mut msg: Message, shift: u32) -> Message {
         let l = self.cfg.layout;
-        let c0 = l.chunk_rect(0);
         let chunk_of = |r: &Rect| {
             (0..l.gpus)
                 .find(|&c| {
@@ -820,7 +803,6 @@ impl T3System {
         let from_chunk = chunk_of(&msg.rect);
         let to_chunk = (from_chunk + shift) % l.gpus;
         let (a, b) = (l.chunk_rect(from_chunk), l.chunk_rect(to_chunk));
-        let _ = c0;
         msg.rect.row0 = msg.rect.row0 - a.row0 + b.row0;
         msg.rect.col0 = msg.rect.col0 - a.col0 + b.col0;
         if let Some((wg, wf)) = msg.tag {
@@ -828,9 +810,7 @@ impl T3System {
             let (fb, _) = l.chunk_wgs(to_chunk);
             msg.tag = Some((wg - fa + fb, wf));
         }
-        if let Ack::Dma { .. } = msg.ack {
-            // The acknowledgement is GPU 0's own (by symmetry it lands when this does).
-        }
+        // A DMA acknowledgement stays GPU 0's own: by symmetry it lands when this does.
         msg
     }
 
@@ -856,8 +836,8 @@ impl T3System {
         at: Cycle,
     ) {
         match kind {
-            BlockKind::Fire => {}
-            BlockKind::WgRead { slot } => self.wg_reads_done(node, slot, at),
+            BlockKind::Untracked => {}
+            BlockKind::WgRead { slot } => self.wg_progress(node, slot, true, at),
             BlockKind::Writes { ack, payload } => {
                 if let Some(p) = payload {
                     self.apply(node, region, rect, op, &p);
@@ -1050,24 +1030,9 @@ impl T3System {
         }
     }
 
-    fn wg_reads_done(&mut self, node: usize, slot: u32, at: Cycle) {
-        let done = {
-            let Some(s) = self.nodes[node]
-                .producer
-                .as_mut()
-                .and_then(|p| p.slots[slot as usize].as_mut())
-            else {
-                return;
-            };
-            s.reads_left = 0;
-            s.compute_done
-        };
-        if done {
-            self.phase_end(node, slot, at);
-        }
-    }
-
-    fn compute_done(&mut self, node: usize, slot: u32, at: Cycle) {
+    /// A workgroup phase's reads came back (`reads_back`) or its compute finished; the
+    /// phase ends when both have.
+    fn wg_progress(&mut self, node: usize, slot: u32, reads_back: bool, at: Cycle) {
         let ready = {
             let Some(s) = self.nodes[node]
                 .producer
@@ -1076,8 +1041,12 @@ impl T3System {
             else {
                 return;
             };
-            s.compute_done = true;
-            s.reads_left == 0
+            if reads_back {
+                s.reads_left = 0;
+            } else {
+                s.compute_done = true;
+            }
+            s.reads_left == 0 && s.compute_done
         };
         if ready {
             self.phase_end(node, slot, at);
@@ -1106,34 +1075,30 @@ impl T3System {
             if rect.rows == 0 {
                 continue;
             }
-            let vals = self.partial_values(node, rect);
+            // The tile's stores: a local write and/or a message to a peer, the same
+            // tile and tag either way.
+            let tile = Message {
+                rect,
+                region: Region::Out,
+                op: WriteOp::Store,
+                tag: Some((wg, wf as u8)),
+                payload: self.partial_values(node, rect),
+                ack: Ack::None,
+                class: TrafficClass::Compute,
+            };
+            if let Some((peer, op)) = route.remote {
+                let msg = Message {
+                    op,
+                    class: TrafficClass::Communication,
+                    ..tile.clone()
+                };
+                self.send(node as u32, peer, msg, at);
+            }
             if let Some(op) = route.local {
-                let class = TrafficClass::Compute;
                 if let Some(p) = self.nodes[node].producer.as_mut() {
                     p.stores_left += 1;
                 }
-                let msg = Message {
-                    rect,
-                    region: Region::Out,
-                    op,
-                    tag: Some((wg, wf as u8)),
-                    payload: vals.clone(),
-                    ack: Ack::None,
-                    class,
-                };
-                self.start_writes(node, msg, at);
-            }
-            if let Some((peer, op)) = route.remote {
-                let msg = Message {
-                    rect,
-                    region: Region::Out,
-                    op,
-                    tag: Some((wg, wf as u8)),
-                    payload: vals,
-                    ack: Ack::None,
-                    class: TrafficClass::Communication,
-                };
-                self.send(node as u32, peer, msg, at);
+                self.start_writes(node, Message { op, ..tile }, at);
             }
         }
         let p = self.nodes[node].producer.as_mut().expect("producer");
@@ -1301,14 +1266,11 @@ impl T3System {
             return;
         }
         let items = self.step_items(node, kind, s);
-        let early = {
-            let r = self.nodes[node].ring.as_mut().expect("ring");
+        if let Some(r) = self.nodes[node].ring.as_mut() {
             r.step = s;
             r.todo = items.into();
             r.received = r.early.remove(&s).unwrap_or(0);
-            r.received
-        };
-        let _ = early;
+        }
         self.ring_pump(node, at);
     }
 
@@ -1465,7 +1427,7 @@ impl T3System {
         // 64-B records indexed by (workgroup, wavefront), spread over the channels as
         // any array is.
         let b = self.nodes[node].new_block(Block {
-            kind: BlockKind::Fire,
+            kind: BlockKind::Untracked,
             left: 2,
             rect: Rect::default(),
             region: Region::Out,
@@ -1526,7 +1488,7 @@ impl T3System {
             while let Some(e) = self.queue.pop_due(end) {
                 let at = e.at;
                 match e.event {
-                    Ev::Compute { node, slot } => self.compute_done(node as usize, slot, at),
+                    Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
                     Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
                     Ev::Firmware { node, event } => fw(self, node as usize, event, at),
                 }
@@ -1678,7 +1640,7 @@ impl T3System {
             sys: self,
             node,
             at,
-            requests: FwRequests::default(),
+            fired: Vec::new(),
         }
     }
 
@@ -1700,13 +1662,14 @@ pub struct T3Platform<'a> {
     sys: &'a mut T3System,
     node: usize,
     at: Cycle,
-    requests: FwRequests,
+    /// Tracker entries that fired on programming (applied when the handler ends).
+    fired: Vec<Fired>,
 }
 
 impl T3Platform<'_> {
     /// Applies what the handler did (tracker entries that fired on programming).
     pub fn finish(mut self) {
-        let fired = std::mem::take(&mut self.requests.fired);
+        let fired = std::mem::take(&mut self.fired);
         for f in fired {
             self.sys.fired(self.node, f, self.at);
         }
@@ -1793,7 +1756,7 @@ impl TrackerController for T3Platform<'_> {
                 .spill_access(self.node, entry.wg_id, entry.wf_id, self.at);
         }
         if let Some(f) = o.fired {
-            self.requests.fired.push(f);
+            self.fired.push(f);
         }
         Ok(())
     }
