@@ -245,3 +245,66 @@ fn split_k_producers_reduce_exactly() {
         );
     }
 }
+
+/// Fuzz reproducer (t3_config, fuzz/corpus/t3_config/regress_odd_columns): a 292 x 361
+/// f32 output, whose rows are not whole 64-byte requests, so requests straddle two
+/// tiles or the end of one row and the start of the next. The tracker counts the
+/// elements each column carries for its wavefront (not a fixed 32 B worth), so every
+/// entry reaches its threshold exactly once and the sums are exact; the symmetric
+/// shortcut, whose mirroring shifts whole requests, refuses such a layout.
+#[test]
+fn rows_that_are_not_whole_requests_reduce_exactly_and_the_shortcut_refuses_them() {
+    for (m, n, split_k) in [(288, 352, 1), (292, 256, 1), (292, 361, 1), (292, 361, 2)] {
+        let sl = SubLayer {
+            model: "fuzz".into(),
+            name: "odd",
+            h: m,
+            tokens: n,
+            tp: 4,
+            m,
+            n,
+            k: 2,
+        };
+        let opts = T3Options {
+            gpus: 4,
+            dtype: GemmDataType::F32,
+            split_k,
+            ..T3Options::default()
+        };
+        let partials = partial_outputs(4, sl.m, sl.n, sl.k, GemmDataType::F32, 3);
+        for c in [
+            Collective::DirectReduceScatter,
+            Collective::RingReduceScatter,
+        ] {
+            let run = run_fused(&opts, &sl, c, None, Some(&partials)).unwrap();
+            let n = sl.n as usize;
+            for g in 0..4u32 {
+                let out = run.system.out_values(g as usize).unwrap();
+                let r = run.system.owned_rect(g);
+                assert!(r.rows > 0 && r.cols > 0);
+                for row in r.row0..r.row0 + r.rows {
+                    for col in r.col0..r.col0 + r.cols {
+                        let i = row as usize * n + col as usize;
+                        let want: f32 = partials.iter().map(|p| p[i]).sum();
+                        assert_eq!(
+                            out[i], want,
+                            "{m}x{n} {c:?} split {split_k} GPU {g} ({row}, {col})"
+                        );
+                    }
+                }
+            }
+            for t in run.system.totals() {
+                assert_eq!((t.orphans, t.tracker.overcounts), (0, 0), "{c:?}");
+            }
+        }
+        let shortcut = T3Options {
+            simulate: Simulate::Shortcut,
+            ..opts
+        };
+        if n == 361 {
+            let e =
+                run_fused(&shortcut, &sl, Collective::RingReduceScatter, None, None).unwrap_err();
+            assert!(e.to_string().contains("request boundaries"), "{e}");
+        }
+    }
+}

@@ -351,25 +351,30 @@ fn fused(
     s.start_split_producer(m, splits, 0);
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
-    s.run_until(
-        limit(est),
-        |sys, g, ev, at| {
-            let mut p = sys.platform(g, at);
-            let r = fws[g].handle(ev, &mut p);
-            p.finish();
-            if let Err(e) = r {
-                fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
-            }
-            if fws[g].has_pending_work() {
-                sys.post_firmware(g, Event::Deferred, at + 1);
-            }
-            if fws[g].t3().is_done() {
-                sys.mark_finished(g, at);
-            }
-        },
-        |sys| sys.producers_done() && sys.nodes_finished(),
-    )
+    let mut handle = |sys: &mut T3System, g: usize, ev: Event, at: Cycle| {
+        let mut p = sys.platform(g, at);
+        let r = fws[g].handle(ev, &mut p);
+        p.finish();
+        if let Err(e) = r {
+            fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
+        }
+        if fws[g].has_pending_work() {
+            sys.post_firmware(g, Event::Deferred, at + 1);
+        }
+        if fws[g].t3().is_done() {
+            sys.mark_finished(g, at);
+        }
+    };
+    s.run_until(limit(est), &mut handle, |sys| {
+        sys.producers_done() && sys.nodes_finished()
+    })
     .map_err(T3Error::Stuck)?;
+    if partials.is_some() {
+        // The collective is complete when the last update column issues; its data (and
+        // so the values) lands with the write's completion, a few cycles on.
+        s.run_until(limit(est), &mut handle, T3System::quiet)
+            .map_err(T3Error::Stuck)?;
+    }
     if let Some(f) = fault {
         return Err(T3Error::Firmware(f));
     }
@@ -383,6 +388,10 @@ fn fused(
         if std::env::var("T3_DEBUG").is_ok() {
             for (g, x) in t.iter().enumerate() {
                 eprintln!("GPU {g}: {x:?} fires {:?}", s.fire_log(g));
+                eprintln!(
+                    "GPU {g} orphans {:?}",
+                    s.nodes()[g].tracker().orphan_entries()
+                );
             }
         }
         return Err(T3Error::Stuck(format!(

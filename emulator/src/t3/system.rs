@@ -242,7 +242,19 @@ pub struct KindBytes {
 /// An observer that hands every issued column with a source to the node's tracker.
 #[derive(Debug, Clone, Default)]
 struct TrackerTap {
-    issued: Vec<(Cycle, u32, u8)>,
+    issued: Vec<Tapped>,
+}
+
+/// A sourced write column as the tracker's observer saw it.
+#[derive(Debug, Clone, Copy)]
+struct Tapped {
+    at: Cycle,
+    wg: u32,
+    wf: u8,
+    /// The request's first carried byte.
+    addr: u64,
+    /// Where the column went: (pseudo-channel, bank group, bank, row, column).
+    place: (usize, u8, u8, u32, u32),
 }
 
 impl ControllerObserver for TrackerTap {
@@ -251,7 +263,13 @@ impl ControllerObserver for TrackerTap {
             return;
         }
         if let Some(s) = c.source {
-            self.issued.push((c.at, s.workgroup, s.wavefront));
+            self.issued.push(Tapped {
+                at: c.at,
+                wg: s.workgroup,
+                wf: s.wavefront,
+                addr: c.addr,
+                place: (c.pseudo_channel, c.bank.group, c.bank.bank, c.row, c.col),
+            });
         }
     }
 }
@@ -300,8 +318,8 @@ pub struct GpuNode {
     boundary_told: bool,
     /// Requests finished in the current slice.
     done_buf: Vec<MemCompletion>,
-    /// Columns with a source issued in the current slice: (cycle, workgroup, wavefront).
-    tap_buf: Vec<(Cycle, u32, u8)>,
+    /// Columns with a source issued in the current slice.
+    tap_buf: Vec<Tapped>,
 }
 
 /// Events between components.
@@ -354,6 +372,11 @@ pub struct T3System {
 }
 
 impl GpuNode {
+    /// This GPU's tracker.
+    pub fn tracker(&self) -> &Tracker {
+        &self.tracker
+    }
+
     fn new(
         index: u32,
         preset: &HbmPreset,
@@ -417,7 +440,8 @@ impl GpuNode {
 
     /// Queues a request for controller room.
     fn push_request(&mut self, req: Request, block: u32) {
-        let a = self.mapping.decode(req.addr & !(REQ_BYTES - 1));
+        // The first column the request touches (a 32 B request may be a block's second).
+        let a = self.mapping.decode(req.addr & !(REQ_BYTES / 2 - 1));
         let pc = self.mapping.pseudo_channel_index(&a);
         let lane = 2 * pc + usize::from(req.class != TrafficClass::Compute);
         if let Some(q) = self.pending.get_mut(lane) {
@@ -499,6 +523,21 @@ impl T3System {
         if cfg.shortcut && !cfg.layout.even() {
             return Err("the symmetric shortcut needs chunks of equal size".into());
         }
+        let l = &cfg.layout;
+        let aligned = |bytes: u64| bytes % REQ_BYTES == 0;
+        if cfg.shortcut
+            && !(aligned(u64::from(l.n) * u64::from(l.elem))
+                && (0..l.gpus)
+                    .all(|c| aligned(u64::from(l.chunk_rect(c).col0) * u64::from(l.elem))))
+        {
+            // Mirroring shifts GPU 0's requests by a chunk's offset: exact only when the
+            // shift moves whole requests (rows and chunk starts on request boundaries).
+            return Err(format!(
+                "the symmetric shortcut needs rows and chunk starts on {REQ_BYTES}-byte request \
+                 boundaries ({} x {} elements of {} B); simulate all GPUs",
+                l.m, l.n, l.elem
+            ));
+        }
         let simulated = if cfg.shortcut { 1 } else { cfg.gpus };
         let nodes = (0..simulated)
             .map(|i| GpuNode::new(i, &cfg.preset, arbiter))
@@ -546,6 +585,12 @@ impl T3System {
         self.now
     }
 
+    /// The block of the output GPU `g` holds reduced at the end of a reduce-scatter:
+    /// its chunk of the firmware's geometry.
+    pub fn owned_rect(&self, g: u32) -> Rect {
+        self.cfg.layout.chunk_rect(g)
+    }
+
     /// Sets GPU `g`'s partial output values (functional runs).
     pub fn set_partial(&mut self, g: usize, values: Vec<f32>) {
         if let Some(n) = self.nodes.get_mut(g) {
@@ -575,7 +620,8 @@ impl T3System {
         }
     }
 
-    /// Queues the requests that cover `rect` of `region` on GPU `node` for block `block`.
+    /// Queues the requests that cover `rect` of `region` on GPU `node` for block `block`;
+    /// returns how many and their bytes.
     #[allow(clippy::too_many_arguments)]
     fn rect_requests(
         &mut self,
@@ -587,18 +633,34 @@ impl T3System {
         source: Option<Source>,
         block: u32,
         at: Cycle,
-    ) -> u32 {
+    ) -> (u32, u64) {
         let l = self.cfg.layout;
         let base = self.base(region);
-        let mut count = 0;
+        let (mut count, mut bytes) = (0, 0);
         for row in rect.row0..rect.row0 + rect.rows {
-            let first = (base + l.offset(row, rect.col0)) & !(REQ_BYTES - 1);
+            let start = base + l.offset(row, rect.col0);
             let end = base + l.offset(row, rect.col0 + rect.cols);
-            let mut a = first;
+            let mut a = start & !(REQ_BYTES - 1);
             while a < end {
+                // A request covers the 64 B block's columns that hold some of the data:
+                // both, or only the first or the second 32 B column when a row segment
+                // starts or ends inside the block (a masked access never issues a column
+                // with no byte enabled). Its address is the first byte it carries: the
+                // column is the same, and the tracker tap reads from it how many of the
+                // wavefront's elements each column holds (a block shared by two tiles,
+                // or by the end of one row and the start of the next, counts each part
+                // once).
+                let lo = a.max(start);
+                let hi = (a + REQ_BYTES).min(end);
+                let half = REQ_BYTES / 2;
+                let size = if hi <= a + half || lo >= a + half {
+                    half
+                } else {
+                    REQ_BYTES
+                };
                 let mut r = Request {
-                    addr: a,
-                    size: REQ_BYTES as u32,
+                    addr: lo,
+                    size: size as u32,
                     access,
                     class,
                     source: None,
@@ -609,10 +671,11 @@ impl T3System {
                 }
                 self.nodes[node].push_request(r, block);
                 count += 1;
+                bytes += size;
                 a += REQ_BYTES;
             }
         }
-        count
+        (count, bytes)
     }
 
     fn access_of(&self, op: WriteOp) -> Access {
@@ -658,8 +721,7 @@ impl T3System {
             wavefront: wf,
         });
         let access = self.access_of(op);
-        let n = self.rect_requests(node, rect, region, access, class, source, b, at);
-        let bytes = u64::from(n) * REQ_BYTES;
+        let (n, bytes) = self.rect_requests(node, rect, region, access, class, source, b, at);
         let k = &mut self.nodes[node].bytes;
         match (op, class, region) {
             (WriteOp::Update, _, _) => k.updates += bytes,
@@ -680,7 +742,7 @@ impl T3System {
             region,
             op: WriteOp::Store,
         });
-        let n = self.rect_requests(
+        let (n, bytes) = self.rect_requests(
             node,
             rect,
             region,
@@ -690,7 +752,7 @@ impl T3System {
             b,
             at,
         );
-        self.nodes[node].bytes.rs_reads += u64::from(n) * REQ_BYTES;
+        self.nodes[node].bytes.rs_reads += bytes;
         if n == 0 {
             self.finish_block(node, b, at);
         } else if let Some(Some(blk)) = self.nodes[node].blocks.get_mut(b as usize) {
@@ -1404,14 +1466,55 @@ impl T3System {
         self.start_writes(node, msg, at);
     }
 
+    /// Elements of the tapped column's wavefront that the column carries. A request is
+    /// [`REQ_BYTES`] long and issues one column per 32 B half; its data is the wavefront's
+    /// row segment from the request's first carried byte to the request's end or the
+    /// segment's end, whichever comes first; the column carries the part of that in its
+    /// half (found by decoding the request's first half to a place).
+    fn column_elements(&self, node: usize, t: &Tapped) -> u32 {
+        const COL: u64 = 32;
+        let l = &self.cfg.layout;
+        let elem = u64::from(l.elem.max(1));
+        let base = if t.addr >= self.recv_base {
+            self.recv_base
+        } else {
+            0
+        };
+        let Some(row) = (t.addr - base).checked_div(u64::from(l.n) * elem) else {
+            return 0;
+        };
+        let rect = l.wf_rect(t.wg, u32::from(t.wf));
+        let req = t.addr & !(REQ_BYTES - 1);
+        let data_end = (req + REQ_BYTES).min(base + l.offset(row as u32, rect.col0 + rect.cols));
+        let map = &self.nodes[node].mapping;
+        let d = map.decode(req);
+        let first = (
+            map.pseudo_channel_index(&d),
+            d.bank_group as u8,
+            d.bank as u8,
+            d.row,
+            d.col,
+        ) == t.place;
+        let col_lo = if first { req } else { req + COL };
+        let lo = col_lo.max(t.addr);
+        let hi = (col_lo + COL).min(data_end);
+        (hi.saturating_sub(lo) / elem) as u32
+    }
+
     fn drain_taps(&mut self, node: usize) {
-        let elems = (32 / self.cfg.layout.elem.max(1)).max(1);
         let mut issued = std::mem::take(&mut self.nodes[node].tap_buf);
         if !self.nodes[node].tracking {
             return;
         }
-        issued.sort_unstable_by_key(|x| x.0);
-        for (at, wg, wf) in issued {
+        issued.sort_unstable_by_key(|x| x.at);
+        for t in issued {
+            let (at, wg, wf) = (t.at, t.wg, t.wf);
+            let elems = self.column_elements(node, &t);
+            if elems == 0 {
+                // A column of a request whose wavefront data ended in its other half:
+                // its byte mask is empty, so it is no update of this tile.
+                continue;
+            }
             let o = self.nodes[node].tracker.count(wg, wf, elems);
             if o.spilled {
                 self.spill_access(node, wg, wf, at);

@@ -238,6 +238,17 @@ impl Tracker {
             .count() as u64
     }
 
+    /// The (workgroup, wavefront, count) of every live entry nobody programmed.
+    pub fn orphan_entries(&self) -> Vec<(u32, u8, u32)> {
+        self.sets
+            .iter()
+            .flatten()
+            .chain(self.spill.values())
+            .filter(|w| w.program.is_none())
+            .map(|w| (w.tag.0, w.tag.1, w.count))
+            .collect()
+    }
+
     /// Totals.
     pub fn stats(&self) -> TrackerStats {
         self.stats
