@@ -304,7 +304,39 @@ fn rows_that_are_not_whole_requests_reduce_exactly_and_the_shortcut_refuses_them
         if n == 361 {
             let e =
                 run_fused(&shortcut, &sl, Collective::RingReduceScatter, None, None).unwrap_err();
-            assert!(e.to_string().contains("request boundaries"), "{e}");
+            assert!(e.to_string().contains("symmetric shortcut needs"), "{e}");
         }
+    }
+}
+
+/// Fuzz reproducer (fuzz/corpus/t3_config/regress_partial_chunk): 382 rows on 2 GPUs give
+/// both chunks 3 tile rows, but the second one's last tile is partial, so GPU 0's traffic
+/// does not stand for GPU 1's: the shortcut refuses, and all GPUs run it.
+#[test]
+fn the_shortcut_refuses_chunks_of_different_shape() {
+    let sl = SubLayer {
+        model: "fuzz".into(),
+        name: "partial",
+        h: 382,
+        tokens: 32,
+        tp: 2,
+        m: 382,
+        n: 32,
+        k: 1,
+    };
+    let all = T3Options {
+        gpus: 2,
+        dtype: GemmDataType::F32,
+        ..T3Options::default()
+    };
+    let shortcut = T3Options {
+        simulate: Simulate::Shortcut,
+        ..all.clone()
+    };
+    let e = run_fused(&shortcut, &sl, Collective::RingReduceScatter, None, None).unwrap_err();
+    assert!(e.to_string().contains("equal shape"), "{e}");
+    let run = run_fused(&all, &sl, Collective::RingReduceScatter, None, None).unwrap();
+    for t in run.system.totals() {
+        assert_eq!((t.orphans, t.tracker.overcounts), (0, 0));
     }
 }

@@ -520,8 +520,18 @@ impl T3System {
     /// # Errors
     /// A message naming what is wrong with the configuration.
     pub fn new(cfg: SystemConfig, arbiter: &dyn Fn() -> Box<dyn Arbiter>) -> Result<Self, String> {
-        if cfg.shortcut && !cfg.layout.even() {
-            return Err("the symmetric shortcut needs chunks of equal size".into());
+        let shape = |c: u32| {
+            let r = cfg.layout.chunk_rect(c);
+            (r.rows, r.cols)
+        };
+        if cfg.shortcut
+            && !(cfg.layout.even() && (1..cfg.layout.gpus).all(|c| shape(c) == shape(0)))
+        {
+            return Err(format!(
+                "the symmetric shortcut needs chunks of equal shape ({} x {} over {} GPUs has \
+                 partial tiles in some chunks only); simulate all GPUs",
+                cfg.layout.m, cfg.layout.n, cfg.layout.gpus
+            ));
         }
         let l = &cfg.layout;
         let aligned = |bytes: u64| bytes % REQ_BYTES == 0;
