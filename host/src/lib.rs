@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod checkpoint;
 mod cmd;
 mod cp_replay;
 mod goldyloc;
@@ -19,6 +20,14 @@ mod t3;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Write a checkpoint every N finished units of work (T3: sub-layers) into
+    /// --checkpoint-dir; `nmcp resume DIR` continues a killed run from it.
+    #[arg(long, global = true, value_name = "N", requires = "checkpoint_dir",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    checkpoint_every: Option<u32>,
+    /// Directory of the checkpoint (see --checkpoint-every; default every 1 unit).
+    #[arg(long, global = true, value_name = "DIR")]
+    checkpoint_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,24 +53,23 @@ enum Command {
     /// T3: fused GEMM + reduce-scatter across simulated GPUs (the Table 8.2 sub-layer
     /// study; `check` with real data; `rs` a plain ring reduce-scatter).
     T3(cmd::t3::T3Args),
+    /// Continue a run killed after writing a checkpoint (--checkpoint-dir): the same
+    /// command line, finished units loaded, the rest run; output as if never stopped.
+    Resume(ResumeArgs),
+}
+
+/// `nmcp resume`.
+#[derive(clap::Args, Debug)]
+struct ResumeArgs {
+    /// The run's --checkpoint-dir.
+    dir: std::path::PathBuf,
 }
 
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
 /// worked, the message on stderr what went wrong.
 pub fn run_cli() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Mem(a) => cmd::mem::run(a),
-        Command::Presets(a) => cmd::presets::run(a),
-        Command::Lamb(a) => cmd::lamb::run(a),
-        Command::Asm(a) => cmd::asm::run_asm(a),
-        Command::Disasm(a) => cmd::asm::run_disasm(a),
-        Command::Goldyloc(a) => cmd::goldyloc::run(a),
-        Command::Aql(a) => cmd::aql::run(a),
-        Command::Cp(a) => cmd::cp::run(a),
-        Command::Board(a) => cmd::board::run(a),
-        Command::T3(a) => cmd::t3::run(a),
-    };
+    let result = checkpoint_request(cli).and_then(dispatch);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -72,5 +80,66 @@ pub fn run_cli() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// Records what the command line asks of checkpoints; for `nmcp resume`, the command
+/// line stored in the checkpoint, parsed, is the command to run.
+fn checkpoint_request(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
+    if let Command::Resume(r) = &cli.command {
+        let summary = checkpoint::read(&r.dir)?;
+        let argv = summary.argv;
+        eprintln!(
+            "nmcp: resuming `nmcp {}`: {} of {} units loaded from {}",
+            argv.join(" "),
+            summary.finished,
+            summary.total,
+            r.dir.display()
+        );
+        let stored = Cli::try_parse_from(std::iter::once("nmcp".to_string()).chain(argv.clone()))
+            .map_err(|e| {
+            format!(
+                "{}: the stored command line does not parse: {e}",
+                r.dir.join(checkpoint::FILE_NAME).display()
+            )
+        })?;
+        if matches!(stored.command, Command::Resume(_)) {
+            return Err("a checkpoint cannot store `nmcp resume`".into());
+        }
+        checkpoint::set_request(checkpoint::Request {
+            dir: Some(r.dir.clone()),
+            every: stored.checkpoint_every.unwrap_or(1),
+            argv,
+            resume: true,
+        });
+        return Ok(stored);
+    }
+    if cli.checkpoint_dir.is_some() && !matches!(cli.command, Command::T3(_)) {
+        return Err(Box::new(cmd::UsageError(
+            "--checkpoint-dir: only the `nmcp t3` study checkpoints so far".into(),
+        )));
+    }
+    checkpoint::set_request(checkpoint::Request {
+        dir: cli.checkpoint_dir.clone(),
+        every: cli.checkpoint_every.unwrap_or(1),
+        argv: std::env::args().skip(1).collect(),
+        resume: false,
+    });
+    Ok(cli)
+}
+
+fn dispatch(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Mem(a) => cmd::mem::run(a),
+        Command::Presets(a) => cmd::presets::run(a),
+        Command::Lamb(a) => cmd::lamb::run(a),
+        Command::Asm(a) => cmd::asm::run_asm(a),
+        Command::Disasm(a) => cmd::asm::run_disasm(a),
+        Command::Goldyloc(a) => cmd::goldyloc::run(a),
+        Command::Aql(a) => cmd::aql::run(a),
+        Command::Cp(a) => cmd::cp::run(a),
+        Command::Board(a) => cmd::board::run(a),
+        Command::T3(a) => cmd::t3::run(a),
+        Command::Resume(_) => Err("nmcp resume: nothing to resume".into()),
     }
 }

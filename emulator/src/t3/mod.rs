@@ -15,13 +15,13 @@ pub mod tracker;
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::gpu::config::GpuConfig;
 use nmcp_isa::gemm_ext::GemmDataType;
 
 /// The five configurations of dissertation 8.4.3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     /// Sliced GEMM, then the ring reduce-scatter kernel, then all-gather, in sequence.
@@ -189,7 +189,7 @@ impl Default for T3Options {
 }
 
 /// DRAM bytes by kind, averaged over the GPUs (dissertation Fig. 8.16's categories).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TrafficBytes {
     /// GEMM input reads that reach DRAM.
     pub gemm_reads: u64,

@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use nmcp_emulator::t3::{
@@ -15,6 +16,7 @@ use rayon::prelude::*;
 
 use super::io::emit;
 use super::{CmdResult, UsageError};
+use crate::checkpoint;
 use crate::t3 as report;
 
 /// Arguments of `nmcp t3`.
@@ -360,6 +362,14 @@ fn t3_error(e: T3Error, context: &str) -> Box<dyn std::error::Error> {
 
 /// Runs `nmcp t3`.
 pub fn run(a: T3Args) -> CmdResult {
+    if let Some(c) = &a.command {
+        let name = match c {
+            T3Command::Check(_) => "t3 check",
+            T3Command::Rs(_) => "t3 rs",
+            T3Command::CuSplit(_) => "t3 cu-split",
+        };
+        checkpoint::unsupported(name)?;
+    }
     match a.command {
         Some(T3Command::Check(c)) => run_check(&c),
         Some(T3Command::Rs(r)) => run_rs(&r),
@@ -433,30 +443,53 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     }
     let bar = progress(sls.len() as u64, a.json);
     let started = Instant::now();
-    let one = |sl: &SubLayer| {
+    // Each sub-layer (its five configurations) is one unit of the checkpoint.
+    let session = checkpoint::Session::start("t3", sls.len() as u32)?;
+    let one = |(i, sl): (usize, &SubLayer)| -> Result<Vec<SubLayerResult>, UnitError> {
         bar.set_message(report::label(sl));
-        let r = t3::run_sublayer(&opts, sl).map_err(|e| {
-            let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
-            (e, at)
-        });
+        let stored = match &session {
+            Some(s) => lock(s).get::<Vec<StoredResult>>(i as u32)?,
+            None => None,
+        };
+        let r = match stored {
+            Some(v) => v.into_iter().map(|x| x.into_result(sl)).collect(),
+            None => {
+                let r = t3::run_sublayer(&opts, sl).map_err(|e| {
+                    let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
+                    UnitError::T3(e, at)
+                })?;
+                if let Some(s) = &session {
+                    let v: Vec<StoredResult> = r.iter().map(StoredResult::from).collect();
+                    lock(s).put(i as u32, &v)?;
+                }
+                r
+            }
+        };
         bar.inc(1);
-        r
+        Ok(r)
     };
     // `--jobs N` runs N sub-layers at once (each simulation is single-threaded).
-    let per: Vec<Result<Vec<SubLayerResult>, (T3Error, String)>> = if a.jobs == 1 {
-        sls.iter().map(one).collect()
+    let per: Vec<Result<Vec<SubLayerResult>, UnitError>> = if a.jobs == 1 {
+        sls.iter().enumerate().map(one).collect()
     } else {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(a.jobs as usize)
             .build()
             .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
-        pool.install(|| sls.par_iter().map(one).collect())
+        pool.install(|| sls.par_iter().enumerate().map(one).collect())
     };
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
     let mut results = Vec::new();
     for r in per {
-        results.extend(r.map_err(|(e, at)| t3_error(e, &at))?);
+        match r {
+            Ok(v) => results.extend(v),
+            Err(UnitError::T3(e, at)) => return Err(t3_error(e, &at)),
+            Err(UnitError::Checkpoint(e)) => return Err(e.into()),
+        }
+    }
+    if let Some(s) = &session {
+        lock(s).write()?;
     }
     if let Some(dir) = &a.svg {
         report::plot::write_svgs(dir, &results)?;
@@ -481,6 +514,70 @@ fn run_study(a: &StudyArgs) -> CmdResult {
             ));
         }
         emit(&text)
+    }
+}
+
+/// Why a sub-layer of the study has no result.
+enum UnitError {
+    /// The emulator refused or failed (with where).
+    T3(T3Error, String),
+    /// The checkpoint could not be read or written.
+    Checkpoint(checkpoint::CheckpointError),
+}
+
+impl From<checkpoint::CheckpointError> for UnitError {
+    fn from(e: checkpoint::CheckpointError) -> Self {
+        Self::Checkpoint(e)
+    }
+}
+
+fn lock(s: &Mutex<checkpoint::Session>) -> std::sync::MutexGuard<'_, checkpoint::Session> {
+    // A panic while holding the lock cannot leave a half-written unit map.
+    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One configuration's result as a checkpoint stores it: everything but the sub-layer,
+/// which the resumed run's own list supplies.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredResult {
+    scenario: Scenario,
+    gemm_seconds: f64,
+    rs_seconds: f64,
+    ag_seconds: f64,
+    total_seconds: f64,
+    speedup_vs_sequential: f64,
+    rs_alone_seconds: f64,
+    bytes: t3::TrafficBytes,
+}
+
+impl From<&SubLayerResult> for StoredResult {
+    fn from(r: &SubLayerResult) -> Self {
+        Self {
+            scenario: r.scenario,
+            gemm_seconds: r.gemm_seconds,
+            rs_seconds: r.rs_seconds,
+            ag_seconds: r.ag_seconds,
+            total_seconds: r.total_seconds,
+            speedup_vs_sequential: r.speedup_vs_sequential,
+            rs_alone_seconds: r.rs_alone_seconds,
+            bytes: r.bytes,
+        }
+    }
+}
+
+impl StoredResult {
+    fn into_result(self, sl: &SubLayer) -> SubLayerResult {
+        SubLayerResult {
+            sublayer: sl.clone(),
+            scenario: self.scenario,
+            gemm_seconds: self.gemm_seconds,
+            rs_seconds: self.rs_seconds,
+            ag_seconds: self.ag_seconds,
+            total_seconds: self.total_seconds,
+            speedup_vs_sequential: self.speedup_vs_sequential,
+            rs_alone_seconds: self.rs_alone_seconds,
+            bytes: self.bytes,
+        }
     }
 }
 

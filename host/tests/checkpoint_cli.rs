@@ -1,0 +1,149 @@
+//! Checkpoint and resume: a run killed with SIGKILL after a checkpoint, resumed with
+//! `nmcp resume`, prints exactly what an uninterrupted run prints; damaged checkpoints
+//! are refused with what is wrong.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+
+/// A small T3 study: 8 sub-layers of about a second each.
+const STUDY: [&str; 9] = [
+    "t3",
+    "--h",
+    "512",
+    "--tokens",
+    "1024",
+    "--tp",
+    "2,4",
+    "--sublayers",
+    "OP,FC-2,FC-1,IP",
+];
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().expect("runs nmcp")
+}
+
+#[test]
+fn a_killed_t3_study_resumes_to_the_uninterrupted_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let mut whole: Vec<&str> = STUDY.to_vec();
+    whole.push("--json");
+    let reference = run(&whole);
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+
+    let mut args = whole.clone();
+    let ck_s = ck.to_str().unwrap();
+    args.extend(["--checkpoint-every", "1", "--checkpoint-dir", ck_s]);
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = ck.join("checkpoint.nmcp");
+    let started = Instant::now();
+    while !file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint written"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let killed_early = child.wait().unwrap().code().is_none();
+
+    let resumed = run(&["resume", ck_s]);
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("units loaded"), "{err}");
+    if killed_early {
+        // Not every unit was loaded: the rest ran after the resume.
+        assert!(!err.contains("8 of 8 units"), "{err}");
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&resumed.stdout),
+        String::from_utf8_lossy(&reference.stdout)
+    );
+}
+
+fn write_checkpoint(dir: &Path) {
+    let mut args: Vec<&str> = vec!["t3", "--h", "512", "--tokens", "1024", "--tp", "2"];
+    args.extend(["--sublayers", "OP", "--json", "--checkpoint-dir"]);
+    args.push(dir.to_str().unwrap());
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn damaged_checkpoints_are_refused_with_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    write_checkpoint(&ck);
+    let file = ck.join("checkpoint.nmcp");
+    let good = std::fs::read(&file).unwrap();
+    let resume = || run(&["resume", ck.to_str().unwrap()]);
+    let o = resume();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec(), "CRC-32"),
+        ("empty", Vec::new(), "too short"),
+        (
+            "flipped byte",
+            {
+                let mut b = good.clone();
+                b[20] ^= 1;
+                b
+            },
+            "CRC-32",
+        ),
+        (
+            "not a checkpoint",
+            b"hello, this is a text file".to_vec(),
+            "NMCPCKPT",
+        ),
+        (
+            "other format version",
+            {
+                let mut b = good.clone();
+                b[8] = 7;
+                b
+            },
+            "format version 7",
+        ),
+    ];
+    for (what, bytes, says) in cases {
+        std::fs::write(&file, &bytes).unwrap();
+        let o = resume();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{what}: accepted");
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{what}: {err}"
+        );
+        // Refused whole: the damaged file is left as it was, nothing written over it.
+        assert_eq!(std::fs::read(&file).unwrap(), bytes, "{what}");
+    }
+    std::fs::remove_file(&file).unwrap();
+    let o = resume();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoint.nmcp"));
+}
+
+#[test]
+fn commands_that_cannot_checkpoint_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["t3", "rs", "--bytes", "1M", "--checkpoint-dir", d]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not checkpoint"));
+    let o = run(&["presets", "--checkpoint-dir", d]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only the `nmcp t3` study"));
+}
