@@ -12,6 +12,7 @@ mod cmd;
 mod cp_replay;
 mod goldyloc;
 mod lamb;
+pub mod limits;
 mod t3;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
@@ -28,6 +29,18 @@ struct Cli {
     /// Directory of the checkpoint (see --checkpoint-every; default every 1 unit).
     #[arg(long, global = true, value_name = "DIR")]
     checkpoint_dir: Option<std::path::PathBuf>,
+    /// Stop each simulation once it passes this simulated time (e.g. 10ms, 500us), with
+    /// an error saying where it was. Applies to `nmcp t3` so far.
+    #[arg(long, global = true, value_name = "TIME", value_parser = limits::parse_sim_time)]
+    max_sim_time: Option<u64>,
+    /// Stop each simulation after this many events (scheduled events and memory
+    /// completions). Applies to `nmcp t3` so far.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_events: Option<u64>,
+    /// Cap the process's heap (e.g. 4G): an allocation past it stops the run with a
+    /// message giving the cap and the use.
+    #[arg(long, global = true, value_name = "BYTES", value_parser = limits::parse_memory)]
+    max_memory: Option<usize>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -69,7 +82,7 @@ struct ResumeArgs {
 /// worked, the message on stderr what went wrong.
 pub fn run_cli() -> ExitCode {
     let cli = Cli::parse();
-    let result = checkpoint_request(cli).and_then(dispatch);
+    let result = prepare(cli).and_then(dispatch);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -83,21 +96,23 @@ pub fn run_cli() -> ExitCode {
     }
 }
 
-/// Records what the command line asks of checkpoints; for `nmcp resume`, the command
-/// line stored in the checkpoint, parsed, is the command to run.
-fn checkpoint_request(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
-    if let Command::Resume(r) = &cli.command {
+/// Records what the command line asks of limits and checkpoints. For `nmcp resume`, the
+/// command line stored in the checkpoint, parsed, is the command to run (with its own
+/// caps), and the resumed directory is where the checkpoint goes on being written.
+fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
+    let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
         let summary = checkpoint::read(&r.dir)?;
-        let argv = summary.argv;
         eprintln!(
             "nmcp: resuming `nmcp {}`: {} of {} units loaded from {}",
-            argv.join(" "),
+            summary.argv.join(" "),
             summary.finished,
             summary.total,
             r.dir.display()
         );
-        let stored = Cli::try_parse_from(std::iter::once("nmcp".to_string()).chain(argv.clone()))
-            .map_err(|e| {
+        let stored = Cli::try_parse_from(
+            std::iter::once("nmcp".to_string()).chain(summary.argv.iter().cloned()),
+        )
+        .map_err(|e| {
             format!(
                 "{}: the stored command line does not parse: {e}",
                 r.dir.join(checkpoint::FILE_NAME).display()
@@ -106,24 +121,33 @@ fn checkpoint_request(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
         if matches!(stored.command, Command::Resume(_)) {
             return Err("a checkpoint cannot store `nmcp resume`".into());
         }
-        checkpoint::set_request(checkpoint::Request {
-            dir: Some(r.dir.clone()),
-            every: stored.checkpoint_every.unwrap_or(1),
-            argv,
-            resume: true,
-        });
-        return Ok(stored);
+        (stored, Some(r.dir.clone()), summary.argv)
+    } else {
+        (cli, None, std::env::args().skip(1).collect())
+    };
+    if let Some(b) = cli.max_memory {
+        limits::set_memory_cap(b);
     }
-    if cli.checkpoint_dir.is_some() && !matches!(cli.command, Command::T3(_)) {
+    let t3 = matches!(cli.command, Command::T3(_));
+    if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !t3 {
+        return Err(Box::new(cmd::UsageError(
+            "--max-sim-time / --max-events: only `nmcp t3` takes simulation caps so far".into(),
+        )));
+    }
+    limits::set_sim_limits(nmcp_emulator::sim::Limits {
+        max_sim_ps: cli.max_sim_time,
+        max_events: cli.max_events,
+    });
+    if cli.checkpoint_dir.is_some() && !t3 {
         return Err(Box::new(cmd::UsageError(
             "--checkpoint-dir: only the `nmcp t3` study checkpoints so far".into(),
         )));
     }
     checkpoint::set_request(checkpoint::Request {
-        dir: cli.checkpoint_dir.clone(),
+        resume: resume_dir.is_some(),
+        dir: resume_dir.or_else(|| cli.checkpoint_dir.clone()),
         every: cli.checkpoint_every.unwrap_or(1),
-        argv: std::env::args().skip(1).collect(),
-        resume: false,
+        argv,
     });
     Ok(cli)
 }

@@ -10,9 +10,11 @@
 //! picoseconds spans 213 days of simulated time.
 
 pub mod component;
+pub mod limits;
 pub mod queue;
 pub mod time;
 
 pub use component::Component;
+pub use limits::{LimitReached, Limits};
 pub use queue::{EventQueue, Scheduled};
 pub use time::{ClockDomain, Tick, PS_PER_NS};

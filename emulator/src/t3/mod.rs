@@ -18,6 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::config::GpuConfig;
+use crate::sim::{LimitReached, Limits};
 use nmcp_isa::gemm_ext::GemmDataType;
 
 /// The five configurations of dissertation 8.4.3.
@@ -170,6 +171,8 @@ pub struct T3Options {
     pub seed: u64,
     /// Split-K factor of the producer (8.6.7): workgroups per output tile.
     pub split_k: u8,
+    /// Caps on each simulation's simulated time and events.
+    pub limits: Limits,
 }
 
 impl Default for T3Options {
@@ -184,6 +187,7 @@ impl Default for T3Options {
             mca_starvation_cycles: 2_000,
             seed: 1,
             split_k: 1,
+            limits: Limits::default(),
         }
     }
 }
@@ -301,6 +305,17 @@ pub enum T3Error {
     Firmware(String),
     /// The simulation stopped without finishing (a model bug; says where).
     Stuck(String),
+    /// A user-set cap (simulated time, events) was reached.
+    Limit(LimitReached),
+}
+
+impl From<system::RunError> for T3Error {
+    fn from(e: system::RunError) -> Self {
+        match e {
+            system::RunError::Stuck(s) => Self::Stuck(s),
+            system::RunError::Limit(l) => Self::Limit(l),
+        }
+    }
 }
 
 impl fmt::Display for T3Error {
@@ -309,6 +324,7 @@ impl fmt::Display for T3Error {
             T3Error::Config(s) => write!(f, "bad T3 configuration: {s}"),
             T3Error::Firmware(s) => write!(f, "T3 firmware error: {s}"),
             T3Error::Stuck(s) => write!(f, "T3 simulation stuck: {s}"),
+            T3Error::Limit(l) => write!(f, "T3 simulation stopped: {l}"),
         }
     }
 }

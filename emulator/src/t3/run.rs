@@ -92,6 +92,7 @@ fn system(
             layout,
             dtype: opts.dtype,
             functional,
+            limits: opts.limits,
         },
         arbiter,
     )
@@ -170,7 +171,7 @@ fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phas
         |_, _, _, _| {},
         T3System::producers_done,
     )
-    .map_err(T3Error::Stuck)?;
+    .map_err(T3Error::from)?;
     let t = s.totals();
     let ns = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
     Ok(Phase {
@@ -232,7 +233,7 @@ fn ring_uncached(
     s.start_ring(kind, 0);
     let est = l.bytes() as f64 / opts.link.bytes_per_ns + f64::from(gpus) * opts.link.latency_ns;
     s.run_until(limit(est), |_, _, _, _| {}, T3System::rings_done)
-        .map_err(T3Error::Stuck)?;
+        .map_err(T3Error::from)?;
     let t = s.totals();
     let ns = t
         .iter()
@@ -368,12 +369,12 @@ fn fused(
     s.run_until(limit(est), &mut handle, |sys| {
         sys.producers_done() && sys.nodes_finished()
     })
-    .map_err(T3Error::Stuck)?;
+    .map_err(T3Error::from)?;
     if partials.is_some() {
         // The collective is complete when the last update column issues; its data (and
         // so the values) lands with the write's completion, a few cycles on.
         s.run_until(limit(est), &mut handle, T3System::quiet)
-            .map_err(T3Error::Stuck)?;
+            .map_err(T3Error::from)?;
     }
     if let Some(f) = fault {
         return Err(T3Error::Firmware(f));
@@ -560,7 +561,7 @@ pub fn cu_split(
         |_, _, _, _| {},
         |x| x.producers_done() && x.rings_done(),
     )
-    .map_err(T3Error::Stuck)?;
+    .map_err(T3Error::from)?;
     let t = s.totals();
     let g = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
     let r = t
@@ -710,7 +711,7 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
                 |_, _, _, _| {},
                 T3System::rings_done,
             )
-            .map_err(T3Error::Stuck)?;
+            .map_err(T3Error::from)?;
             let rs_ns = s
                 .totals()
                 .iter()

@@ -42,7 +42,7 @@ use crate::memctrl::{
     Access, Arbiter, ControllerConfig, ControllerObserver, IssuedColumn, MemCompletion,
     MemorySystem, Request, Source, TrafficClass,
 };
-use crate::sim::EventQueue;
+use crate::sim::{EventQueue, LimitReached, Limits, PS_PER_NS};
 
 /// Cycles per simulation slice (see the module docs).
 pub const SLICE_CYCLES: Cycle = 16;
@@ -352,6 +352,17 @@ pub struct SystemConfig {
     pub dtype: GemmDataType,
     /// Carry values.
     pub functional: bool,
+    /// Caps on simulated time and events.
+    pub limits: Limits,
+}
+
+/// Why [`T3System::run_until`] stopped before its condition held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// The internal time limit passed with work left: what was still running.
+    Stuck(String),
+    /// A user-set cap was reached.
+    Limit(LimitReached),
 }
 
 /// The multi-GPU system.
@@ -365,6 +376,8 @@ pub struct T3System {
     direct: HashMap<(u32, u32), LinkDirection>,
     queue: EventQueue<Ev>,
     now: Cycle,
+    /// Events handled (scheduled events and memory completions), for the event cap.
+    events: u64,
     /// Base addresses of the arrays.
     recv_base: u64,
     a_base: u64,
@@ -567,6 +580,7 @@ impl T3System {
             direct: HashMap::new(),
             queue: EventQueue::new(),
             now: 0,
+            events: 0,
         };
         if s.b_base + 512 * mb > s.cfg.preset.capacity_bytes() {
             return Err(format!(
@@ -1586,19 +1600,25 @@ impl T3System {
     /// Runs until `done(self)` holds, or `limit` cycles pass.
     ///
     /// # Errors
-    /// A message saying what was still running when the limit hit.
+    /// [`RunError::Stuck`] saying what was still running when `limit` passed;
+    /// [`RunError::Limit`] when a cap of the configuration's [`Limits`] is reached.
     pub fn run_until(
         &mut self,
         limit: Cycle,
         mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
         done: impl Fn(&Self) -> bool,
-    ) -> Result<Cycle, String> {
+    ) -> Result<Cycle, RunError> {
         while !done(self) {
             if self.now > limit {
-                return Err(self.describe());
+                return Err(RunError::Stuck(self.describe()));
             }
+            self.cfg
+                .limits
+                .check(self.now * PS_PER_NS, self.events)
+                .map_err(RunError::Limit)?;
             let end = self.now + SLICE_CYCLES;
             while let Some(e) = self.queue.pop_due(end) {
+                self.events += 1;
                 let at = e.at;
                 match e.event {
                     Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
@@ -1616,6 +1636,7 @@ impl T3System {
             for i in 0..self.nodes.len() {
                 self.drain_taps(i);
                 let done_now = std::mem::take(&mut self.nodes[i].done_buf);
+                self.events += done_now.len() as u64;
                 self.complete(i, &done_now);
                 self.nodes[i].done_buf = done_now;
                 let evs = std::mem::take(&mut self.nodes[i].fw_events);

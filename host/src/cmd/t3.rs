@@ -142,6 +142,7 @@ impl MachineArgs {
             mca_starvation_cycles: self.mca_starvation_cycles,
             seed: self.seed,
             split_k: self.split_k,
+            limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };
         if self.gpu_2x_cu {
