@@ -133,7 +133,15 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Contents, CheckpointError> {
 pub fn read(dir: &Path) -> Result<Summary, CheckpointError> {
     let path = dir.join(FILE_NAME);
     let bytes = std::fs::read(&path).map_err(|e| CheckpointError::Io(path.clone(), e))?;
-    let c = decode(&path, &bytes)?;
+    parse(&path, &bytes)
+}
+
+/// Checks the bytes of a checkpoint file (`path` names it in errors).
+///
+/// # Errors
+/// `Corrupt` or `Version` when they are not a checkpoint this nmcp wrote.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Summary, CheckpointError> {
+    let c = decode(path, bytes)?;
     Ok(Summary {
         mechanism: c.mechanism,
         argv: c.argv,
