@@ -163,31 +163,13 @@ pub struct Summary {
     pub total: u32,
 }
 
-/// Writes `bytes` to `path` whole or not at all: into a temporary file in the same
-/// directory, flushed, then renamed over `path`.
+/// Writes the checkpoint file whole or not at all ([`crate::cmd::io::write_atomic`]).
 ///
 /// # Errors
 /// The I/O error, with the path.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    use std::io::Write;
-    let io = |e: std::io::Error| CheckpointError::Io(path.to_path_buf(), e);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    // A temporary file is private (0600); the result is an ordinary file.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(io)?;
-    }
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    crate::cmd::io::write_atomic(path, bytes)
+        .map_err(|e| CheckpointError::Io(path.to_path_buf(), e))
 }
 
 /// How the process was asked to checkpoint: set once by the CLI before the command runs.

@@ -52,25 +52,28 @@ fn event_cap_stops_the_run_and_says_how_many() {
 
 #[test]
 fn memory_cap_stops_the_run_with_the_cap_and_the_use() {
+    // Four 2048 x 2048 f32 partial outputs: 64 MiB.
     let (code, out, err) = run(&[
         "t3",
-        "--h",
-        "4096",
-        "--tokens",
-        "8192",
-        "--tp",
+        "check",
+        "--gpus",
         "4",
-        "--sublayers",
-        "OP",
+        "--m",
+        "2048",
+        "--n",
+        "2048",
+        "--k",
+        "1",
         "--max-memory",
-        "64M",
+        "32M",
     ]);
     assert_eq!(code, Some(1), "{err}");
     assert!(out.is_empty());
     assert!(
-        err.contains("memory cap reached (--max-memory 64 MiB)"),
+        err.contains("memory cap reached (--max-memory 32 MiB)"),
         "{err}"
     );
+    assert!(err.contains("bytes refused"), "{err}");
     assert!(!err.contains("backtrace"), "{err}");
 }
 

@@ -90,7 +90,7 @@ pub fn run_asm(args: AsmArgs) -> CmdResult {
     let path = args
         .output
         .unwrap_or_else(|| args.file.with_extension("nmcb"));
-    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    super::io::write_file(&path, &bytes)?;
     Ok(())
 }
 
@@ -112,7 +112,7 @@ pub fn run_disasm(args: DisasmArgs) -> CmdResult {
 
 fn write_out(path: Option<&Path>, bytes: &[u8]) -> CmdResult {
     match path {
-        Some(p) => std::fs::write(p, bytes).map_err(|e| format!("{}: {e}", p.display()))?,
+        Some(p) => super::io::write_file(p, bytes)?,
         None => {
             use std::io::Write;
             std::io::stdout().write_all(bytes)?;

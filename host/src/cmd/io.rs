@@ -1,7 +1,7 @@
 //! What every subcommand needs for input and output: buffered output written at once,
 //! dump files read with the file name in errors, and address ranges parsed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nmcp_emulator::gpu::queue::QueueDump;
 use nmcp_isa::aql::DeviceRange;
@@ -48,4 +48,38 @@ pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
 pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>> {
     let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     QueueDump::parse(&data).map_err(|e| format!("{}: {e}", file.display()).into())
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary file in the same
+/// directory, flushed to disk, then renamed over `path`, so a run that is killed or fails
+/// never leaves a half-written output (SPEC 8).
+///
+/// # Errors
+/// The I/O error.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    // A temporary file is private (0600); the result is an ordinary file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// [`write_atomic`] with the path in the error.
+///
+/// # Errors
+/// `PATH: cannot write: ...`.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    write_atomic(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }

@@ -502,7 +502,7 @@ pub fn write_check_dir(
     }
     let path = dir.join("layout.json");
     let text = serde_json::to_string_pretty(&layout_json(run, out)).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text + "\n").map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    crate::cmd::io::write_file(&path, (text + "\n").as_bytes())
 }
 
 #[cfg(test)]

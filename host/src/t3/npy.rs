@@ -21,16 +21,16 @@ fn write<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], data: &[T]) 
             data.len()
         ));
     }
-    let file = std::fs::File::create(path)
-        .map_err(|e| format!("{}: cannot create: {e}", path.display()))?;
+    let mut bytes = Vec::new();
     let mut w = npyz::WriteOptions::<T>::new()
         .default_dtype()
         .shape(shape)
-        .writer(std::io::BufWriter::new(file))
+        .writer(&mut bytes)
         .begin_nd()
         .map_err(ctx)?;
     w.extend(data.iter().copied()).map_err(ctx)?;
-    w.finish().map_err(ctx)
+    w.finish().map_err(ctx)?;
+    crate::cmd::io::write_file(path, &bytes)
 }
 
 /// Writes `data` as float32 (`'<f4'`).

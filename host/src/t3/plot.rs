@@ -40,9 +40,13 @@ fn kinds(b: &TrafficBytes) -> [(&'static str, u64); 6] {
 pub fn write_svgs(dir: &Path, results: &[SubLayerResult]) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     let speed = dir.join("t3-speedup.svg");
-    speedup_svg(&speed, results).map_err(|e| format!("{}: {e}", speed.display()))?;
+    let mut svg = String::new();
+    speedup_svg(&mut svg, results).map_err(|e| format!("{}: {e}", speed.display()))?;
+    crate::cmd::io::write_file(&speed, svg.as_bytes())?;
     let traffic = dir.join("t3-traffic.svg");
-    traffic_svg(&traffic, results).map_err(|e| format!("{}: {e}", traffic.display()))?;
+    let mut svg = String::new();
+    traffic_svg(&mut svg, results).map_err(|e| format!("{}: {e}", traffic.display()))?;
+    crate::cmd::io::write_file(&traffic, svg.as_bytes())?;
     Ok(vec![speed, traffic])
 }
 
@@ -65,7 +69,7 @@ where
     Ok(())
 }
 
-fn speedup_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
+fn speedup_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
     let gs = groups(results);
     let scen = &Scenario::ALL[1..];
     // One row of bars per sub-layer, then the geomean over all of them.
@@ -95,7 +99,7 @@ fn speedup_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
     bars.push((["geomean".into(), String::new()], gm));
     let n = bars.len();
     let width = (160 + 110 * n as u32).max(700);
-    let root = SVGBackend::new(path, (width, 500)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let ymax = bars
         .iter()
@@ -153,11 +157,11 @@ fn speedup_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
     Ok(())
 }
 
-fn traffic_svg(path: &Path, results: &[SubLayerResult]) -> PlotResult {
+fn traffic_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
     let gs = groups(results);
     let n = gs.len().max(1);
     let width = (160 + 130 * n as u32).max(700);
-    let root = SVGBackend::new(path, (width, 520)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let ymax = gs
         .iter()
