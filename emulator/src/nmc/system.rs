@@ -26,7 +26,9 @@ use rayon::prelude::*;
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
 use crate::memctrl::{Controller, ControllerConfig, MemCompletion, MemorySystem};
 use crate::memory::DeviceMemory;
-use crate::nmc::engine::{ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine};
+use crate::nmc::engine::{
+    AluModel, ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine, RowPolicy,
+};
 
 /// Settings of a node's NMC block.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -43,6 +45,10 @@ pub struct NmcSystemConfig {
     pub host_reduction_ns: f64,
     /// Simulate engines on all cores (timing-only runs).
     pub parallel: bool,
+    /// How the bank ALUs' instructions are issued (docs/calibration.md).
+    pub alu_model: AluModel,
+    /// How an engine orders a row visit's column commands.
+    pub row_policy: RowPolicy,
 }
 
 impl Default for NmcSystemConfig {
@@ -53,6 +59,8 @@ impl Default for NmcSystemConfig {
             queue_depth: 16,
             host_reduction_ns: 1000.0,
             parallel: true,
+            alu_model: AluModel::ColumnTriggered,
+            row_policy: RowPolicy::ProgramOrder,
         }
     }
 }
@@ -148,7 +156,15 @@ impl NmcBlock {
     pub fn new(preset: &HbmPreset, mapping: AddressMapping, config: NmcSystemConfig) -> Self {
         let memory = MemorySystem::new(preset, mapping, ControllerConfig::from_preset(preset));
         let engines = (0..preset.pseudo_channels() as usize)
-            .map(|i| NmcChannelEngine::new(i, preset, config.ts_entries))
+            .map(|i| {
+                NmcChannelEngine::with_model(
+                    i,
+                    preset,
+                    config.ts_entries,
+                    config.alu_model,
+                    config.row_policy,
+                )
+            })
             .collect();
         Self {
             memory,
@@ -218,6 +234,11 @@ impl NmcBlock {
             e.accumulator_reads += s.accumulator_reads;
             e.mode_switches += s.mode_switches;
             e.busy_cycles += s.busy_cycles;
+            e.column_cycles += s.column_cycles;
+            e.row_cycles += s.row_cycles;
+            e.refresh_cycles += s.refresh_cycles;
+            e.alu_stall_cycles += s.alu_stall_cycles;
+            e.alu_busy_cycles += s.alu_busy_cycles;
         }
         t.engines = e;
         t.commands_total = self
