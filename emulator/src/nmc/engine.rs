@@ -155,17 +155,21 @@ pub enum RowPolicy {
     /// Every column command in program order (today's engine).
     #[default]
     ProgramOrder,
-    /// Staged row visits (pipelined ALU, all-bank mode): every bank has a staging buffer
-    /// of [`STAGING_COLUMNS`] columns between its row and its ALU. A visit's reads stream
-    /// back to back into it (a read waits only when the buffer holds that many operands
-    /// the ALU has not taken yet), and results for the open row are posted to it and
-    /// written back to back at the end of the visit (or when the buffer is full), before
-    /// the row closes. So a visit pays one read-to-write bus turnaround (CL + BL + 2 - CWL)
-    /// and no write-to-read one (CWL + BL + tWTR_L), where program order pays both for
-    /// every column of a read-modify-write phase, and the bank can close its row and open
-    /// the next while the ALU still works on the operands it read: the ALU's time hides
-    /// behind the row switch instead of holding the row open. Ignored under the
-    /// column-triggered model, whose instructions execute in their own column slots.
+    /// Staged row visits (pipelined ALU, all-bank mode). A visit runs instruction by
+    /// instruction, each for every column of the chunk (the ALU interleaves the chunk's
+    /// independent columns), through a per-bank staging buffer of [`STAGING_COLUMNS`]
+    /// columns between the row and the ALU: reads stream back to back into it (a read
+    /// waits only while the buffer holds that many operands the ALU has not taken), and
+    /// results for the open row are posted to it and written back to back when it is
+    /// full or the row closes. So no read follows a write inside a visit: program order
+    /// pays the all-bank write-to-read gap (CWL + BL + tWTR_L = 15 tCK on hbm2-2000,
+    /// against tCCD_L = 4) for every column of a read-modify-write phase, staged visits
+    /// never. And a bank closes its row and opens the next while the ALU still works on
+    /// operands it read, so ALU time hides behind the row switch instead of holding the
+    /// row open. A phase with a read after a write of the row, or two reductions, runs in
+    /// program order (a posted write has not reached the row; the accumulator's order).
+    /// Ignored under the column-triggered model, whose instructions execute in their own
+    /// column slots.
     Staged,
 }
 
