@@ -234,7 +234,7 @@ fn hbm2(refresh: RefreshMode) -> HbmPreset {
 #[test]
 fn staged_visit_meets_each_gate_at_its_earliest_cycle() {
     let p = hbm2(RefreshMode::Off);
-    let t = PseudoChannel::new(&p).timing().clone();
+    let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Staged);
     let cmd = parse_macro(
         ".macro channels=0+1 mode=all col_start=0 col_count=8 chunk=8\n\
@@ -309,7 +309,7 @@ fn staged_all_bank_acts_respect_trc_tfaw_and_trrd() {
         if let Some(f) = tfaw {
             p.timing.tfaw = f;
         }
-        let t = PseudoChannel::new(&p).timing().clone();
+        let t = *PseudoChannel::new(&p).timing();
         let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Staged);
         nmc.submit(0, &cmd, &mut mem).unwrap();
         let log = log_of(&nmc);
@@ -333,7 +333,7 @@ fn staged_all_bank_acts_respect_trc_tfaw_and_trrd() {
 #[test]
 fn staged_refresh_drains_writes_and_waits_trfc() {
     let p = hbm2(RefreshMode::AllBank);
-    let t = PseudoChannel::new(&p).timing().clone();
+    let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Staged);
     let cmd = parse_macro(
         ".macro channels=0+1 mode=all col_start=0 col_count=2048 chunk=8\n\
