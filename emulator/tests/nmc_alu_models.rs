@@ -409,3 +409,32 @@ proptest! {
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }
+
+/// Mirroring pseudo-channel 0 in timing-only runs (what `nmcp lamb` does) gives exactly
+/// the cycles and counts of simulating every pseudo-channel, under every setup.
+#[test]
+fn mirrored_timing_runs_equal_the_full_simulation() {
+    let model = ModelPreset::custom("small", 1, 128, 512);
+    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
+    for setup in setups() {
+        let run = |mirror_broadcast| {
+            let config = LambRunConfig {
+                system: NmcSystemConfig {
+                    functional: false,
+                    parallel: false,
+                    alu_model: setup.alu_model,
+                    row_policy: setup.row_policy,
+                    mirror_broadcast,
+                    ..NmcSystemConfig::default()
+                },
+                ..LambRunConfig::default()
+            };
+            let preset = HbmPreset::builtin("lamb-ch6").unwrap();
+            let mut r = LambRun::new(preset, &elements, config).unwrap();
+            let cycles: Vec<u64> = (0..2).map(|_| r.step().unwrap().cycles).collect();
+            (cycles, r.totals())
+        };
+        let (full, mirrored) = (run(false), run(true));
+        assert_eq!(full, mirrored, "{}", setup.name());
+    }
+}

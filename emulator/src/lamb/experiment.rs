@@ -161,6 +161,11 @@ pub struct AluModelReport {
     pub dram_commands: u64,
     /// Where the time goes.
     pub time: TimeSplit,
+    /// Ideal GPU at 100 % over a first-order analytic estimate of the same commands:
+    /// tCCD_L per column command and tRP + tRCD per row switch, nothing else (no tRAS,
+    /// tWR or turnaround floors, refresh, ALU stalls or host time) — the kind of model
+    /// "common DRAM timing parameters" suggests, for comparing with the dissertation.
+    pub analytic_speedup: f64,
     /// The TS sweep under this setup (empty unless asked for).
     pub ts_sweep: Vec<Timing>,
 }
@@ -338,6 +343,15 @@ pub fn program_bound_with_alu(
     program_bound(preset, params, slots.max(alu_slots).round() as u64, steps)
 }
 
+/// The first-order analytic time of an engine's commands (see
+/// [`AluModelReport::analytic_speedup`]), per pseudo-channel.
+fn analytic_seconds(preset: &HbmPreset, e: &EngineStats) -> f64 {
+    let t = &preset.timing;
+    let cycles = e.column_commands as f64 * f64::from(t.tccd_l)
+        + e.activations as f64 * f64::from(t.trp + t.trcdrd);
+    cycles / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9
+}
+
 fn time_split(preset: &HbmPreset, e: &EngineStats, total_s: f64) -> TimeSplit {
     let per_pc =
         |c: u64| c as f64 / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9;
@@ -423,6 +437,8 @@ impl LambExperiment {
                 host_reduction_ns: self.host_reduction_ns,
                 alu_model: setup.alu_model,
                 row_policy: setup.row_policy,
+                // The sequencer broadcasts every call to all channels.
+                mirror_broadcast: !functional,
                 ..NmcSystemConfig::default()
             },
             hyper: self.hyper,
@@ -656,6 +672,7 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
             column_commands: t.engines.column_commands,
             dram_commands: t.commands_total,
             time: time_split(preset, &t.engines, seconds),
+            analytic_speedup: gpu_s[0] / analytic_seconds(preset, &t.engines),
             ts_sweep,
         });
     }

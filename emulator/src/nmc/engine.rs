@@ -322,6 +322,27 @@ pub struct EngineStats {
     pub alu_busy_cycles: u64,
 }
 
+impl EngineStats {
+    /// Every count multiplied by `n` (one engine standing for `n` identical ones).
+    pub fn times(&self, n: u64) -> Self {
+        Self {
+            macro_commands: self.macro_commands * n,
+            column_commands: self.column_commands * n,
+            activations: self.activations * n,
+            refreshes: self.refreshes * n,
+            scalar_writes: self.scalar_writes * n,
+            accumulator_reads: self.accumulator_reads * n,
+            mode_switches: self.mode_switches * n,
+            busy_cycles: self.busy_cycles * n,
+            column_cycles: self.column_cycles * n,
+            row_cycles: self.row_cycles * n,
+            refresh_cycles: self.refresh_cycles * n,
+            alu_stall_cycles: self.alu_stall_cycles * n,
+            alu_busy_cycles: self.alu_busy_cycles * n,
+        }
+    }
+}
+
 /// Which mode the pseudo-channel is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
