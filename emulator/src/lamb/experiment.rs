@@ -278,6 +278,9 @@ pub struct LambReport {
     /// That time as a share of the main run's NMC time (the CP runs ahead of the engines,
     /// so most of it overlaps them; this is its size, not what it adds).
     pub firmware_share: f64,
+    /// What it adds: the main setup's NMC time minus the same step(s) with the firmware
+    /// free (timing only), seconds.
+    pub firmware_exposed_seconds: f64,
     /// Wall-clock time of the experiment.
     pub wall_seconds: f64,
     /// Simulated DRAM commands per wall-clock second.
@@ -635,6 +638,11 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         AluModel::Pipelined { .. } => program_bound_with_alu(preset, params, &t.engines, e.steps),
     };
     let program = bound_of(&setups[0], &totals);
+    let free_firmware = LambRunConfig {
+        cost: FirmwareCost::free(),
+        ..e.config(e.ts_entries, false)
+    };
+    let exposed = nmc_s - e.timed(preset, free_firmware)?;
     let breakdown = if e.breakdown {
         e.breakdown(gpu_s[0], program)?
     } else {
@@ -724,6 +732,7 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         data_movement: movement,
         firmware_seconds: cp_seconds,
         firmware_share: cp_seconds / nmc_s,
+        firmware_exposed_seconds: exposed,
         wall_seconds: wall_s,
         dram_commands_per_second: totals.commands_total as f64 / wall_s,
     };

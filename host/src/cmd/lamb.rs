@@ -379,9 +379,11 @@ fn print_models(r: &LambReport) {
     }
     println!();
     println!(
-        "LAMB firmware (sequencer) on the CP: {:.3} ms charged, {:.2} % of the step (mostly overlapped with the engines)",
+        "LAMB firmware (sequencer) on the CP: {:.3} ms charged ({:.2} % of the NMC time), of which {:.3} ms ({:.2} %) the engines could not hide",
         r.firmware_seconds * 1e3,
-        r.firmware_share * 100.0
+        r.firmware_share * 100.0,
+        r.firmware_exposed_seconds * 1e3,
+        r.firmware_exposed_seconds / r.nmc_seconds * 100.0
     );
 }
 
