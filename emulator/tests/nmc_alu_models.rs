@@ -158,6 +158,15 @@ fn speedup_never_exceeds_the_physical_bound() {
             m.speedup[0],
             m.program_bound
         );
+        // No schedule of a setup's row visits beats their row-cycle floor.
+        assert!(
+            m.speedup[0] <= m.row_cycle_bound,
+            "{}: {} over its row-cycle bound {}",
+            m.name,
+            m.speedup[0],
+            m.row_cycle_bound
+        );
+        assert!(m.row_cycle_bound <= r.physical_bound, "{}", m.name);
         for t in &m.ts_sweep {
             assert!(
                 t.speedup_vs_ideal_100 <= r.physical_bound,

@@ -161,6 +161,10 @@ pub struct AluModelReport {
     pub dram_commands: u64,
     /// Where the time goes.
     pub time: TimeSplit,
+    /// Ideal GPU at 100 % over the row-cycle floor of the row visits this setup makes
+    /// (`EngineStats::visit_floor_cycles`: no schedule of its commands on one row buffer
+    /// per bank is faster), without refresh, ALU, host or firmware time.
+    pub row_cycle_bound: f64,
     /// Ideal GPU at 100 % over a first-order analytic estimate of the same commands:
     /// tCCD_L per column command and tRP + tRCD per row switch, nothing else (no tRAS,
     /// tWR or turnaround floors, refresh, ALU stalls or host time) — the kind of model
@@ -681,6 +685,10 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
             dram_commands: t.commands_total,
             time: time_split(preset, &t.engines, seconds),
             analytic_speedup: gpu_s[0] / analytic_seconds(preset, &t.engines),
+            row_cycle_bound: gpu_s[0]
+                / (t.engines.visit_floor_cycles as f64 / f64::from(preset.pseudo_channels())
+                    * preset.organisation.tck_ns
+                    * 1e-9),
             ts_sweep,
         });
     }

@@ -238,6 +238,10 @@ pub struct PhaseScript {
     ops: Vec<ColumnOp>,
     /// Pipelined: one entry per executed instruction.
     steps: Vec<PipelinedStep>,
+    /// Column commands one column issues (reads, writes), column-triggered.
+    triggered_rw: (u32, u32),
+    /// The same, pipelined (only row-touching instructions).
+    pipelined_rw: (u32, u32),
     /// Whether the staged policy may run the phase: instruction by instruction across a
     /// chunk, writes posted. Needs at most one reduction (the accumulator is the only
     /// state columns share, so with one reducing instruction it sums in column order
@@ -286,7 +290,30 @@ fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
         }
     }
     s.stageable = reductions <= 1 && !read_after_write;
+    let count = |it: &mut dyn Iterator<Item = ColumnOp>| {
+        it.fold((0, 0), |(r, w), op| match op {
+            ColumnOp::Read => (r + 1, w),
+            ColumnOp::Write => (r, w + 1),
+            ColumnOp::ReadModifyWrite => (r + 1, w + 1),
+        })
+    };
+    s.triggered_rw = count(&mut s.ops.iter().copied());
+    s.pipelined_rw = count(&mut s.steps.iter().filter_map(|st| st.mem));
     Ok(s)
+}
+
+/// The row-cycle floor of one all-bank row visit of `n` columns, each issuing `rw.0` reads
+/// and `rw.1` writes (see [`EngineStats::visit_floor_cycles`]).
+fn visit_floor(t: &crate::hbm::config::TimingCycles, n: u32, rw: (u32, u32)) -> u64 {
+    let (reads, writes) = (u64::from(rw.0), u64::from(rw.1));
+    let columns = u64::from(n) * (reads + writes);
+    if columns == 0 {
+        return 0;
+    }
+    let first = if reads > 0 { t.trcdrd } else { t.trcdwr };
+    let last = first + (columns - 1) * t.tccd_l;
+    let tail = if writes > 0 { t.wr_to_pre } else { t.trtp };
+    (last + tail).max(t.tras).max(t.trc - t.trp) + t.trp
 }
 
 /// What one pseudo-channel's engine has done.
@@ -317,6 +344,12 @@ pub struct EngineStats {
     /// Cycles the command stream waited for the pipelined ALU (a write for its data, a
     /// read for the operand latch, a job's end for trailing ALU work).
     pub alu_stall_cycles: u64,
+    /// The row-cycle floor of the row visits made: per visit of `n` columns, the ACT to
+    /// the next ACT can be no shorter than tRC, nor than tRCD + the visit's column
+    /// commands tCCD_L apart + tRTP (or CWL + BL + tWR after a write) + tRP, nor than
+    /// tRAS + tRP; summed. No schedule of these commands on one row buffer per bank is
+    /// faster (refresh, ALU and host time come on top).
+    pub visit_floor_cycles: u64,
     /// Pipelined model: cycles the ALU computes (its operations at the rate the chunk
     /// sustains), whether or not they overlap the column stream.
     pub alu_busy_cycles: u64,
@@ -338,6 +371,7 @@ impl EngineStats {
             row_cycles: self.row_cycles * n,
             refresh_cycles: self.refresh_cycles * n,
             alu_stall_cycles: self.alu_stall_cycles * n,
+            visit_floor_cycles: self.visit_floor_cycles * n,
             alu_busy_cycles: self.alu_busy_cycles * n,
         }
     }
@@ -731,6 +765,11 @@ impl NmcChannelEngine {
                 // row (one division per chunk, not per column).
                 let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
                 let mut col = (chunk_first % u64::from(cpr)) as u32;
+                let rw = match self.alu_model {
+                    AluModel::ColumnTriggered => sc.triggered_rw,
+                    AluModel::Pipelined { .. } => sc.pipelined_rw,
+                };
+                self.stats.visit_floor_cycles += visit_floor(ctrl.pseudo_channel().timing(), n, rw);
                 if let (AluModel::Pipelined { ops_per_tck }, RowPolicy::Staged, None) =
                     (self.alu_model, self.policy, single)
                 {

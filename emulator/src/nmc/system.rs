@@ -258,6 +258,7 @@ impl NmcBlock {
             e.refresh_cycles += s.refresh_cycles;
             e.alu_stall_cycles += s.alu_stall_cycles;
             e.alu_busy_cycles += s.alu_busy_cycles;
+            e.visit_floor_cycles += s.visit_floor_cycles;
         }
         t.engines = e.times(copies);
         t.commands_total = self.memory.controllers()[..engines.len()]
