@@ -3,9 +3,13 @@
 //! command log and refresh schedule ordinary requests use — and (optionally) runs every
 //! bank's ALU on the bytes in device memory.
 //!
-//! Command generation (SPEC 3.3): every executed instruction occupies its
-//! [`Instr::column_slots`] column-command slots; an instruction that writes the open row
-//! issues an all-bank WR in its last slot, every other slot is an all-bank RD (the
+//! Command generation depends on the [`AluModel`] (docs/decisions/nmc-alu-issue.md). Under
+//! the pipelined model only instructions that read or write the open row issue column
+//! commands and the ALU runs behind them on its own clock; the [`RowPolicy`] orders a row
+//! visit's commands. The rest of this paragraph is the column-triggered model (SPEC 3.3):
+//! every executed instruction occupies its [`Instr::column_slots`] column-command slots;
+//! an instruction that writes the open row issues an all-bank WR in its last slot, every
+//! other slot is an all-bank RD (the
 //! HBM-PIM convention: a bank-ALU instruction is triggered by a column command, which for
 //! an ALU-only instruction reads the column and discards it). A read-modify-write
 //! instruction (MEM as source and destination) issues a RD and then a WR. A row change
