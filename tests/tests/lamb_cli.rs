@@ -73,6 +73,24 @@ fn small_model_functional_run_matches_reference_and_respects_bounds() {
     );
     assert!(v["activations"].as_u64().unwrap() > 0);
     assert!(v["gpu_bytes"].as_u64().unwrap() == 13 * 4 * v["parameters"].as_u64().unwrap() * 2);
+    // The ALU issue models side by side (issue 10): the default three, each with its
+    // speedups at 100/90/80 % of peak, under the physical bound, with its own TS sweep.
+    let models = v["alu_models"].as_array().unwrap();
+    let names: Vec<&str> = models.iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["column-triggered", "pipelined", "pipelined+staged"]);
+    assert!((models[0]["speedup"][0].as_f64().unwrap() - s).abs() < 1e-12);
+    for m in models {
+        let sp: Vec<f64> = m["speedup"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(sp.len(), 3);
+        assert!(sp[0] <= bound && sp[0] < sp[1] && sp[1] < sp[2], "{m}");
+        assert_eq!(m["ts_sweep"].as_array().unwrap().len(), sweep.len());
+    }
+    assert!(v["firmware_share"].as_f64().unwrap() > 0.0);
 }
 
 fn write_npy(path: &Path, shape: &[u64], data: &[f32]) {

@@ -16,7 +16,9 @@ use crate::lamb::checked::CheckedRun;
 use crate::lamb::reference::{Comparison, LambHyper, TensorState};
 use crate::lamb::run::{LambError, LambRun, LambRunConfig};
 use crate::lamb::{IdealGpu, ARRAY_PASSES};
-use crate::nmc::system::NmcSystemConfig;
+use crate::nmc::engine::{AluModel, EngineStats, RowPolicy};
+use crate::nmc::system::{NmcSystemConfig, NmcTotals};
+use crate::node::FirmwareCost;
 
 /// TS sizes the sweep visits.
 pub const TS_SWEEP: [usize; 7] = [4, 8, 16, 32, 64, 128, 256];
@@ -28,6 +30,60 @@ pub const GPU_FRACTIONS: [f64; 3] = [1.0, 0.9, 0.8];
 /// HBM2 are two half-cycles of 8 and 6 pins; we count 4 bytes per command, a round upper
 /// bound, so the data-movement ratio is not flattered).
 pub const COMMAND_BYTES: u64 = 4;
+
+/// One engine configuration the report compares: an ALU issue model and a row-visit
+/// policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EngineSetup {
+    /// How the bank ALUs issue.
+    pub alu_model: AluModel,
+    /// How a row visit's column commands are ordered.
+    pub row_policy: RowPolicy,
+}
+
+impl EngineSetup {
+    /// Today's engine: column-triggered, program order.
+    pub const COLUMN_TRIGGERED: Self = Self {
+        alu_model: AluModel::ColumnTriggered,
+        row_policy: RowPolicy::ProgramOrder,
+    };
+
+    /// The setups `nmcp lamb` compares by default: column-triggered, pipelined, and
+    /// pipelined with staged row visits.
+    pub fn defaults() -> Vec<Self> {
+        vec![
+            Self::COLUMN_TRIGGERED,
+            Self {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::ProgramOrder,
+            },
+            Self {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::Staged,
+            },
+        ]
+    }
+
+    /// `model` or `model+policy`, e.g. `pipelined+staged`.
+    pub fn name(&self) -> String {
+        match self.row_policy {
+            RowPolicy::ProgramOrder => self.alu_model.name(),
+            p => format!("{}+{}", self.alu_model.name(), p.name()),
+        }
+    }
+
+    /// Parses a [`Self::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        let (m, p) = match s.split_once('+') {
+            Some((m, p)) => (m, RowPolicy::parse(p)?),
+            None => (s, RowPolicy::ProgramOrder),
+        };
+        Some(Self {
+            alu_model: AluModel::parse(m)?,
+            row_policy: p,
+        })
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,8 +114,75 @@ pub struct LambExperiment {
     pub lamb_share: Vec<f64>,
     /// Also time the variants of [`LambReport::breakdown`].
     pub breakdown: bool,
-    /// Also time every TS size of [`TS_SWEEP`].
+    /// Also time every TS size of [`TS_SWEEP`] (for every engine setup).
     pub ts_sweep: bool,
+    /// Engine setups to compare; the first one runs the main (functional, if asked)
+    /// step and sets the report's top-level figures. Empty means
+    /// [`EngineSetup::COLUMN_TRIGGERED`] alone.
+    pub setups: Vec<EngineSetup>,
+}
+
+/// Where one engine's time goes, in seconds of the step(s), averaged over the
+/// pseudo-channels (the engines run the same broadcast commands, so they agree closely).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeSplit {
+    /// Streaming column commands (including their tCCD and bus-turnaround gaps).
+    pub columns: f64,
+    /// Row switches: PRE/ACT and tRCD before the first column of a new row.
+    pub row_switches: f64,
+    /// Refresh: the close before REF, tRFC and the re-opening.
+    pub refresh: f64,
+    /// The command stream waiting for the pipelined ALU.
+    pub alu_stalls: f64,
+    /// Everything else: host reductions and their round trips, the firmware's own time
+    /// where the engines wait for it, mode switches.
+    pub reductions_and_other: f64,
+}
+
+/// One engine setup's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AluModelReport {
+    /// [`EngineSetup::name`].
+    pub name: String,
+    /// The setup.
+    pub setup: EngineSetup,
+    /// TS entries per bank ALU.
+    pub ts_entries: usize,
+    /// NMC time of all steps.
+    pub nmc_seconds: f64,
+    /// Ideal GPU time over NMC time at 100, 90 and 80 % of peak.
+    pub speedup: [f64; 3],
+    /// The bound for these programs under this model: no row switches, refresh or host
+    /// time, only the column slots and (pipelined) the ALU's own time.
+    pub program_bound: f64,
+    /// Column commands.
+    pub column_commands: u64,
+    /// DRAM commands of every kind.
+    pub dram_commands: u64,
+    /// Where the time goes.
+    pub time: TimeSplit,
+    /// Ideal GPU at 100 % over the row-cycle floor of the row visits this setup makes
+    /// (`EngineStats::visit_floor_cycles`: no schedule of its commands on one row buffer
+    /// per bank is faster), without refresh, ALU, host or firmware time.
+    pub row_cycle_bound: f64,
+    /// Ideal GPU at 100 % over a first-order analytic estimate of the same commands:
+    /// tCCD_L per column command and tRP + tRCD per row switch, nothing else (no tRAS,
+    /// tWR or turnaround floors, refresh, ALU stalls or host time) — the kind of model
+    /// "common DRAM timing parameters" suggests, for comparing with the dissertation.
+    pub analytic_speedup: f64,
+    /// The TS sweep under this setup (empty unless asked for).
+    pub ts_sweep: Vec<Timing>,
+}
+
+/// One candidate definition of "data movement" and the GPU-over-NMC ratio it gives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataMovement {
+    /// What is counted on the NMC side.
+    pub definition: String,
+    /// Engine setup the NMC side was measured under.
+    pub setup: String,
+    /// Ideal-GPU bytes over NMC bytes.
+    pub ratio: f64,
 }
 
 /// NMC time at one TS size, against the ideal GPU at 100, 90 and 80 % of peak.
@@ -149,6 +272,19 @@ pub struct LambReport {
     pub ts_sweep: Vec<Timing>,
     /// Where the time goes (empty unless asked for).
     pub breakdown: Vec<Variant>,
+    /// Every engine setup compared, side by side (the first is the main run's).
+    pub alu_models: Vec<AluModelReport>,
+    /// Candidate definitions of the dissertation's "~13x less data movement".
+    pub data_movement: Vec<DataMovement>,
+    /// CP time the LAMB sequencer was charged (its own work: descriptor reads and NMC
+    /// calls), seconds, all steps of the main run.
+    pub firmware_seconds: f64,
+    /// That time as a share of the main run's NMC time (the CP runs ahead of the engines,
+    /// so most of it overlaps them; this is its size, not what it adds).
+    pub firmware_share: f64,
+    /// What it adds: the main setup's NMC time minus the same step(s) with the firmware
+    /// free (timing only), seconds.
+    pub firmware_exposed_seconds: f64,
     /// Wall-clock time of the experiment.
     pub wall_seconds: f64,
     /// Simulated DRAM commands per wall-clock second.
@@ -201,6 +337,84 @@ pub fn program_bound(preset: &HbmPreset, params: u64, column_commands: u64, step
     physical_bound(preset) * ARRAY_PASSES.len() as f64 / slots_per_column.max(1e-9)
 }
 
+/// The bound for programs under the pipelined model: a column needs its column slots or
+/// the ALU's time for it, whichever is longer (in tCCD_L slots), with no row switches.
+pub fn program_bound_with_alu(
+    preset: &HbmPreset,
+    params: u64,
+    stats: &EngineStats,
+    steps: u32,
+) -> f64 {
+    let slots = stats.column_commands as f64;
+    let alu_slots = stats.alu_busy_cycles as f64 / f64::from(preset.timing.tccd_l);
+    program_bound(preset, params, slots.max(alu_slots).round() as u64, steps)
+}
+
+/// The first-order analytic time of an engine's commands (see
+/// [`AluModelReport::analytic_speedup`]), per pseudo-channel.
+fn analytic_seconds(preset: &HbmPreset, e: &EngineStats) -> f64 {
+    let t = &preset.timing;
+    let cycles = e.column_commands as f64 * f64::from(t.tccd_l)
+        + e.activations as f64 * f64::from(t.trp + t.trcdrd);
+    cycles / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9
+}
+
+fn time_split(preset: &HbmPreset, e: &EngineStats, total_s: f64) -> TimeSplit {
+    let per_pc =
+        |c: u64| c as f64 / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9;
+    let (columns, row_switches, refresh, alu_stalls) = (
+        per_pc(e.column_cycles),
+        per_pc(e.row_cycles),
+        per_pc(e.refresh_cycles),
+        per_pc(e.alu_stall_cycles),
+    );
+    TimeSplit {
+        columns,
+        row_switches,
+        refresh,
+        alu_stalls,
+        reductions_and_other: (total_s - columns - row_switches - refresh - alu_stalls).max(0.0),
+    }
+}
+
+/// The candidate definitions of "data movement" for one setup's totals.
+fn data_movement(
+    setup: &str,
+    gpu_bytes: u64,
+    totals: &NmcTotals,
+    params: u64,
+    steps: u32,
+    preset: &HbmPreset,
+) -> Vec<DataMovement> {
+    let data = (totals.host_read_bytes + totals.host_write_bytes).max(1);
+    let column_bytes = u64::from(preset.organisation.bytes_per_column);
+    let per_step_array = params * 4 * u64::from(steps);
+    let d = |definition: &str, nmc: u64| DataMovement {
+        definition: definition.to_string(),
+        setup: setup.to_string(),
+        ratio: gpu_bytes as f64 / nmc.max(1) as f64,
+    };
+    vec![
+        d("data pins only: partials read, scalars written", data),
+        d(
+            "data + every DRAM command at 4 B on the command pins",
+            data + totals.commands_total * COMMAND_BYTES,
+        ),
+        d(
+            "data + every DRAM command as if it were a 32 B column on the pins",
+            data + totals.commands_total * column_bytes,
+        ),
+        d(
+            "data + every column command as a 32 B column (broadcast counted once per pseudo-channel)",
+            data + totals.engines.column_commands * column_bytes,
+        ),
+        d(
+            "per pass: the one array pass NMC still needs across the interface (the GPU's gradient write)",
+            per_step_array,
+        ),
+    ]
+}
+
 /// End-to-end speedup of an iteration whose LAMB share is `percent`, LAMB being
 /// `speedup` times faster (Amdahl).
 pub fn end_to_end(percent: f64, speedup: f64) -> f64 {
@@ -209,13 +423,29 @@ pub fn end_to_end(percent: f64, speedup: f64) -> f64 {
 }
 
 impl LambExperiment {
+    fn setups(&self) -> Vec<EngineSetup> {
+        if self.setups.is_empty() {
+            vec![EngineSetup::COLUMN_TRIGGERED]
+        } else {
+            self.setups.clone()
+        }
+    }
+
     fn config(&self, ts_entries: usize, functional: bool) -> LambRunConfig {
+        self.config_for(self.setups()[0], ts_entries, functional)
+    }
+
+    fn config_for(&self, setup: EngineSetup, ts_entries: usize, functional: bool) -> LambRunConfig {
         LambRunConfig {
             system: NmcSystemConfig {
                 ts_entries,
                 functional,
                 parallel: !functional,
                 host_reduction_ns: self.host_reduction_ns,
+                alu_model: setup.alu_model,
+                row_policy: setup.row_policy,
+                // The sequencer broadcasts every call to all channels.
+                mirror_broadcast: !functional,
                 ..NmcSystemConfig::default()
             },
             hyper: self.hyper,
@@ -225,11 +455,23 @@ impl LambExperiment {
 
     /// NMC seconds of all steps, timing only.
     fn timed(&self, preset: &HbmPreset, config: LambRunConfig) -> Result<f64, LambError> {
+        Ok(self.timed_run(preset, config)?.0)
+    }
+
+    /// NMC seconds of all steps, timing only, and the run's totals.
+    fn timed_run(
+        &self,
+        preset: &HbmPreset,
+        config: LambRunConfig,
+    ) -> Result<(f64, NmcTotals), LambError> {
         let mut r = LambRun::new(preset.clone(), &self.elements, config)?;
         let cycles = (0..self.steps)
             .map(|_| r.step().map(|o| o.cycles))
             .sum::<Result<u64, _>>()?;
-        Ok(cycles as f64 * preset.organisation.tck_ns * 1e-9)
+        Ok((
+            cycles as f64 * preset.organisation.tck_ns * 1e-9,
+            r.totals(),
+        ))
     }
 
     /// The breakdown variants: refresh off, no host latency, TS 256, and the bounds.
@@ -270,11 +512,38 @@ impl LambExperiment {
         Ok(out)
     }
 
-    /// The TS sweep; `progress` is called after each size.
-    fn sweep(&self, gpu_s: [f64; 3], progress: &mut dyn FnMut()) -> Result<Vec<Timing>, LambError> {
+    /// The chunks (stage 1, stage 2) the firmware's programs use at `ts` TS entries: two
+    /// TS sizes with the same chunks run the same macro-commands, so the same cycles.
+    fn chunks(&self, ts: usize) -> (usize, usize) {
+        let cap = usize::from(nmcp_isa::nmc::MAX_CHUNK)
+            .min(self.preset.organisation.columns_per_row as usize)
+            .max(1);
+        let slots = usize::from(nmcp_firmware::nmc::lamb::programs::STAGE1_SLOTS);
+        ((ts / slots).clamp(1, cap), ts.clamp(1, cap))
+    }
+
+    /// The TS sweep of `setup`; `progress` is called after each size. `known` is an NMC
+    /// time already measured at `known.0` TS entries: sizes whose programs are identical
+    /// to it (or to an earlier size of the sweep) reuse the time instead of re-running.
+    fn sweep(
+        &self,
+        setup: EngineSetup,
+        gpu_s: [f64; 3],
+        known: (usize, f64),
+        progress: &mut dyn FnMut(),
+    ) -> Result<Vec<Timing>, LambError> {
         let mut out = Vec::with_capacity(TS_SWEEP.len());
+        let mut seen = vec![(self.chunks(known.0), known.1)];
         for ts in TS_SWEEP {
-            let s = self.timed(&self.preset, self.config(ts, false))?;
+            let key = self.chunks(ts);
+            let s = match seen.iter().find(|(k, _)| *k == key) {
+                Some(&(_, s)) => s,
+                None => {
+                    let s = self.timed(&self.preset, self.config_for(setup, ts, false))?;
+                    seen.push((key, s));
+                    s
+                }
+            };
             out.push(Timing {
                 ts_entries: ts,
                 nmc_seconds: s,
@@ -363,19 +632,70 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
     let gpu_s = GPU_FRACTIONS.map(|f| gpu.seconds(params, f) * f64::from(e.steps));
     let speedup = gpu_s.map(|g| g / nmc_s);
     let totals = main.run.totals();
+    let cp_seconds = main.run.cp_cycles() as f64 / FirmwareCost::default().cp.clock_hz as f64;
     let physical = physical_bound(preset);
-    let program = program_bound(preset, params, totals.engines.column_commands, e.steps);
+    let setups = e.setups();
+    let bound_of = |setup: &EngineSetup, t: &NmcTotals| match setup.alu_model {
+        AluModel::ColumnTriggered => {
+            program_bound(preset, params, t.engines.column_commands, e.steps)
+        }
+        AluModel::Pipelined { .. } => program_bound_with_alu(preset, params, &t.engines, e.steps),
+    };
+    let program = bound_of(&setups[0], &totals);
+    let free_firmware = LambRunConfig {
+        cost: FirmwareCost::free(),
+        ..e.config(e.ts_entries, false)
+    };
+    let exposed = nmc_s - e.timed(preset, free_firmware)?;
     let breakdown = if e.breakdown {
         e.breakdown(gpu_s[0], program)?
     } else {
         Vec::new()
     };
-    let ts_sweep = if e.ts_sweep {
-        e.sweep(gpu_s, progress)?
-    } else {
-        Vec::new()
-    };
     let gpu_bytes = IdealGpu::bytes(params) * u64::from(e.steps);
+    let mut alu_models = Vec::with_capacity(setups.len());
+    let mut movement = Vec::new();
+    for (i, setup) in setups.iter().enumerate() {
+        let (seconds, t) = if i == 0 {
+            (nmc_s, totals)
+        } else {
+            e.timed_run(preset, e.config_for(*setup, e.ts_entries, false))?
+        };
+        let ts_sweep = if e.ts_sweep {
+            e.sweep(*setup, gpu_s, (e.ts_entries, seconds), progress)?
+        } else {
+            Vec::new()
+        };
+        movement.extend(data_movement(
+            &setup.name(),
+            gpu_bytes,
+            &t,
+            params,
+            e.steps,
+            preset,
+        ));
+        alu_models.push(AluModelReport {
+            name: setup.name(),
+            setup: *setup,
+            ts_entries: e.ts_entries,
+            nmc_seconds: seconds,
+            speedup: gpu_s.map(|g| g / seconds),
+            program_bound: bound_of(setup, &t),
+            column_commands: t.engines.column_commands,
+            dram_commands: t.commands_total,
+            time: time_split(preset, &t.engines, seconds),
+            analytic_speedup: gpu_s[0] / analytic_seconds(preset, &t.engines),
+            row_cycle_bound: gpu_s[0]
+                / (t.engines.visit_floor_cycles as f64 / f64::from(preset.pseudo_channels())
+                    * preset.organisation.tck_ns
+                    * 1e-9),
+            ts_sweep,
+        });
+    }
+    let ts_sweep = alu_models
+        .first()
+        .map(|m| m.ts_sweep.clone())
+        .unwrap_or_default();
     let nmc_data = totals.host_read_bytes + totals.host_write_bytes;
     let nmc_cmd = totals.commands_total * COMMAND_BYTES;
     let (comparison, state) = main
@@ -416,6 +736,11 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         max_plain_rel_error: comparison.map(|c| c.max_plain_rel_error),
         ts_sweep,
         breakdown,
+        alu_models,
+        data_movement: movement,
+        firmware_seconds: cp_seconds,
+        firmware_share: cp_seconds / nmc_s,
+        firmware_exposed_seconds: exposed,
         wall_seconds: wall_s,
         dram_commands_per_second: totals.commands_total as f64 / wall_s,
     };

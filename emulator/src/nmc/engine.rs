@@ -3,9 +3,13 @@
 //! command log and refresh schedule ordinary requests use — and (optionally) runs every
 //! bank's ALU on the bytes in device memory.
 //!
-//! Command generation (SPEC 3.3): every executed instruction occupies its
-//! [`Instr::column_slots`] column-command slots; an instruction that writes the open row
-//! issues an all-bank WR in its last slot, every other slot is an all-bank RD (the
+//! Command generation depends on the [`AluModel`] (docs/decisions/nmc-alu-issue.md). Under
+//! the pipelined model only instructions that read or write the open row issue column
+//! commands and the ALU runs behind them on its own clock; the [`RowPolicy`] orders a row
+//! visit's commands. The rest of this paragraph is the column-triggered model (SPEC 3.3):
+//! every executed instruction occupies its [`Instr::column_slots`] column-command slots;
+//! an instruction that writes the open row issues an all-bank WR in its last slot, every
+//! other slot is an all-bank RD (the
 //! HBM-PIM convention: a bank-ALU instruction is triggered by a column command, which for
 //! an ALU-only instruction reads the column and discards it). A read-modify-write
 //! instruction (MEM as source and destination) issues a RD and then a WR. A row change
@@ -21,7 +25,10 @@
 //! waits. While it owns the channel the controller schedules nothing, so running a
 //! macro-command to completion at once is exact.
 
-use nmcp_isa::nmc::{BankMode, BlockSteps, ControlError, Instr, MacroCommand, SCALAR_REGS};
+use nmcp_isa::nmc::{
+    BankMode, BlockSteps, ControlError, Instr, MacroCommand, ALU_OPS_PER_SLOT,
+    PIPELINED_OPS_PER_TCK, SCALAR_REGS,
+};
 
 use crate::hbm::{BankId, Command, Cycle, HbmPreset, TimingError};
 use crate::memctrl::Controller;
@@ -84,6 +91,129 @@ impl From<AluError> for EngineError {
     }
 }
 
+/// How a bank ALU's instructions reach the DRAM command stream: the design axis of
+/// docs/calibration.md ("ALU issue model"). Both models execute the same instructions on
+/// the same data (the numerics do not depend on it); only the timing differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum AluModel {
+    /// HBM-PIM-like: every instruction is triggered by column commands and occupies
+    /// [`Instr::column_slots`] of them (an ALU-only instruction reads a column and
+    /// discards it), so ALU work and column traffic are one stream.
+    ColumnTriggered,
+    /// The bank ALU runs on its own clock at `ops_per_tck` operations per DRAM clock,
+    /// decoupled from the column stream: only an instruction that reads or writes the
+    /// open row issues a column command; TS-only work executes while the bank streams
+    /// its next columns. What bounds the overlap: a read's operand latch (one column per
+    /// bank: the next RD waits until the ALU has taken the previous operand), a write's
+    /// data (the WR waits until the ALU has produced it), the ALU's own throughput, and
+    /// dependent operations (an operation's result is ready `tCCD_L / ALU_OPS_PER_SLOT`
+    /// clocks after it starts, so a chunk of `c` independent columns sustains at most
+    /// `c` operations per that latency).
+    Pipelined {
+        /// ALU operations (each on a whole 256-bit column) per DRAM clock.
+        ops_per_tck: u32,
+    },
+}
+
+impl AluModel {
+    /// The pipelined model at its documented default rate.
+    pub const PIPELINED: Self = Self::Pipelined {
+        ops_per_tck: PIPELINED_OPS_PER_TCK,
+    };
+
+    /// Name as the command line and the JSON report spell it.
+    pub fn name(&self) -> String {
+        match self {
+            Self::ColumnTriggered => "column-triggered".into(),
+            Self::Pipelined { ops_per_tck } if *ops_per_tck == PIPELINED_OPS_PER_TCK => {
+                "pipelined".into()
+            }
+            Self::Pipelined { ops_per_tck } => format!("pipelined-{ops_per_tck}"),
+        }
+    }
+
+    /// Parses `column-triggered`, `pipelined` (the default rate) or `pipelined-N`
+    /// (N operations per tCK, 1..=16).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "column-triggered" => Some(Self::ColumnTriggered),
+            "pipelined" => Some(Self::PIPELINED),
+            _ => {
+                let n: u32 = s.strip_prefix("pipelined-")?.parse().ok()?;
+                (1..=16)
+                    .contains(&n)
+                    .then_some(Self::Pipelined { ops_per_tck: n })
+            }
+        }
+    }
+}
+
+/// How the engine orders the column commands of one row visit (a phase's chunk in one
+/// open row). Neither changes what is computed: the columns of a chunk are independent
+/// (their TS entries are indexed by the column), so any order that keeps each column's
+/// own instruction order gives the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowPolicy {
+    /// Every column command in program order (today's engine).
+    #[default]
+    ProgramOrder,
+    /// Staged row visits (pipelined ALU, all-bank mode). A visit runs instruction by
+    /// instruction, each for every column of the chunk (the ALU interleaves the chunk's
+    /// independent columns), through a per-bank staging buffer of [`STAGING_COLUMNS`]
+    /// columns between the row and the ALU: reads stream back to back into it (a read
+    /// waits only while the buffer holds that many operands the ALU has not taken), and
+    /// results for the open row are posted to it and written back to back when it is
+    /// full or the row closes. So no read follows a write inside a visit: program order
+    /// pays the all-bank write-to-read gap (CWL + BL + tWTR_L = 15 tCK on hbm2-2000,
+    /// against tCCD_L = 4) for every column of a read-modify-write phase, staged visits
+    /// never. And a bank closes its row and opens the next while the ALU still works on
+    /// operands it read, so ALU time hides behind the row switch instead of holding the
+    /// row open. A phase with a read after a write of the row, or two reductions, runs in
+    /// program order (a posted write has not reached the row; the accumulator's order).
+    /// Ignored under the column-triggered model, whose instructions execute in their own
+    /// column slots.
+    Staged,
+}
+
+/// Columns of the per-bank staging buffer of [`RowPolicy::Staged`] (each 32 B): a
+/// quarter of the baseline TS (16 entries), so the policy adds 128 B per bank. Deeper
+/// buffers let reads run further ahead of the ALU; four cover a DIV's 12 operations
+/// against 4-clock column slots at one operation per clock.
+pub const STAGING_COLUMNS: usize = 4;
+
+impl RowPolicy {
+    /// Name as the command line and the JSON report spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ProgramOrder => "program-order",
+            Self::Staged => "staged",
+        }
+    }
+
+    /// Parses a [`Self::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "program-order" => Some(Self::ProgramOrder),
+            "staged" => Some(Self::Staged),
+            _ => None,
+        }
+    }
+}
+
+/// Sub-cycle resolution of the pipelined ALU's clock (divisible by 1..=10, so common
+/// rates are exact).
+const ALU_TICKS_PER_TCK: u64 = 2520;
+
+/// What the engine's time between two commands is attributed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Column,
+    Row,
+    Refresh,
+}
+
 /// One column command an executed instruction issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ColumnOp {
@@ -95,16 +225,40 @@ enum ColumnOp {
     ReadModifyWrite,
 }
 
+/// What one instruction needs under the pipelined ALU model: the column command it
+/// issues (if it reads or writes the open row) and its dependent ALU operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PipelinedStep {
+    mem: Option<ColumnOp>,
+    alu_ops: u32,
+}
+
 /// A phase's block expanded once (JUMP/EXIT resolved): the instructions to execute per
-/// column and the column commands they issue.
+/// column and the column commands they issue under each ALU model.
 #[derive(Debug, Clone, Default)]
 pub struct PhaseScript {
     instrs: Vec<Instr>,
+    /// Column-triggered: every slot of every instruction.
     ops: Vec<ColumnOp>,
+    /// Pipelined: one entry per executed instruction.
+    steps: Vec<PipelinedStep>,
+    /// Column commands one column issues (reads, writes), column-triggered.
+    triggered_rw: (u32, u32),
+    /// The same, pipelined (only row-touching instructions).
+    pipelined_rw: (u32, u32),
+    /// Whether the staged policy may run the phase: instruction by instruction across a
+    /// chunk, writes posted. Needs at most one reduction (the accumulator is the only
+    /// state columns share, so with one reducing instruction it sums in column order
+    /// either way) and no read of the row after a write to it (a posted write has not
+    /// reached the row yet).
+    stageable: bool,
 }
 
 fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
     let mut s = PhaseScript::default();
+    let mut reductions = 0;
+    let mut written = false;
+    let mut read_after_write = false;
     for step in BlockSteps::new(block) {
         let i = *step.map_err(EngineError::Control)?;
         let slots = i.column_slots();
@@ -112,6 +266,19 @@ fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
             continue;
         }
         s.instrs.push(i);
+        reductions += usize::from(matches!(i, Instr::Reduce { .. }));
+        read_after_write |= written && i.reads_memory();
+        written |= i.writes_memory();
+        let mem = match (i.reads_memory(), i.writes_memory()) {
+            (true, true) => Some(ColumnOp::ReadModifyWrite),
+            (true, false) => Some(ColumnOp::Read),
+            (false, true) => Some(ColumnOp::Write),
+            (false, false) => None,
+        };
+        s.steps.push(PipelinedStep {
+            mem,
+            alu_ops: i.alu_ops(),
+        });
         if i.reads_memory() && i.writes_memory() {
             s.ops
                 .extend(std::iter::repeat_n(ColumnOp::Read, slots as usize - 1));
@@ -126,7 +293,31 @@ fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
             });
         }
     }
+    s.stageable = reductions <= 1 && !read_after_write;
+    let count = |it: &mut dyn Iterator<Item = ColumnOp>| {
+        it.fold((0, 0), |(r, w), op| match op {
+            ColumnOp::Read => (r + 1, w),
+            ColumnOp::Write => (r, w + 1),
+            ColumnOp::ReadModifyWrite => (r + 1, w + 1),
+        })
+    };
+    s.triggered_rw = count(&mut s.ops.iter().copied());
+    s.pipelined_rw = count(&mut s.steps.iter().filter_map(|st| st.mem));
     Ok(s)
+}
+
+/// The row-cycle floor of one all-bank row visit of `n` columns, each issuing `rw.0` reads
+/// and `rw.1` writes (see [`EngineStats::visit_floor_cycles`]).
+fn visit_floor(t: &crate::hbm::config::TimingCycles, n: u32, rw: (u32, u32)) -> u64 {
+    let (reads, writes) = (u64::from(rw.0), u64::from(rw.1));
+    let columns = u64::from(n) * (reads + writes);
+    if columns == 0 {
+        return 0;
+    }
+    let first = if reads > 0 { t.trcdrd } else { t.trcdwr };
+    let last = first + (columns - 1) * t.tccd_l;
+    let tail = if writes > 0 { t.wr_to_pre } else { t.trtp };
+    (last + tail).max(t.tras).max(t.trc - t.trp) + t.trp
 }
 
 /// What one pseudo-channel's engine has done.
@@ -148,6 +339,46 @@ pub struct EngineStats {
     pub mode_switches: u64,
     /// Cycles from the first command of a job to its end, summed.
     pub busy_cycles: u64,
+    /// Of the engine's time, cycles spent waiting for and streaming column commands.
+    pub column_cycles: u64,
+    /// Cycles of row switches: PRE/ACT and the wait for the first column of a new row.
+    pub row_cycles: u64,
+    /// Cycles of refresh: the close before a REF, tRFC and the re-opening it forces.
+    pub refresh_cycles: u64,
+    /// Cycles the command stream waited for the pipelined ALU (a write for its data, a
+    /// read for the operand latch, a job's end for trailing ALU work).
+    pub alu_stall_cycles: u64,
+    /// The row-cycle floor of the row visits made: per visit of `n` columns, the ACT to
+    /// the next ACT can be no shorter than tRC, nor than tRCD + the visit's column
+    /// commands tCCD_L apart + tRTP (or CWL + BL + tWR after a write) + tRP, nor than
+    /// tRAS + tRP; summed. No schedule of these commands on one row buffer per bank is
+    /// faster (refresh, ALU and host time come on top).
+    pub visit_floor_cycles: u64,
+    /// Pipelined model: cycles the ALU computes (its operations at the rate the chunk
+    /// sustains), whether or not they overlap the column stream.
+    pub alu_busy_cycles: u64,
+}
+
+impl EngineStats {
+    /// Every count multiplied by `n` (one engine standing for `n` identical ones).
+    pub fn times(&self, n: u64) -> Self {
+        Self {
+            macro_commands: self.macro_commands * n,
+            column_commands: self.column_commands * n,
+            activations: self.activations * n,
+            refreshes: self.refreshes * n,
+            scalar_writes: self.scalar_writes * n,
+            accumulator_reads: self.accumulator_reads * n,
+            mode_switches: self.mode_switches * n,
+            busy_cycles: self.busy_cycles * n,
+            column_cycles: self.column_cycles * n,
+            row_cycles: self.row_cycles * n,
+            refresh_cycles: self.refresh_cycles * n,
+            alu_stall_cycles: self.alu_stall_cycles * n,
+            visit_floor_cycles: self.visit_floor_cycles * n,
+            alu_busy_cycles: self.alu_busy_cycles * n,
+        }
+    }
 }
 
 /// Which mode the pseudo-channel is in.
@@ -234,11 +465,45 @@ pub struct NmcChannelEngine {
     scalars: [u32; SCALAR_REGS as usize],
     alus: Vec<BankAlu>,
     stats: EngineStats,
+    alu_model: AluModel,
+    policy: RowPolicy,
+    /// Clocks after which a dependent operation's result is ready.
+    dependent_op_clocks: u64,
+    /// Pipelined model: when the ALU finishes the work it was given, in
+    /// [`ALU_TICKS_PER_TCK`] ticks.
+    alu_free: u64,
+    /// Pipelined model: when the ALU takes each operand still waiting in the latch or
+    /// staging buffer (oldest first).
+    operands: std::collections::VecDeque<Cycle>,
+    /// Posted writes waiting for the row visit's reads: (column, data ready).
+    posted: Vec<(u32, Cycle)>,
+    /// What the time up to the next command is charged to.
+    cause: Cause,
+    /// Pipelined model: ALU ticks of work given so far.
+    alu_busy_ticks: u64,
 }
 
 impl NmcChannelEngine {
-    /// An idle engine for pseudo-channel `index` with `ts_entries` TS entries per ALU.
+    /// An idle engine for pseudo-channel `index` with `ts_entries` TS entries per ALU,
+    /// the column-triggered ALU and program order.
     pub fn new(index: usize, preset: &HbmPreset, ts_entries: usize) -> Self {
+        Self::with_model(
+            index,
+            preset,
+            ts_entries,
+            AluModel::ColumnTriggered,
+            RowPolicy::ProgramOrder,
+        )
+    }
+
+    /// An idle engine with the given ALU issue model and row-visit policy.
+    pub fn with_model(
+        index: usize,
+        preset: &HbmPreset,
+        ts_entries: usize,
+        alu_model: AluModel,
+        policy: RowPolicy,
+    ) -> Self {
         let o = &preset.organisation;
         let banks = (o.bank_groups * o.banks_per_group) as usize;
         Self {
@@ -254,7 +519,25 @@ impl NmcChannelEngine {
             scalars: [0; SCALAR_REGS as usize],
             alus: (0..banks).map(|_| BankAlu::new(ts_entries)).collect(),
             stats: EngineStats::default(),
+            alu_model,
+            policy,
+            dependent_op_clocks: u64::from(preset.timing.tccd_l / ALU_OPS_PER_SLOT).max(1),
+            alu_free: 0,
+            operands: std::collections::VecDeque::with_capacity(STAGING_COLUMNS),
+            posted: Vec::new(),
+            cause: Cause::Column,
+            alu_busy_ticks: 0,
         }
+    }
+
+    /// The ALU issue model.
+    pub fn alu_model(&self) -> AluModel {
+        self.alu_model
+    }
+
+    /// The row-visit policy.
+    pub fn policy(&self) -> RowPolicy {
+        self.policy
     }
 
     /// Cycle at which the engine finishes what it was given.
@@ -294,13 +577,65 @@ impl NmcChannelEngine {
     /// Issues `cmd` as early as timing allows, in program order (never before the
     /// previous command). Inlined so the command's kind is known where it is built and
     /// the timing state's dispatch on it folds away.
+    /// The time since the previous command is charged to its cause: a row command to a
+    /// row switch (or the refresh that forced it), the first column of a new row too
+    /// (tRCD), every later column to column streaming.
     #[inline(always)]
     fn issue(&mut self, ctrl: &mut Controller, cmd: Command) -> Cycle {
-        self.now = ctrl.nmc_issue(&cmd, self.now);
-        self.now
+        let at = ctrl.nmc_issue(&cmd, self.now);
+        let waited = at - self.now;
+        let cause = match cmd {
+            Command::Ref => Cause::Refresh,
+            c if c.kind().is_row_command() && self.cause == Cause::Refresh => Cause::Refresh,
+            c if c.kind().is_row_command() => Cause::Row,
+            _ => self.cause,
+        };
+        match cause {
+            Cause::Column => self.stats.column_cycles += waited,
+            Cause::Row => self.stats.row_cycles += waited,
+            Cause::Refresh => self.stats.refresh_cycles += waited,
+        }
+        self.cause = if cmd.kind().is_row_command() {
+            cause
+        } else {
+            Cause::Column
+        };
+        self.now = at;
+        at
+    }
+
+    /// Holds the command stream until `ready` (the pipelined ALU's data or latch).
+    #[inline]
+    fn wait_for_alu(&mut self, ready: Cycle) {
+        if ready > self.now {
+            self.stats.alu_stall_cycles += ready - self.now;
+            self.now = ready;
+        }
+    }
+
+    /// Cycle at which the pipelined ALU has finished everything it was given.
+    fn alu_ready(&self) -> Cycle {
+        self.alu_free.div_ceil(ALU_TICKS_PER_TCK)
+    }
+
+    /// Issues the posted writes of the row visit, in column order, each no earlier than
+    /// its data.
+    fn flush_posted(&mut self, ctrl: &mut Controller) {
+        if self.posted.is_empty() {
+            return;
+        }
+        let posted = std::mem::take(&mut self.posted);
+        for &(col, ready) in &posted {
+            self.wait_for_alu(ready);
+            self.issue(ctrl, Command::AbWr { col });
+            self.stats.column_commands += 1;
+        }
+        self.posted = posted;
+        self.posted.clear();
     }
 
     fn close_rows(&mut self, ctrl: &mut Controller) {
+        self.flush_posted(ctrl);
         if ctrl.pseudo_channel().any_open() {
             self.issue(ctrl, Command::PreAll);
         }
@@ -312,6 +647,8 @@ impl NmcChannelEngine {
     #[inline]
     fn refresh_if_due(&mut self, ctrl: &mut Controller) {
         while ctrl.nmc_refresh_due(self.now) {
+            self.flush_posted(ctrl);
+            self.cause = Cause::Refresh;
             self.close_rows(ctrl);
             self.issue(ctrl, Command::Ref);
             self.stats.refreshes += 1;
@@ -432,6 +769,29 @@ impl NmcChannelEngine {
                 // row (one division per chunk, not per column).
                 let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
                 let mut col = (chunk_first % u64::from(cpr)) as u32;
+                let rw = match self.alu_model {
+                    AluModel::ColumnTriggered => sc.triggered_rw,
+                    AluModel::Pipelined { .. } => sc.pipelined_rw,
+                };
+                self.stats.visit_floor_cycles += visit_floor(ctrl.pseudo_channel().timing(), n, rw);
+                if let (AluModel::Pipelined { ops_per_tck }, RowPolicy::Staged, None) =
+                    (self.alu_model, self.policy, single)
+                {
+                    if col + n <= cpr && sc.stageable {
+                        let row = u32::try_from(row_index)
+                            .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                        self.refresh_if_due(ctrl);
+                        self.open(ctrl, row, None)?;
+                        let op_ticks = self.op_ticks(ops_per_tck, n);
+                        self.visit_staged(ctrl, sc, col, n, op_ticks);
+                        if let Some(st) = store.as_deref_mut() {
+                            for k in 0..n {
+                                self.execute(st, sc, None, row, col + k, cmd.chunk, k as u8)?;
+                            }
+                        }
+                        continue;
+                    }
+                }
                 for k in 0..n {
                     if col == cpr {
                         col = 0;
@@ -441,6 +801,15 @@ impl NmcChannelEngine {
                         .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                     self.refresh_if_due(ctrl);
                     self.open(ctrl, row, single)?;
+                    if let AluModel::Pipelined { ops_per_tck } = self.alu_model {
+                        let op_ticks = self.op_ticks(ops_per_tck, n);
+                        self.column_pipelined(ctrl, sc, single, row, col, op_ticks);
+                        if let Some(st) = store.as_deref_mut() {
+                            self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
+                        }
+                        col += 1;
+                        continue;
+                    }
                     for op in &sc.ops {
                         let c = match (op, single) {
                             (ColumnOp::Read, None) => Command::AbRd { col },
@@ -478,11 +847,142 @@ impl NmcChannelEngine {
             chunk_start += n;
         }
         // The job ends when its last write could be followed by a precharge: close the
-        // rows so the next job (or ordinary traffic) starts from a known state.
+        // rows so the next job (or ordinary traffic) starts from a known state. Under the
+        // pipelined model it also waits for the ALU's trailing work (a reduction's last
+        // accumulations, results in TS).
         self.close_rows(ctrl);
+        if matches!(self.alu_model, AluModel::Pipelined { .. }) {
+            self.wait_for_alu(self.alu_ready());
+        }
         self.stats.macro_commands += 1;
         self.stats.busy_cycles += self.now - first;
         Ok(self.now)
+    }
+
+    /// ALU ticks one operation takes under the pipelined model with `chunk` independent
+    /// columns in flight: the ALU's rate, or the dependent-operation latency spread over
+    /// the columns, whichever is slower.
+    fn op_ticks(&self, ops_per_tck: u32, chunk: u32) -> u64 {
+        let rate = ALU_TICKS_PER_TCK.div_ceil(u64::from(ops_per_tck.max(1)));
+        let latency =
+            (self.dependent_op_clocks * ALU_TICKS_PER_TCK).div_ceil(u64::from(chunk.max(1)));
+        rate.max(latency)
+    }
+
+    /// One column of a phase under the pipelined model in program order: only
+    /// instructions that touch the open row issue column commands; the ALU runs behind
+    /// them, column after column.
+    fn column_pipelined(
+        &mut self,
+        ctrl: &mut Controller,
+        sc: &PhaseScript,
+        single: Option<usize>,
+        row: u32,
+        col: u32,
+        op_ticks: u64,
+    ) {
+        self.count_alu_work(sc, 1, op_ticks);
+        let staged = self.policy == RowPolicy::Staged && single.is_none() && sc.stageable;
+        for st in &sc.steps {
+            self.step_pipelined(ctrl, st, single, row, col, op_ticks, staged);
+        }
+    }
+
+    /// A row visit of `n` columns from `col` under [`RowPolicy::Staged`]: instruction by
+    /// instruction, each for every column of the chunk (the ALU interleaves the chunk's
+    /// independent columns, so the visit's reads of one instruction go back to back and
+    /// its writes are posted together).
+    fn visit_staged(
+        &mut self,
+        ctrl: &mut Controller,
+        sc: &PhaseScript,
+        col: u32,
+        n: u32,
+        op_ticks: u64,
+    ) {
+        self.count_alu_work(sc, u64::from(n), op_ticks);
+        for st in &sc.steps {
+            for c in col..col + n {
+                self.step_pipelined(ctrl, st, None, 0, c, op_ticks, true);
+            }
+        }
+    }
+
+    fn count_alu_work(&mut self, sc: &PhaseScript, columns: u64, op_ticks: u64) {
+        let ops: u64 = sc.steps.iter().map(|st| u64::from(st.alu_ops)).sum();
+        self.alu_busy_ticks += ops * op_ticks * columns;
+        self.stats.alu_busy_cycles = self.alu_busy_ticks / ALU_TICKS_PER_TCK;
+    }
+
+    /// One instruction for one column under the pipelined model, `staged` through the
+    /// staging buffer or in program order.
+    #[allow(clippy::too_many_arguments)]
+    fn step_pipelined(
+        &mut self,
+        ctrl: &mut Controller,
+        st: &PipelinedStep,
+        single: Option<usize>,
+        row: u32,
+        col: u32,
+        op_ticks: u64,
+        staged: bool,
+    ) {
+        let depth = if staged { STAGING_COLUMNS } else { 1 };
+        let cost = u64::from(st.alu_ops) * op_ticks;
+        let Some(op) = st.mem else {
+            self.alu_free += cost;
+            return;
+        };
+        if matches!(op, ColumnOp::Read | ColumnOp::ReadModifyWrite) {
+            // The column lands in the operand latch (program order) or the staging buffer;
+            // a full one holds the read until the ALU takes its oldest operand.
+            while let Some(&taken) = self.operands.front() {
+                if taken <= self.now {
+                    self.operands.pop_front();
+                } else if self.operands.len() >= depth {
+                    self.wait_for_alu(taken);
+                    self.operands.pop_front();
+                } else {
+                    break;
+                }
+            }
+            let c = match single {
+                None => Command::AbRd { col },
+                Some(b) => Command::Rd {
+                    bank: self.bank_id(b),
+                    row,
+                    col,
+                },
+            };
+            let t = self.issue(ctrl, c);
+            self.stats.column_commands += 1;
+            let start = self.alu_free.max(t * ALU_TICKS_PER_TCK);
+            self.operands.push_back(start.div_ceil(ALU_TICKS_PER_TCK));
+            self.alu_free = start + cost;
+        } else {
+            self.alu_free += cost;
+        }
+        if matches!(op, ColumnOp::Write | ColumnOp::ReadModifyWrite) {
+            let ready = self.alu_ready();
+            if staged {
+                if self.posted.len() >= STAGING_COLUMNS {
+                    self.flush_posted(ctrl);
+                }
+                self.posted.push((col, ready));
+                return;
+            }
+            self.wait_for_alu(ready);
+            let c = match single {
+                None => Command::AbWr { col },
+                Some(b) => Command::Wr {
+                    bank: self.bank_id(b),
+                    row,
+                    col,
+                },
+            };
+            self.issue(ctrl, c);
+            self.stats.column_commands += 1;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -26,7 +26,9 @@ use rayon::prelude::*;
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
 use crate::memctrl::{Controller, ControllerConfig, MemCompletion, MemorySystem};
 use crate::memory::DeviceMemory;
-use crate::nmc::engine::{ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine};
+use crate::nmc::engine::{
+    AluModel, ColumnStore, EngineError, EngineStats, MacroScript, NmcChannelEngine, RowPolicy,
+};
 
 /// Settings of a node's NMC block.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -43,6 +45,18 @@ pub struct NmcSystemConfig {
     pub host_reduction_ns: f64,
     /// Simulate engines on all cores (timing-only runs).
     pub parallel: bool,
+    /// How the bank ALUs' instructions are issued (docs/calibration.md).
+    pub alu_model: AluModel,
+    /// How an engine orders a row visit's column commands.
+    pub row_policy: RowPolicy,
+    /// Timing-only runs whose every call is broadcast to all pseudo-channels: simulate
+    /// pseudo-channel 0 and count it for all. Exact, because every engine then gets the
+    /// same calls at the same cycles from the same state under the same preset (no
+    /// per-channel refresh offset, no data-dependent timing), so their commands and
+    /// cycles are identical; a test checks it against the full simulation. A call to a
+    /// subset of channels is refused ([`NmcError::Unsupported`]). Ignored for functional
+    /// runs.
+    pub mirror_broadcast: bool,
 }
 
 impl Default for NmcSystemConfig {
@@ -53,6 +67,9 @@ impl Default for NmcSystemConfig {
             queue_depth: 16,
             host_reduction_ns: 1000.0,
             parallel: true,
+            alu_model: AluModel::ColumnTriggered,
+            row_policy: RowPolicy::ProgramOrder,
+            mirror_broadcast: false,
         }
     }
 }
@@ -140,6 +157,8 @@ pub struct NmcBlock {
     outstanding: VecDeque<Cycle>,
     totals: NmcTotals,
     error: Option<EngineError>,
+    /// Pseudo-channel 0 stands for all ([`NmcSystemConfig::mirror_broadcast`]).
+    mirror: bool,
 }
 
 impl NmcBlock {
@@ -148,8 +167,17 @@ impl NmcBlock {
     pub fn new(preset: &HbmPreset, mapping: AddressMapping, config: NmcSystemConfig) -> Self {
         let memory = MemorySystem::new(preset, mapping, ControllerConfig::from_preset(preset));
         let engines = (0..preset.pseudo_channels() as usize)
-            .map(|i| NmcChannelEngine::new(i, preset, config.ts_entries))
+            .map(|i| {
+                NmcChannelEngine::with_model(
+                    i,
+                    preset,
+                    config.ts_entries,
+                    config.alu_model,
+                    config.row_policy,
+                )
+            })
             .collect();
+        let mirror = config.mirror_broadcast && !config.functional;
         Self {
             memory,
             engines,
@@ -157,6 +185,7 @@ impl NmcBlock {
             outstanding: VecDeque::new(),
             totals: NmcTotals::default(),
             error: None,
+            mirror,
         }
     }
 
@@ -209,7 +238,13 @@ impl NmcBlock {
     pub fn totals(&self) -> NmcTotals {
         let mut t = self.totals;
         let mut e = EngineStats::default();
-        for s in self.engines.iter().map(NmcChannelEngine::stats) {
+        // Mirrored, pseudo-channel 0 counts for every one.
+        let (engines, copies) = if self.mirror {
+            (&self.engines[..1], self.engines.len() as u64)
+        } else {
+            (&self.engines[..], 1)
+        };
+        for s in engines.iter().map(NmcChannelEngine::stats) {
             e.macro_commands += s.macro_commands;
             e.column_commands += s.column_commands;
             e.activations += s.activations;
@@ -218,15 +253,47 @@ impl NmcBlock {
             e.accumulator_reads += s.accumulator_reads;
             e.mode_switches += s.mode_switches;
             e.busy_cycles += s.busy_cycles;
+            e.column_cycles += s.column_cycles;
+            e.row_cycles += s.row_cycles;
+            e.refresh_cycles += s.refresh_cycles;
+            e.alu_stall_cycles += s.alu_stall_cycles;
+            e.alu_busy_cycles += s.alu_busy_cycles;
+            e.visit_floor_cycles += s.visit_floor_cycles;
         }
-        t.engines = e;
-        t.commands_total = self
-            .memory
-            .controllers()
+        t.engines = e.times(copies);
+        t.commands_total = self.memory.controllers()[..engines.len()]
             .iter()
             .map(|c| c.pseudo_channel().command_counts().iter().sum::<u64>())
-            .sum();
+            .sum::<u64>()
+            * copies;
         t
+    }
+
+    /// The channels a call runs on: `range`, or only pseudo-channel 0 when mirrored
+    /// (which needs `range` to be every channel).
+    fn simulated(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> Result<std::ops::Range<usize>, NmcError> {
+        if !self.mirror {
+            return Ok(range);
+        }
+        if range != (0..self.engines.len()) {
+            self.error = Some(EngineError::Invalid(
+                "a mirrored NMC block runs only commands broadcast to every pseudo-channel".into(),
+            ));
+            return Err(NmcError::Unsupported);
+        }
+        Ok(0..1)
+    }
+
+    /// How many channels each simulated one stands for.
+    fn copies(&self) -> u64 {
+        if self.mirror {
+            self.engines.len() as u64
+        } else {
+            1
+        }
     }
 
     fn check_range(&self, ch: ChannelSet) -> Result<std::ops::Range<usize>, NmcError> {
@@ -315,6 +382,7 @@ impl NmcBlock {
             return Err(NmcError::Busy);
         }
         let script = MacroScript::new(cmd).map_err(|e| self.fail(e))?;
+        let range = self.simulated(range)?;
         let engines = &mut self.engines[range.clone()];
         let (preset, mapping, controllers) = self.memory.split_for_nmc();
         let controllers = &mut controllers[range];
@@ -357,6 +425,8 @@ impl NmcBlock {
         bits: u32,
     ) -> Result<(), NmcError> {
         let range = self.check_range(channels)?;
+        let range = self.simulated(range)?;
+        let copies = self.copies();
         let controllers = self.memory.controllers();
         for (e, c) in self.engines[range.clone()]
             .iter_mut()
@@ -366,7 +436,7 @@ impl NmcBlock {
                 self.error = Some(err);
                 return Err(NmcError::NoSuchRegister);
             }
-            self.totals.host_write_bytes += 4;
+            self.totals.host_write_bytes += 4 * copies;
         }
         Ok(())
     }
@@ -383,6 +453,8 @@ impl NmcBlock {
         channels: ChannelSet,
     ) -> Result<(Cycle, f32), NmcError> {
         let range = self.check_range(channels)?;
+        let range = self.simulated(range)?;
+        let copies = self.copies();
         let mut sum = 0f64;
         let mut last = now;
         let controllers = self.memory.controllers();
@@ -392,8 +464,8 @@ impl NmcBlock {
         {
             let (t, partials) = e.read_accumulators(c, now);
             last = last.max(t);
-            sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>();
-            self.totals.host_read_bytes += 32 * partials.len() as u64;
+            sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>() * copies as f64;
+            self.totals.host_read_bytes += 32 * partials.len() as u64 * copies;
         }
         self.totals.reductions += 1;
         let tck = self.memory.preset().organisation.tck_ns.max(1e-6);

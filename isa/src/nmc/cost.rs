@@ -11,6 +11,23 @@ use super::instr::{Instr, SpecialOp};
 /// only half the clocks carry a dependent operation. Ordinary instructions are one
 /// operation and are bound by the column access, not the ALU.
 pub const ALU_OPS_PER_SLOT: u32 = 2;
+/// ALU operations per DRAM clock of the pipelined issue model (the emulator's
+/// `AluModel::Pipelined` default; docs/calibration.md, "ALU issue model").
+///
+/// Why 1: it is the same ALU as [`ALU_OPS_PER_SLOT`] describes, at the same clock (the
+/// DRAM clock), once instruction issue is decoupled from column commands. Column-triggered,
+/// an instruction's operand read and write-back share its tCCD_L slot with the arithmetic,
+/// so a dependent chain gets one operation every `tCCD_L / ALU_OPS_PER_SLOT` = 2 clocks.
+/// Pipelined, the independent columns of a chunk (one per TS column, like UPMEM's
+/// tasklets filling its 14-stage pipeline) fill those bubbles, and a TS with two read and
+/// one write port sustains one operation per clock. Published near-bank units sit at or
+/// below this: Samsung's HBM-PIM (Aquabolt-XL, ISSCC 2021) runs its 16-lane FP16 unit at
+/// 300 MHz against a 1.2 GHz DRAM clock (one 256-bit operation per tCCD_L, shared by two
+/// banks), UPMEM's DPU at 350–400 MHz, one instruction per cycle, against DDR4-2400's
+/// 1.2 GHz. One 256-bit operation per 1 GHz clock per bank is therefore an optimistic
+/// but logic-process-plausible point; `pipelined-N` in `nmcp lamb --alu-models` explores
+/// the rest of the axis.
+pub const PIPELINED_OPS_PER_TCK: u32 = 1;
 /// Newton–Raphson steps RCP runs after its bit-trick seed (error up to ~12 %, so two steps
 /// leave ~2^-17.6). Each step is two FMAs.
 pub const RCP_NEWTON_STEPS: u32 = 3;
