@@ -138,7 +138,9 @@ impl NmcGeometry {
         let stripe = u64::from(self.column_bytes)
             * u64::from(self.pseudo_channels)
             * u64::from(self.banks_per_pc);
-        (elements * 4).div_ceil(stripe.max(1))
+        // Saturating: a corrupted descriptor's element count must not panic here; the
+        // sequencer refuses a tensor whose columns do not fit a command.
+        elements.saturating_mul(4).div_ceil(stripe.max(1))
     }
 
     /// Bytes of one row stripe: one row in every bank of the device.
