@@ -39,6 +39,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::hbm::bank::ALL_COMMAND_KINDS;
+use crate::hbm::config::CommandBus;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
 use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
@@ -119,6 +120,25 @@ pub struct MemorySystem {
     /// column command's data crosses the bus CL or CWL + BL after it issues), for
     /// [`MemorySystem::advance_until`] to hand out in time order.
     pending: EventQueue<MemCompletion>,
+    /// Per channel, when its pseudo-channels share one command interface
+    /// ([`CommandBus::Shared`] with more than one pseudo-channel per channel); empty
+    /// otherwise.
+    buses: Vec<ChannelBuses>,
+    /// Pseudo-channels per channel (consecutive controller indices).
+    pcs_per_channel: usize,
+}
+
+/// The shared row and column command buses of one channel.
+#[derive(Debug, Clone, Copy, Default)]
+struct ChannelBuses {
+    /// Row bus free from this cycle.
+    row: Cycle,
+    /// Column bus free from this cycle.
+    col: Cycle,
+    /// The pseudo-channel (within the channel) stepped first: it has priority on both
+    /// buses in a cycle. Passes to the next one whenever it issued a command, so two
+    /// pseudo-channels that contend alternate (round-robin at command granularity).
+    first: usize,
 }
 
 /// Figures of a finished run.
@@ -207,7 +227,16 @@ impl MemorySystem {
             })
             .collect();
         let capacity = n * cfg.queue_depth * 2;
+        let o = &preset.organisation;
+        let pcs_per_channel = o.pseudo_channels_per_channel.max(1) as usize;
+        let buses = if o.command_bus == CommandBus::Shared && pcs_per_channel > 1 {
+            vec![ChannelBuses::default(); n / pcs_per_channel]
+        } else {
+            Vec::new()
+        };
         MemorySystem {
+            buses,
+            pcs_per_channel,
             preset: preset.clone(),
             mapping,
             controllers,
@@ -481,6 +510,9 @@ impl MemorySystem {
     /// them wants.
     #[inline]
     fn step_controllers(&mut self) -> Cycle {
+        if !self.buses.is_empty() {
+            return self.step_shared_channels();
+        }
         let now = self.now;
         let mut next = Cycle::MAX;
         for (c, w) in self.controllers.iter_mut().zip(self.wake.iter_mut()) {
@@ -488,6 +520,37 @@ impl MemorySystem {
                 *w = c.step(now, &mut self.done);
             }
             next = next.min(*w);
+        }
+        next
+    }
+
+    /// [`Self::step_controllers`] when the pseudo-channels of a channel share one command
+    /// interface: each channel's pseudo-channels due now are stepped one after the other,
+    /// the one with priority first, each seeing the buses as the ones before it left them.
+    fn step_shared_channels(&mut self) -> Cycle {
+        let now = self.now;
+        let per = self.pcs_per_channel;
+        let mut next = Cycle::MAX;
+        for (ch, bus) in self.buses.iter_mut().enumerate() {
+            let base = ch * per;
+            let first = bus.first;
+            for k in 0..per {
+                let i = base + (first + k) % per;
+                let w = &mut self.wake[i];
+                if *w <= now {
+                    let c = &mut self.controllers[i];
+                    c.share_buses(bus.row, bus.col);
+                    *w = c.step(now, &mut self.done);
+                    let (row, col) = c.pseudo_channel().buses_free();
+                    if k == 0 && (row > bus.row || col > bus.col) {
+                        // The first one issued: the next one gets priority.
+                        bus.first = (first + 1) % per;
+                    }
+                    bus.row = bus.row.max(row);
+                    bus.col = bus.col.max(col);
+                }
+                next = next.min(*w);
+            }
         }
         next
     }

@@ -303,6 +303,11 @@ pub fn pick_column<A: Admit>(
 /// candidate (but not the closed-page precharges), so the caller can bound its next row
 /// pass with it. Only admitted entries protect an open row from a PRE: an entry that may
 /// not issue must not hold up one that may.
+///
+/// Banks in `protect` hold a request whose row was opened for it and is not yet served
+/// (the look-ahead window, see [`pick_activated`]): their open row is not precharged,
+/// whichever queue the miss comes from.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn pick_row<A: Admit>(
     queue: &BankQueues,
@@ -311,6 +316,7 @@ pub fn pick_row<A: Admit>(
     block: RefreshBlock,
     policy: PagePolicy,
     admit: A,
+    protect: u64,
     wake: &mut Cycle,
 ) -> Option<(Command, Option<Slot>)> {
     let bus = pc.row_bus_free();
@@ -331,6 +337,10 @@ pub fn pick_row<A: Admit>(
         };
         let e = &entries[i];
         let (cmd, t) = if open != CLOSED_ROW {
+            if protect & (1u64 << b) != 0 {
+                // Serving the activated request clears the bit and wakes the row pass.
+                continue;
+            }
             let t = pc.earliest_pre(b).max(e.ready);
             if t <= now && entries.iter().any(|x| x.row == open && admit.admits(x)) {
                 // Hits go first; their column gates set the wake.
@@ -377,7 +387,10 @@ pub fn pick_row<A: Admit>(
     if policy == PagePolicy::Closed && pc.any_open() {
         for b in 0..pc.banks() {
             let open = pc.open_row_raw(b);
-            if open == CLOSED_ROW || queue.bank(b).iter().any(|x| x.row == open) {
+            if open == CLOSED_ROW
+                || protect & (1u64 << b) != 0
+                || queue.bank(b).iter().any(|x| x.row == open)
+            {
                 continue;
             }
             let t = pc.earliest_pre(b);
@@ -393,4 +406,49 @@ pub fn pick_row<A: Admit>(
         }
     }
     None
+}
+
+/// The look-ahead window (`activated_per_bank` = 1, Ramulator 2's active buffer): among
+/// the requests whose row was opened for them (`activated[0]` banks of the read queue,
+/// `activated[1]` of the write queue; each such request is the first of its bank's
+/// queue), the oldest whose column command may issue at `now`, whatever the drain mode.
+/// Returns the slot and whether it is in the write queue. Lowers `wake` to the others'
+/// gates.
+pub fn pick_activated(
+    queues: [&BankQueues; 2],
+    activated: [u64; 2],
+    pc: &PseudoChannel,
+    now: Cycle,
+    block: RefreshBlock,
+    wake: &mut Cycle,
+) -> Option<(Slot, bool)> {
+    let mut best: Option<(Cycle, u64, Slot, bool)> = None;
+    for (qi, queue) in queues.iter().enumerate() {
+        let write = qi == 1;
+        for b in bits(activated[qi]) {
+            let Some(e) = queue.bank(b).first() else {
+                continue;
+            };
+            if block.blocks(b) {
+                continue;
+            }
+            let t = if write && e.kind.is_update() {
+                update_gate(pc, b)
+            } else {
+                pc.earliest_column(b, write)
+            }
+            .max(e.ready);
+            if t > now {
+                *wake = (*wake).min(t);
+                continue;
+            }
+            // Oldest first: arrival (ready cycle), then queue order; reads before writes
+            // on a tie.
+            if best.is_some_and(|(r, s, _, _)| (r, s) <= (e.ready, e.seq)) {
+                continue;
+            }
+            best = Some((e.ready, e.seq, (b, 0), write));
+        }
+    }
+    best.map(|(_, _, slot, write)| (slot, write))
 }

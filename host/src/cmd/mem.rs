@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use nmcp_emulator::hbm::config::{PagePolicy, RefreshMode, DEFAULT_PRESET};
+use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
 use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport};
@@ -102,9 +102,26 @@ pub struct MemArgs {
     /// `ro-ba-bg-co-pc-ch` (MSB to LSB; `co:1` takes one bit of a field).
     #[arg(long)]
     mapping: Option<String>,
+    /// Command interface: `shared` (JEDEC HBM2: a channel's pseudo-channels share one row
+    /// and one column command bus) or `per-pseudo-channel` (default: the preset's).
+    #[arg(long, value_enum)]
+    command_bus: Option<BusArg>,
+    /// Look-ahead window: activated requests per bank held beyond the queue, 0 or 1
+    /// (default: the preset's; 1 is Ramulator 2's active buffer).
+    #[arg(long)]
+    activated_per_bank: Option<u32>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Command interface.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum BusArg {
+    /// The pseudo-channels of a channel share one row and one column command bus.
+    Shared,
+    /// Each pseudo-channel has its own buses.
+    PerPseudoChannel,
 }
 
 fn load_preset(args: &MemArgs) -> Result<HbmPreset, Box<dyn std::error::Error>> {
@@ -126,7 +143,19 @@ pub fn run(args: MemArgs) -> CmdResult {
     if !(0.0..=1.0).contains(&args.write_ratio) {
         return Err(format!("--write-ratio must be in [0, 1], not {}", args.write_ratio).into());
     }
-    let preset = load_preset(&args)?;
+    let mut preset = load_preset(&args)?;
+    if let Some(b) = args.command_bus {
+        preset.organisation.command_bus = match b {
+            BusArg::Shared => CommandBus::Shared,
+            BusArg::PerPseudoChannel => CommandBus::PerPseudoChannel,
+        };
+    }
+    if let Some(n) = args.activated_per_bank {
+        preset.controller.activated_per_bank = n;
+        preset
+            .check()
+            .map_err(|e| format!("--activated-per-bank {n}: {e}"))?;
+    }
     let mapping_name = args.mapping.as_deref().unwrap_or(STREAM_MAPPING);
     let mapping = AddressMapping::named(mapping_name, &preset)
         .map_err(|e| format!("--mapping {mapping_name}: {e}"))?;
