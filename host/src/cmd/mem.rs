@@ -11,7 +11,7 @@ use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PR
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
 use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport};
-use nmcp_emulator::trace::{parse_trace, Pattern, Synthetic, TraceFormat};
+use nmcp_emulator::trace::{Pattern, Synthetic, TraceError, TraceFormat, TraceReader};
 
 use super::CmdResult;
 
@@ -180,18 +180,31 @@ pub fn run(args: MemArgs) -> CmdResult {
         };
     }
 
+    // A trace is streamed: memory stays constant in its length. A bad line stops the
+    // stream; the error (with its line and column) is reported after the run.
+    let trace_error: std::rc::Rc<std::cell::RefCell<Option<TraceError>>> = Default::default();
     let (source, total): (Box<dyn Iterator<Item = Request>>, u64) = match &args.trace {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let file = std::fs::File::open(path)
                 .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
             let format = args.format.map(|f| match f {
                 FormatArg::Dramsim3 => TraceFormat::DramSim3,
                 FormatArg::Ramulator => TraceFormat::Ramulator,
             });
-            let reqs = parse_trace(&text, format, args.size)
-                .map_err(|e| format!("{}:{e}", path.display()))?;
-            let n = reqs.len() as u64;
-            (Box::new(reqs.into_iter()), n)
+            let reader = TraceReader::new(
+                std::io::BufReader::with_capacity(1 << 16, file),
+                format,
+                args.size,
+            );
+            let slot = trace_error.clone();
+            let reqs = reader.map_while(move |r| match r {
+                Ok(req) => Some(req),
+                Err(e) => {
+                    *slot.borrow_mut() = Some(e);
+                    None
+                }
+            });
+            (Box::new(reqs), 0)
         }
         None => {
             let pattern = match args.pattern {
@@ -216,9 +229,12 @@ pub fn run(args: MemArgs) -> CmdResult {
     let report = system.run(source, |accepted| {
         if bar.is_none() && start.elapsed() > PROGRESS_AFTER {
             let b = ProgressBar::new(total);
-            if let Ok(style) =
-                ProgressStyle::with_template("{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})")
-            {
+            let template = if total > 0 {
+                "{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})"
+            } else {
+                "{pos} requests ({per_sec})"
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
                 b.set_style(style);
             }
             bar = Some(b);
@@ -230,6 +246,9 @@ pub fn run(args: MemArgs) -> CmdResult {
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let (Some(e), Some(path)) = (trace_error.borrow_mut().take(), &args.trace) {
+        return Err(format!("{}:{e}", path.display()).into());
     }
     let speed = if wall > 0.0 {
         report.requests as f64 / wall
