@@ -651,6 +651,22 @@ impl PseudoChannel {
         at
     }
 
+    /// Issues `cmd` at `at` without re-checking the banks' state or the gates: for a
+    /// caller that has checked both already (the memory controller's scheduler picks only
+    /// commands whose gate it computed). Debug builds check both and panic on a violation.
+    /// `emulator/tests/dram_unchecked.rs` runs whole workloads both ways and compares
+    /// every command.
+    #[inline]
+    pub fn issue_unchecked(&mut self, cmd: &Command, at: Cycle) {
+        debug_assert_eq!(self.check_state(cmd), Ok(()), "issue_unchecked: {cmd}");
+        debug_assert!(
+            self.earliest(cmd) <= at,
+            "issue_unchecked: {cmd} at {at} before {}",
+            self.earliest(cmd)
+        );
+        self.apply(cmd, at);
+    }
+
     /// Checks that `cmd` finds its bank(s) in the right state.
     pub fn check_state(&self, cmd: &Command) -> Result<(), TimingError> {
         let one = |b: BankId| -> Result<&Bank, TimingError> {

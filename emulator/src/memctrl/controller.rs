@@ -74,6 +74,11 @@ pub struct ControllerConfig {
     /// Look-ahead window: activated requests per bank held beyond the queue (0 or 1; see
     /// [`crate::hbm::config::ControllerDefaults::activated_per_bank`]).
     pub activated_per_bank: usize,
+    /// Re-check every scheduled command's bank state and gates before issuing it (and
+    /// panic on a violation, a scheduler bug). Default: on in debug builds, off in release
+    /// builds, where the scheduler's own gate computation is trusted; both paths issue the
+    /// same commands (`emulator/tests/dram_unchecked.rs`).
+    pub checked_issue: bool,
 }
 
 impl ControllerConfig {
@@ -96,6 +101,7 @@ impl ControllerConfig {
             command_overhead: Cycle::from(c.command_overhead),
             refresh: p.refresh.mode,
             activated_per_bank: c.activated_per_bank as usize,
+            checked_issue: cfg!(debug_assertions),
         }
     }
 }
@@ -504,11 +510,16 @@ impl Controller {
         }
     }
 
+    #[inline]
     fn issue_internal(&mut self, cmd: &Command, at: Cycle) {
-        if let Err(e) = self.pc.issue(cmd, at) {
-            // The scheduler only picks commands whose gates it has checked; reaching this
-            // is a bug in the scheduler, not a property of the input.
-            panic!("memory controller scheduled an illegal command: {e}");
+        if self.cfg.checked_issue {
+            if let Err(e) = self.pc.issue(cmd, at) {
+                // The scheduler only picks commands whose gates it has checked; reaching
+                // this is a bug in the scheduler, not a property of the input.
+                panic!("memory controller scheduled an illegal command: {e}");
+            }
+        } else {
+            self.pc.issue_unchecked(cmd, at);
         }
         self.record(cmd, at);
     }
