@@ -412,6 +412,30 @@ impl Controller {
         q.len() - held + n <= self.cfg.queue_depth
     }
 
+    /// Keeps the queues' per-bank hit counts after a row command the scheduler issued.
+    #[inline]
+    fn rows_changed(&mut self, cmd: &Command) {
+        match *cmd {
+            Command::Act { bank, .. } | Command::Pre { bank } => {
+                if let Some(b) = self.pc.bank_index(bank) {
+                    let open = self.pc.open_row_raw(b);
+                    self.reads.recount(b, open);
+                    self.writes.recount(b, open);
+                }
+            }
+            _ => self.recount_hits(),
+        }
+    }
+
+    /// Recounts every bank's hits (after refresh, or after an NMC engine drove the banks).
+    fn recount_hits(&mut self) {
+        for b in 0..self.pc.banks() {
+            let open = self.pc.open_row_raw(b);
+            self.reads.recount(b, open);
+            self.writes.recount(b, open);
+        }
+    }
+
     /// Drops look-ahead marks whose bank no longer has the request's row open (refresh or
     /// an NMC engine closed it): they would otherwise protect a row nobody waits for.
     fn revalidate_activated(&mut self) {
@@ -482,10 +506,12 @@ impl Controller {
         self.row_quiet_until = self.row_quiet_until.min(ready);
         if access.is_write_like() {
             self.stats.write_queue.record(now, self.writes.len());
-            self.writes.push(e);
+            let open = self.pc.open_row_raw(bank);
+            self.writes.push(e, open);
         } else {
             self.stats.read_queue.record(now, self.reads.len());
-            self.reads.push(e);
+            let open = self.pc.open_row_raw(bank);
+            self.reads.push(e, open);
         }
         Some(ready)
     }
@@ -632,6 +658,7 @@ impl Controller {
                 if self.activated != [0, 0] {
                     self.revalidate_activated();
                 }
+                self.recount_hits();
                 self.invalidate();
                 row_done = true;
                 wake = now + 1;
@@ -656,6 +683,7 @@ impl Controller {
             match pick {
                 Some((cmd, entry)) => {
                     self.issue_internal(&cmd, now);
+                    self.rows_changed(&cmd);
                     let mut kind = None;
                     if let Some(i) = entry {
                         let q = if drain {
@@ -828,7 +856,7 @@ impl Controller {
                 &mut self.reads
             };
             let len = q.len();
-            q.remove(i);
+            q.remove(i, row);
             if drain {
                 self.stats.write_queue.record(now, len);
                 self.stats.writes += 1;
@@ -900,6 +928,7 @@ impl Controller {
     pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
         self.nmc_owned = false;
         self.refresh.nmc_release(now);
+        self.recount_hits();
         self.revalidate_activated();
         self.invalidate();
         now
@@ -946,6 +975,7 @@ impl Controller {
     /// Issues a command on behalf of an NMC engine, under full timing checks.
     pub fn issue_external(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
         self.pc.issue(cmd, at)?;
+        self.recount_hits();
         self.revalidate_activated();
         self.invalidate();
         self.record(cmd, at);
