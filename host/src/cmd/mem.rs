@@ -110,6 +110,14 @@ pub struct MemArgs {
     /// (default: the preset's; 1 is Ramulator 2's active buffer).
     #[arg(long)]
     activated_per_bank: Option<u32>,
+    /// Threads: 1 runs serially; N > 1 (0: all cores) steps the channels in parallel in
+    /// windows, with a result identical to the serial run (paced traces gain; saturating
+    /// streams, which stall the front end, run serially anyway).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Cycles per parallel window (with --threads other than 1).
+    #[arg(long, default_value_t = 8192)]
+    window: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -226,7 +234,7 @@ pub fn run(args: MemArgs) -> CmdResult {
     let mut system = MemorySystem::new(&preset, mapping, cfg);
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
-    let report = system.run(source, |accepted| {
+    let mut on_progress = |accepted| {
         if bar.is_none() && start.elapsed() > PROGRESS_AFTER {
             let b = ProgressBar::new(total);
             let template = if total > 0 {
@@ -242,7 +250,17 @@ pub fn run(args: MemArgs) -> CmdResult {
         if let Some(b) = &bar {
             b.set_position(accepted);
         }
-    });
+    };
+    let report = if args.threads == 1 {
+        system.run(source, &mut on_progress)
+    } else {
+        // The run's own thread drives the stream (not Send); the channel steps go to the
+        // global pool, sized here (once per process).
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(args.threads)
+            .build_global();
+        system.run_parallel(source, args.window, &mut on_progress)
+    };
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -261,6 +279,12 @@ pub fn run(args: MemArgs) -> CmdResult {
             o.insert("wall_seconds".into(), wall.into());
             o.insert("requests_per_second".into(), speed.into());
             o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
+            if args.threads != 1 {
+                let (ran, redone) = system.parallel_windows();
+                o.insert("threads".into(), rayon::current_num_threads().into());
+                o.insert("parallel_windows".into(), ran.into());
+                o.insert("parallel_windows_redone".into(), redone.into());
+            }
         }
         println!("{}", serde_json::to_string(&v)?);
     } else {
