@@ -10,6 +10,9 @@
 //!
 //! Addresses are hex with `0x` or decimal. `#` starts a comment; blank lines are skipped.
 //! Every error names the line and column (1-based) and what was expected there.
+//!
+//! [`TraceReader`] streams a file line by line (bytes, no per-line allocation), so a run's
+//! memory does not depend on the trace's length.
 
 use std::fmt;
 use std::str::FromStr;
@@ -62,140 +65,296 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// Whitespace-separated tokens of a line with their 1-based columns.
-fn tokens(line: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut rest = line;
-    let mut offset = 0usize;
+/// Byte offset and bytes of each whitespace-separated token of a line (comment stripped).
+#[inline]
+fn tokens(line: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut i = 0usize;
     std::iter::from_fn(move || {
-        let start = rest.find(|c: char| !c.is_whitespace())?;
-        let after = &rest[start..];
-        let len = after.find(char::is_whitespace).unwrap_or(after.len());
-        let tok = &after[..len];
-        let col = line[..offset + start].chars().count() + 1;
-        offset += start + len;
-        rest = &after[len..];
-        Some((col, tok))
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            return None;
+        }
+        let start = i;
+        while i < line.len() && !line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        Some((start, &line[start..i]))
     })
 }
 
-fn strip_comment(line: &str) -> &str {
-    match line.find('#') {
+fn strip_comment(line: &[u8]) -> &[u8] {
+    match memchr_byte(b'#', line) {
         Some(i) => &line[..i],
         None => line,
     }
 }
 
-fn parse_number(tok: &str) -> Option<u64> {
-    match tok.strip_prefix("0x").or_else(|| tok.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => tok.parse().ok(),
+#[inline]
+fn memchr_byte(b: u8, s: &[u8]) -> Option<usize> {
+    s.iter().position(|&c| c == b)
+}
+
+/// 1-based column (in characters) of byte offset `off` of `line`; only on the error path.
+fn column(line: &[u8], off: usize) -> usize {
+    String::from_utf8_lossy(&line[..off.min(line.len())])
+        .chars()
+        .count()
+        + 1
+}
+
+fn show(tok: &[u8]) -> String {
+    String::from_utf8_lossy(tok).into_owned()
+}
+
+/// Parses a hex (`0x`) or decimal number; `None` on anything else or overflow.
+#[inline]
+fn parse_number(tok: &[u8]) -> Option<u64> {
+    let (digits, radix) = match tok {
+        [b'0', b'x' | b'X', rest @ ..] => (rest, 16u64),
+        _ => (tok, 10u64),
+    };
+    if digits.is_empty() {
+        return None;
     }
+    let mut v: u64 = 0;
+    for &c in digits {
+        let d = match c {
+            b'0'..=b'9' => u64::from(c - b'0'),
+            b'a'..=b'f' if radix == 16 => u64::from(c - b'a' + 10),
+            b'A'..=b'F' if radix == 16 => u64::from(c - b'A' + 10),
+            _ => return None,
+        };
+        v = v.checked_mul(radix)?.checked_add(d)?;
+    }
+    Some(v)
+}
+
+/// The format a first content line implies: `LD`/`ST` first ⇒ Ramulator, else DRAMsim3.
+fn format_of(line: &[u8]) -> Option<TraceFormat> {
+    let (_, first) = tokens(strip_comment(line)).next()?;
+    Some(
+        if first.eq_ignore_ascii_case(b"LD") || first.eq_ignore_ascii_case(b"ST") {
+            TraceFormat::Ramulator
+        } else {
+            TraceFormat::DramSim3
+        },
+    )
 }
 
 /// Guesses the format from the first line that is not blank or a comment.
 pub fn detect_format(text: &str) -> Option<TraceFormat> {
-    let line = text
-        .lines()
-        .map(strip_comment)
-        .find(|l| !l.trim().is_empty())?;
-    let first = tokens(line).next()?.1.to_ascii_uppercase();
-    Some(if first == "LD" || first == "ST" {
-        TraceFormat::Ramulator
-    } else {
-        TraceFormat::DramSim3
-    })
+    text.lines().find_map(|l| format_of(l.as_bytes()))
+}
+
+/// Parses one line (`None` for a blank or comment line). `last_cycle` is the previous
+/// line's arrival (DRAMsim3 arrivals must not decrease) and is updated.
+fn parse_line(
+    raw: &[u8],
+    line_no: usize,
+    format: TraceFormat,
+    size: u32,
+    last_cycle: &mut Cycle,
+) -> Result<Option<Request>, TraceError> {
+    let line = strip_comment(raw);
+    let mut toks = tokens(line);
+    let Some(first) = toks.next() else {
+        return Ok(None);
+    };
+    let err = |off: usize, message: String| TraceError {
+        line: line_no,
+        col: column(line, off),
+        message,
+    };
+    let end = line.trim_ascii_end().len();
+    let addr_of = |(off, tok): (usize, &[u8])| {
+        parse_number(tok).ok_or_else(|| {
+            err(
+                off,
+                format!(
+                    "expected an address (hex with 0x, or decimal), found `{}`",
+                    show(tok)
+                ),
+            )
+        })
+    };
+    let req = match format {
+        TraceFormat::DramSim3 => {
+            let addr = addr_of(first)?;
+            let (op_off, op) = toks
+                .next()
+                .ok_or_else(|| err(end, "expected R or W after the address".into()))?;
+            let write = if op.eq_ignore_ascii_case(b"R") || op.eq_ignore_ascii_case(b"READ") {
+                false
+            } else if op.eq_ignore_ascii_case(b"W") || op.eq_ignore_ascii_case(b"WRITE") {
+                true
+            } else {
+                return Err(err(
+                    op_off,
+                    format!("expected R or W, found `{}`", show(op)),
+                ));
+            };
+            let (cyc_off, cyc) = toks
+                .next()
+                .ok_or_else(|| err(end, "expected the arrival cycle after R/W".into()))?;
+            let arrival = parse_number(cyc).ok_or_else(|| {
+                err(
+                    cyc_off,
+                    format!(
+                        "expected the arrival cycle (a number), found `{}`",
+                        show(cyc)
+                    ),
+                )
+            })?;
+            if arrival < *last_cycle {
+                return Err(err(
+                    cyc_off,
+                    format!(
+                        "arrival cycle {arrival} is before the previous line's {}",
+                        *last_cycle
+                    ),
+                ));
+            }
+            *last_cycle = arrival;
+            if write {
+                Request::write(addr, size, arrival)
+            } else {
+                Request::read(addr, size, arrival)
+            }
+        }
+        TraceFormat::Ramulator => {
+            let (op_off, op) = first;
+            let write = if op.eq_ignore_ascii_case(b"LD") {
+                false
+            } else if op.eq_ignore_ascii_case(b"ST") {
+                true
+            } else {
+                return Err(err(
+                    op_off,
+                    format!("expected LD or ST, found `{}`", show(op)),
+                ));
+            };
+            let a = toks
+                .next()
+                .ok_or_else(|| err(end, "expected an address after LD/ST".into()))?;
+            let addr = addr_of(a)?;
+            if write {
+                Request::write(addr, size, 0)
+            } else {
+                Request::read(addr, size, 0)
+            }
+        }
+    };
+    if let Some((off, extra)) = toks.next() {
+        return Err(err(
+            off,
+            format!("expected end of line, found `{}`", show(extra)),
+        ));
+    }
+    Ok(Some(req))
+}
+
+/// A streaming trace reader: yields one request per content line, reading the input a
+/// buffer at a time, so memory does not grow with the trace. With no format given, the
+/// first content line decides. After an error it yields nothing more.
+#[derive(Debug)]
+pub struct TraceReader<R> {
+    input: R,
+    format: Option<TraceFormat>,
+    size: u32,
+    line: Vec<u8>,
+    line_no: usize,
+    last_cycle: Cycle,
+    done: bool,
+}
+
+impl<R: std::io::BufRead> TraceReader<R> {
+    /// Reads requests of `size` bytes from `input`.
+    pub fn new(input: R, format: Option<TraceFormat>, size: u32) -> Self {
+        TraceReader {
+            input,
+            format,
+            size,
+            line: Vec::with_capacity(128),
+            line_no: 0,
+            last_cycle: 0,
+            done: false,
+        }
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.line_no
+    }
+
+    /// The format in use (known once the first content line was read, or if given).
+    pub fn format(&self) -> Option<TraceFormat> {
+        self.format
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for TraceReader<R> {
+    type Item = Result<Request, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            self.line.clear();
+            match self.input.read_until(b'\n', &mut self.line) {
+                Ok(0) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(TraceError {
+                        line: self.line_no + 1,
+                        col: 1,
+                        message: format!("cannot read: {e}"),
+                    }));
+                }
+            }
+            self.line_no += 1;
+            let format = match self.format {
+                Some(f) => f,
+                None => match format_of(&self.line) {
+                    Some(f) => {
+                        self.format = Some(f);
+                        f
+                    }
+                    None => continue,
+                },
+            };
+            match parse_line(
+                &self.line,
+                self.line_no,
+                format,
+                self.size,
+                &mut self.last_cycle,
+            ) {
+                Ok(Some(r)) => return Some(Ok(r)),
+                Ok(None) => continue,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
 }
 
 /// Parses a whole trace into requests of `size` bytes. With `format` `None` the format is
-/// detected from the first line.
+/// detected from the first line. (A convenience over [`TraceReader`] for in-memory text.)
 pub fn parse_trace(
     text: &str,
     format: Option<TraceFormat>,
     size: u32,
 ) -> Result<Vec<Request>, TraceError> {
-    let format = format
-        .or_else(|| detect_format(text))
-        .unwrap_or(TraceFormat::DramSim3);
-    let mut out = Vec::new();
-    let mut last_cycle: Cycle = 0;
-    for (i, raw) in text.lines().enumerate() {
-        let line_no = i + 1;
-        let line = strip_comment(raw);
-        let mut toks = tokens(line);
-        let Some(first) = toks.next() else { continue };
-        let end_col = line.trim_end().chars().count() + 1;
-        let err = |col: usize, message: String| TraceError {
-            line: line_no,
-            col,
-            message,
-        };
-        let addr_of = |(col, tok): (usize, &str)| {
-            parse_number(tok).ok_or_else(|| {
-                err(
-                    col,
-                    format!("expected an address (hex with 0x, or decimal), found `{tok}`"),
-                )
-            })
-        };
-        let req = match format {
-            TraceFormat::DramSim3 => {
-                let addr = addr_of(first)?;
-                let (op_col, op) = toks
-                    .next()
-                    .ok_or_else(|| err(end_col, "expected R or W after the address".into()))?;
-                let write = match op.to_ascii_uppercase().as_str() {
-                    "R" | "READ" => false,
-                    "W" | "WRITE" => true,
-                    _ => return Err(err(op_col, format!("expected R or W, found `{op}`"))),
-                };
-                let (cyc_col, cyc) = toks
-                    .next()
-                    .ok_or_else(|| err(end_col, "expected the arrival cycle after R/W".into()))?;
-                let arrival = parse_number(cyc).ok_or_else(|| {
-                    err(
-                        cyc_col,
-                        format!("expected the arrival cycle (a number), found `{cyc}`"),
-                    )
-                })?;
-                if arrival < last_cycle {
-                    return Err(err(
-                        cyc_col,
-                        format!(
-                            "arrival cycle {arrival} is before the previous line's {last_cycle}"
-                        ),
-                    ));
-                }
-                last_cycle = arrival;
-                if write {
-                    Request::write(addr, size, arrival)
-                } else {
-                    Request::read(addr, size, arrival)
-                }
-            }
-            TraceFormat::Ramulator => {
-                let (op_col, op) = first;
-                let write = match op.to_ascii_uppercase().as_str() {
-                    "LD" => false,
-                    "ST" => true,
-                    _ => return Err(err(op_col, format!("expected LD or ST, found `{op}`"))),
-                };
-                let a = toks
-                    .next()
-                    .ok_or_else(|| err(end_col, "expected an address after LD/ST".into()))?;
-                let addr = addr_of(a)?;
-                if write {
-                    Request::write(addr, size, 0)
-                } else {
-                    Request::read(addr, size, 0)
-                }
-            }
-        };
-        if let Some((col, extra)) = toks.next() {
-            return Err(err(col, format!("expected end of line, found `{extra}`")));
-        }
-        out.push(req);
-    }
-    Ok(out)
+    TraceReader::new(text.as_bytes(), format, size).collect()
 }
 
 /// Synthetic access pattern.
@@ -329,5 +488,46 @@ mod tests {
         assert!((10..=50).contains(&writes), "{writes}");
         let s: Vec<_> = Synthetic::new(Pattern::Stream, 3, 32, 1 << 32, 0.0, 0).collect();
         assert_eq!(s.iter().map(|r| r.addr).collect::<Vec<_>>(), [0, 32, 64]);
+    }
+}
+
+#[cfg(test)]
+mod reader_tests {
+    use super::*;
+
+    #[test]
+    fn the_reader_streams_the_same_requests_as_whole_text_parsing() {
+        let text = "# c\n0x40 R 0\n\n128 write 5\n0X100 w 7 # x\n";
+        let direct: Vec<_> = TraceReader::new(
+            std::io::BufReader::with_capacity(3, text.as_bytes()),
+            None,
+            64,
+        )
+        .collect::<Result<_, _>>()
+        .unwrap();
+        assert_eq!(
+            direct,
+            [
+                Request::read(0x40, 64, 0),
+                Request::write(128, 64, 5),
+                Request::write(0x100, 64, 7)
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_stop_the_stream_with_line_and_column() {
+        let mut r = TraceReader::new("LD 0x10\nLD 0x20\nXX 0x30\nLD 0x40\n".as_bytes(), None, 32);
+        assert!(r.next().unwrap().is_ok());
+        assert!(r.next().unwrap().is_ok());
+        let e = r.next().unwrap().unwrap_err();
+        assert_eq!((e.line, e.col), (3, 1));
+        assert!(e.message.contains("expected LD or ST"), "{e}");
+        assert!(r.next().is_none());
+        // Overflow and non-ASCII bytes are errors, with the column counted in characters.
+        let e = parse_trace("\u{e9} 0x40 R 0\n", None, 64).unwrap_err();
+        assert_eq!((e.line, e.col), (1, 1));
+        let e = parse_trace("0x40 R 99999999999999999999999\n", None, 64).unwrap_err();
+        assert_eq!((e.line, e.col), (1, 8));
     }
 }

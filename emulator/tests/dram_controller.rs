@@ -680,3 +680,178 @@ proptest::proptest! {
         }
     }
 }
+
+// ---- Shared command interface and the look-ahead window (issue 15) ----
+
+/// A request to pseudo-channel `pc` of channel 0 (the stream mapping).
+fn request_pc(
+    sys: &MemorySystem,
+    pc: u32,
+    &(at, access, bank, row, col, bursts): &Part,
+) -> Request {
+    let d = DramAddr {
+        pc,
+        bank_group: bank as u32 / 4,
+        bank: bank as u32 % 4,
+        row,
+        col,
+        ..DramAddr::default()
+    };
+    let addr = sys.mapping().encode(&d).unwrap();
+    Request {
+        access,
+        ..Request::read(addr, 32 * u32::from(bursts), at)
+    }
+}
+
+#[test]
+fn two_pseudo_channels_of_a_channel_contend_for_the_command_buses() {
+    let mut sys = system(RefreshMode::Off, PagePolicy::Open, 32);
+    sys.controller_mut(1).unwrap().set_logging(true);
+    // Two closed-bank reads in each pseudo-channel, all visible at cycle 1.
+    let reqs: Vec<Request> = [(0, 0), (1, 0), (0, 4), (1, 4)]
+        .iter()
+        .map(|&(pc, bank)| request_pc(&sys, pc, &(0, R, bank, 5, 0, 1)))
+        .collect();
+    drive_requests(&mut sys, &reqs, 1000);
+    let l0 = log(c0(&sys));
+    let l1 = log(&sys.controllers()[1]);
+    // Row bus: an ACT holds it two cycles and the pseudo-channels take turns (pc0 has
+    // priority first, then pc1, ...); each pseudo-channel's own tRRD (4) also applies.
+    assert_eq!(
+        l0,
+        seq(&[
+            (1, "ACT bg0.ba0 row 5"),
+            (5, "ACT bg1.ba0 row 5"), // tRRD_S after its first ACT
+            (15, "RD bg0.ba0 row 5 col 0"),
+            (19, "RD bg1.ba0 row 5 col 0"),
+        ])
+    );
+    assert_eq!(
+        l1,
+        seq(&[
+            (3, "ACT bg0.ba0 row 5"), // the row bus is free two cycles after pc0's ACT
+            (7, "ACT bg1.ba0 row 5"),
+            (17, "RD bg0.ba0 row 5 col 0"),
+            (21, "RD bg1.ba0 row 5 col 0"),
+        ])
+    );
+}
+
+#[test]
+fn contending_pseudo_channels_alternate_on_the_column_bus() {
+    let mut sys = system(RefreshMode::Off, PagePolicy::Open, 32);
+    sys.controller_mut(1).unwrap().set_logging(true);
+    // Open one row in each bank group of both pseudo-channels, then many hits to them.
+    let mut reqs = Vec::new();
+    for pc in 0..2 {
+        for g in 0..4 {
+            reqs.push(request_pc(&sys, pc, &(0, R, 4 * g, 5, 0, 1)));
+        }
+    }
+    for i in 1..9 {
+        for pc in 0..2 {
+            reqs.push(request_pc(
+                &sys,
+                pc,
+                &(200, R, 4 * ((i % 4) as usize), 5, i, 1),
+            ));
+        }
+    }
+    drive_requests(&mut sys, &reqs, 2000);
+    let mut rds: Vec<(Cycle, usize)> = Vec::new();
+    for pc in 0..2 {
+        rds.extend(
+            sys.controllers()[pc]
+                .log()
+                .iter()
+                .filter(|l| l.at > 200 && l.cmd.kind() == nmcp_emulator::hbm::CommandKind::Rd)
+                .map(|l| (l.at, pc)),
+        );
+    }
+    rds.sort_unstable();
+    // One column command per cycle in the channel, the pseudo-channels alternating, and
+    // each at its tCCD_S = 2 pace: the column bus is busy every cycle.
+    let cycles: Vec<Cycle> = rds.iter().map(|r| r.0).collect();
+    assert_eq!(cycles, (201..217).collect::<Vec<Cycle>>(), "{rds:?}");
+    assert!(rds.windows(2).all(|w| w[0].1 != w[1].1), "{rds:?}");
+}
+
+/// A read opens bank 0's row 5; six writes to row 6 of the same bank then start a drain.
+fn read_then_conflicting_writes(activated: usize) -> Vec<(Cycle, String)> {
+    let p = hbm2();
+    let mut cfg = ControllerConfig::with_depth(&p, 8);
+    cfg.refresh = RefreshMode::Off;
+    cfg.activated_per_bank = activated;
+    let mapping = AddressMapping::named(STREAM_MAPPING, &p).unwrap();
+    let mut sys = MemorySystem::new(&p, mapping, cfg);
+    sys.controller_mut(0).unwrap().set_logging(true);
+    let mut parts: Vec<Part> = vec![(0, R, 0, 5, 0, 1)];
+    parts.extend((0..6).map(|i| (2, W, 0, 6, i, 1)));
+    drive(&mut sys, &parts, 1000);
+    log(c0(&sys))
+}
+
+#[test]
+fn without_look_ahead_a_write_drain_closes_the_row_a_read_just_opened() {
+    let l = read_then_conflicting_writes(0);
+    assert_eq!(
+        l,
+        seq(&[
+            (1, "ACT bg0.ba0 row 5"),
+            (35, "PRE bg0.ba0"), // the drain's miss: tRAS after the read's ACT
+            (49, "ACT bg0.ba0 row 6"),
+            (61, "WR bg0.ba0 row 6 col 0"),
+            (65, "WR bg0.ba0 row 6 col 1"),
+            (69, "WR bg0.ba0 row 6 col 2"),
+            (73, "WR bg0.ba0 row 6 col 3"), // two left and a read waits: drain stops
+            (96, "PRE bg0.ba0"),            // CWL + BL + tWR after the last WR
+            (110, "ACT bg0.ba0 row 5"),     // the read's row again
+            (124, "RD bg0.ba0 row 5 col 0"),
+            (144, "PRE bg0.ba0"), // tRAS after the re-ACT: a second ACT for row 5
+            (158, "ACT bg0.ba0 row 6"),
+            (170, "WR bg0.ba0 row 6 col 4"),
+            (174, "WR bg0.ba0 row 6 col 5"),
+        ])
+    );
+}
+
+#[test]
+fn with_look_ahead_the_activated_read_is_served_during_the_drain() {
+    let l = read_then_conflicting_writes(1);
+    assert_eq!(
+        l,
+        seq(&[
+            (1, "ACT bg0.ba0 row 5"),
+            (15, "RD bg0.ba0 row 5 col 0"), // served from the look-ahead window mid-drain
+            (35, "PRE bg0.ba0"),            // only then may the write's miss close the row
+            (49, "ACT bg0.ba0 row 6"),
+            (61, "WR bg0.ba0 row 6 col 0"),
+            (65, "WR bg0.ba0 row 6 col 1"),
+            (69, "WR bg0.ba0 row 6 col 2"),
+            (73, "WR bg0.ba0 row 6 col 3"),
+            (77, "WR bg0.ba0 row 6 col 4"),
+            (81, "WR bg0.ba0 row 6 col 5"),
+        ])
+    );
+}
+
+#[test]
+fn the_look_ahead_window_holds_activated_requests_beyond_the_queue() {
+    let p = hbm2();
+    let mut cfg = ControllerConfig::with_depth(&p, 2);
+    cfg.refresh = RefreshMode::Off;
+    let mapping = AddressMapping::named(STREAM_MAPPING, &p).unwrap();
+    let mut sys = MemorySystem::new(&p, mapping, cfg);
+    let a = request(&sys, &(0, R, 0, 5, 0, 1));
+    let b = request(&sys, &(0, R, 1, 5, 0, 1));
+    let c = request(&sys, &(0, R, 2, 5, 0, 1));
+    sys.submit(&a).unwrap();
+    sys.submit(&b).unwrap();
+    assert!(sys.submit(&c).is_err(), "two entries fill a queue of two");
+    let mut done = Vec::new();
+    // At cycle 1 the first request's ACT issues: it moves to the look-ahead window.
+    sys.advance_until(1, &mut done);
+    sys.submit(&c)
+        .expect("the activated request no longer counts");
+}

@@ -360,3 +360,136 @@ fn commands_in_the_wrong_bank_state_are_rejected() {
         Err(TimingError::NoSuchBank { .. })
     ));
 }
+
+// ---- The shared command interface of a channel (JEDEC HBM2 pseudo-channel mode) ----
+
+use nmcp_emulator::hbm::config::CommandBus;
+use nmcp_emulator::hbm::SharedChannel;
+
+fn jedec() -> HbmPreset {
+    let p = HbmPreset::builtin("hbm2-2000").unwrap();
+    assert_eq!(p.organisation.command_bus, CommandBus::Shared);
+    assert_eq!(p.timing.act_bus_cycles, 2);
+    p
+}
+
+/// Issues `setup` as (pseudo-channel, command, cycle) on one channel, then checks the
+/// earliest cycle and gate of `next` on pseudo-channel `pc`, that one cycle earlier is
+/// rejected naming that gate and that the earliest cycle is accepted.
+fn channel_gate(
+    p: &HbmPreset,
+    setup: &[(usize, Command, Cycle)],
+    (pc, next): (usize, Command),
+    want: Cycle,
+    gate: Gate,
+) {
+    let mut ch = SharedChannel::new(p);
+    for (i, c, at) in setup {
+        ch.issue(*i, c, *at)
+            .unwrap_or_else(|e| panic!("setup pc{i} {c} at {at}: {e}"));
+    }
+    assert_eq!(
+        ch.pseudo_channel(pc).earliest_with_gate(&next),
+        (want, gate),
+        "earliest of pc{pc} {next}"
+    );
+    if want > 0 {
+        let mut early = ch.clone();
+        match early.issue(pc, &next, want - 1) {
+            Err(TimingError::TooEarly { gate: g, .. }) => assert_eq!(g, gate),
+            other => panic!("pc{pc} {next} at {}: {other:?}", want - 1),
+        }
+    }
+    ch.issue(pc, &next, want)
+        .unwrap_or_else(|e| panic!("pc{pc} {next} at {want}: {e}"));
+}
+
+#[test]
+fn an_act_holds_the_shared_row_bus_two_cycles() {
+    let p = jedec();
+    // ACT on one pseudo-channel: the other's ACT and PRE wait two cycles.
+    channel_gate(
+        &p,
+        &[(0, act(B0, 1), 10)],
+        (1, act(B0, 1)),
+        12,
+        Gate::RowBus,
+    );
+    channel_gate(
+        &p,
+        &[(1, act(B1, 1), 0), (0, act(B0, 1), 40)],
+        (1, pre(B1)),
+        42,
+        Gate::RowBus,
+    );
+    // And so does the same pseudo-channel's next row command (PRE of another bank).
+    channel_gate(
+        &p,
+        &[(0, act(B1, 1), 0), (0, act(G1, 1), 40)],
+        (0, pre(B1)),
+        42,
+        Gate::RowBus,
+    );
+    // A PRE holds the row bus one cycle.
+    channel_gate(
+        &p,
+        &[(1, act(B1, 1), 0), (1, pre(B1), 40)],
+        (0, act(B0, 1)),
+        41,
+        Gate::RowBus,
+    );
+}
+
+#[test]
+fn column_commands_of_two_pseudo_channels_share_the_column_bus() {
+    let p = jedec();
+    let open = [(0, act(B0, 1), 0), (1, act(B0, 1), 2)];
+    // RD on pc0 at 20: pc1's RD waits one cycle for the column bus (its own gates allow 16).
+    let mut setup = open.to_vec();
+    setup.push((0, rd(B0), 20));
+    channel_gate(&p, &setup, (1, rd(B0)), 21, Gate::ColumnBus);
+    // A WR on the other pseudo-channel too.
+    channel_gate(&p, &setup, (1, wr(B0)), 21, Gate::ColumnBus);
+}
+
+#[test]
+fn a_row_and_a_column_command_may_share_a_cycle() {
+    let p = jedec();
+    let mut ch = SharedChannel::new(&p);
+    ch.issue(0, &act(B0, 1), 0).unwrap();
+    ch.issue(0, &rd(B0), 20).unwrap();
+    // pc1's ACT in the same cycle as pc0's RD: the row bus is free.
+    assert_eq!(ch.earliest(1, &act(B0, 1)), 2);
+    ch.issue(1, &act(B0, 1), 20).unwrap();
+    // pc0's ACT to another bank in the same cycle as pc1's RD.
+    ch.issue(1, &rd(B0), 34).unwrap();
+    assert_eq!(ch.earliest(0, &act(G1, 1)), 22);
+    ch.issue(0, &act(G1, 1), 34).unwrap();
+}
+
+#[test]
+fn per_pseudo_channel_buses_are_one_setting_away() {
+    let mut p = jedec();
+    p.organisation.command_bus = CommandBus::PerPseudoChannel;
+    p.timing.act_bus_cycles = 1;
+    p.check().unwrap();
+    // The memory system only shares buses for `shared`; with per-pseudo-channel buses the
+    // two pseudo-channels are independent timing objects: pc1 may ACT in pc0's ACT cycle.
+    let mut pc0 = PseudoChannel::new(&p);
+    let pc1 = PseudoChannel::new(&p);
+    pc0.issue(&act(B0, 1), 10).unwrap();
+    assert_eq!(pc1.earliest(&act(B0, 1)), 0);
+    // With one ACT cycle, the same pseudo-channel's next row command may follow at once.
+    assert_eq!(pc0.earliest_with_gate(&pre(B1)), (11, Gate::RowBus));
+    assert_eq!(pc0.earliest(&act(G1, 1)), 10 + u64::from(p.timing.trrd_s));
+}
+
+#[test]
+fn act_bus_cycles_is_checked() {
+    let mut p = jedec();
+    p.timing.act_bus_cycles = 0;
+    let e = p.check().unwrap_err().to_string();
+    assert!(e.contains("timing.act_bus_cycles"), "{e}");
+    p.timing.act_bus_cycles = p.timing.trrd_s + 1;
+    assert!(p.check().is_err());
+}

@@ -73,6 +73,26 @@ pub struct Organisation {
     pub tck_ns: f64,
     /// Capacity of one channel in Gbit (all its pseudo-channels).
     pub channel_density_gbit: u32,
+    /// Who owns the row and column command buses (default: each pseudo-channel its own).
+    #[serde(default)]
+    pub command_bus: CommandBus,
+}
+
+/// The command interface of a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommandBus {
+    /// Each pseudo-channel has its own row and column command bus (one row and one column
+    /// command per pseudo-channel per cycle): nmcp's model before issue 15, kept for the
+    /// NMC and T3 presets.
+    #[default]
+    PerPseudoChannel,
+    /// JEDEC HBM2 (JESD235): the pseudo-channels of a channel share the channel's row
+    /// command bus and its column command bus. Per cycle the channel takes one row command
+    /// and one column command (for either pseudo-channel, in the same cycle allowed); an
+    /// ACT holds the row bus for `timing.act_bus_cycles`. With one pseudo-channel per
+    /// channel (legacy mode) this is the same as `per-pseudo-channel`.
+    Shared,
 }
 
 /// DRAM timing parameters, all in tCK.
@@ -123,6 +143,14 @@ pub struct Timing {
     pub tccdwl: u32,
     /// Idle data-bus cycles between the end of read data and the start of write data.
     pub rtw_turnaround: u32,
+    /// Cycles an ACT occupies the row command bus (JEDEC HBM2: 2; default 1, the model
+    /// before issue 15). Bank timing counts from the ACT's first cycle.
+    #[serde(default = "one")]
+    pub act_bus_cycles: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Refresh settings.
@@ -171,6 +199,13 @@ pub struct ControllerDefaults {
     pub command_overhead: u32,
     /// Default address mapping (see [`AddressMapping::parse`]).
     pub mapping: String,
+    /// Look-ahead window: requests per bank whose ACT has issued that the controller holds
+    /// beyond its queue (0 or 1; default 0). With 1, as Ramulator 2's active buffer, a
+    /// request whose row was opened for it leaves the queue's count, is served before
+    /// anything else whatever the write-drain mode, and its row is not precharged (by
+    /// either queue's miss) until it is served. See `docs/decisions/dram.md`.
+    #[serde(default)]
+    pub activated_per_bank: u32,
 }
 
 /// Costs of near-memory compute.
@@ -430,6 +465,22 @@ impl HbmPreset {
                 format!("is {lo}; must be in [0, write_high_watermark = {hi})"),
             ));
         }
+        if c.activated_per_bank > 1 {
+            return Err(rule(
+                "controller.activated_per_bank",
+                format!("is {}; must be 0 or 1", c.activated_per_bank),
+            ));
+        }
+        if t.act_bus_cycles == 0 || t.act_bus_cycles > t.trrd_s {
+            return Err(rule(
+                "timing.act_bus_cycles",
+                format!(
+                    "is {}; must be 1..=tRRD_S ({}) (an ACT holds the row bus no longer than \
+                     the next ACT of its pseudo-channel must wait anyway)",
+                    t.act_bus_cycles, t.trrd_s
+                ),
+            ));
+        }
         AddressMapping::parse(&c.mapping, self)
             .map_err(|e| rule("controller.mapping", e.to_string()))?;
         Ok(())
@@ -484,6 +535,8 @@ pub struct TimingCycles {
     pub bl: u64,
     /// tccdwl in tCK.
     pub tccdwl: u64,
+    /// Row-bus cycles of an ACT.
+    pub act_bus: u64,
     /// WR to PRE, same bank: CWL + BL + tWR.
     pub wr_to_pre: u64,
     /// WR to RD, different bank group: CWL + BL + tWTR_S.
@@ -520,6 +573,7 @@ impl From<&Timing> for TimingCycles {
             trfcpb: w(t.trfcpb),
             bl: w(t.bl),
             tccdwl: w(t.tccdwl),
+            act_bus: w(t.act_bus_cycles.max(1)),
             wr_to_pre: w(t.cwl) + w(t.bl) + w(t.twr),
             wr_to_rd_s: w(t.cwl) + w(t.bl) + w(t.twtr_s),
             wr_to_rd_l: w(t.cwl) + w(t.bl) + w(t.twtr_l),

@@ -11,7 +11,7 @@ pub mod timing;
 pub use bank::{BankId, Command, CommandKind};
 pub use config::{HbmPreset, PresetError};
 pub use mapping::{AddressMapping, DramAddr, MappingError};
-pub use timing::{Gate, PseudoChannel, TimingError};
+pub use timing::{Gate, PseudoChannel, SharedChannel, TimingError};
 
 /// Time in DRAM clock cycles (tCK) since the start of a run.
 pub type Cycle = u64;

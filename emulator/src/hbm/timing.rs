@@ -436,6 +436,22 @@ impl PseudoChannel {
         self.row_bus.at
     }
 
+    /// The cycles at which the row and the column command bus are next free.
+    #[inline]
+    pub fn buses_free(&self) -> (Cycle, Cycle) {
+        (self.row_bus.at, self.col_bus.at)
+    }
+
+    /// Takes the other pseudo-channels' use of a shared command interface into account:
+    /// the row bus is busy until `row`, the column bus until `col` (JEDEC HBM2: the
+    /// pseudo-channels of a channel share one row and one column command bus). Gates only
+    /// rise, so this never lets a command issue earlier. See [`SharedChannel`].
+    #[inline]
+    pub fn share_buses(&mut self, row: Cycle, col: Cycle) {
+        self.row_bus.raise(row, Gate::RowBus);
+        self.col_bus.raise(col, Gate::ColumnBus);
+    }
+
     /// Earliest cycle of an ACT to a closed bank (flat index).
     #[inline]
     pub fn earliest_act(&self, bank: usize) -> Cycle {
@@ -635,6 +651,22 @@ impl PseudoChannel {
         at
     }
 
+    /// Issues `cmd` at `at` without re-checking the banks' state or the gates: for a
+    /// caller that has checked both already (the memory controller's scheduler picks only
+    /// commands whose gate it computed). Debug builds check both and panic on a violation.
+    /// `emulator/tests/dram_unchecked.rs` runs whole workloads both ways and compares
+    /// every command.
+    #[inline]
+    pub fn issue_unchecked(&mut self, cmd: &Command, at: Cycle) {
+        debug_assert_eq!(self.check_state(cmd), Ok(()), "issue_unchecked: {cmd}");
+        debug_assert!(
+            self.earliest(cmd) <= at,
+            "issue_unchecked: {cmd} at {at} before {}",
+            self.earliest(cmd)
+        );
+        self.apply(cmd, at);
+    }
+
     /// Checks that `cmd` finds its bank(s) in the right state.
     pub fn check_state(&self, cmd: &Command) -> Result<(), TimingError> {
         let one = |b: BankId| -> Result<&Bank, TimingError> {
@@ -735,7 +767,12 @@ impl PseudoChannel {
         let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
         if cmd.kind().is_row_command() {
-            self.row_bus.raise(at + 1, Gate::RowBus);
+            let cycles = if matches!(cmd, Command::Act { .. } | Command::AbAct { .. }) {
+                t.act_bus
+            } else {
+                1
+            };
+            self.row_bus.raise(at + cycles, Gate::RowBus);
         } else {
             self.col_bus.raise(at + 1, Gate::ColumnBus);
         }
@@ -830,5 +867,56 @@ impl PseudoChannel {
                 self.bank_max.act = self.bank_max.act.max(at + t.trfcpb);
             }
         }
+    }
+}
+
+/// The pseudo-channels of one channel behind one shared command interface (JEDEC HBM2
+/// pseudo-channel mode): one row command bus and one column command bus for all of them.
+///
+/// The memory system keeps the two buses' "free at" cycles per channel and hands them to
+/// each pseudo-channel before it schedules ([`PseudoChannel::share_buses`]) and reads them
+/// back after ([`PseudoChannel::buses_free`]); this type does the same around single
+/// commands, so timing tests can drive a whole channel.
+#[derive(Debug, Clone)]
+pub struct SharedChannel {
+    pcs: Vec<PseudoChannel>,
+    row: Cycle,
+    col: Cycle,
+}
+
+impl SharedChannel {
+    /// A channel of the preset's pseudo-channels, every bank precharged.
+    pub fn new(preset: &HbmPreset) -> Self {
+        let n = preset.organisation.pseudo_channels_per_channel.max(1) as usize;
+        SharedChannel {
+            pcs: (0..n).map(|_| PseudoChannel::new(preset)).collect(),
+            row: 0,
+            col: 0,
+        }
+    }
+
+    /// One pseudo-channel's timing state, with the channel's bus use applied.
+    pub fn pseudo_channel(&mut self, pc: usize) -> &PseudoChannel {
+        let (row, col) = (self.row, self.col);
+        let p = &mut self.pcs[pc];
+        p.share_buses(row, col);
+        p
+    }
+
+    /// Earliest cycle of `cmd` on pseudo-channel `pc`.
+    pub fn earliest(&mut self, pc: usize, cmd: &Command) -> Cycle {
+        self.pseudo_channel(pc).earliest(cmd)
+    }
+
+    /// Issues `cmd` on pseudo-channel `pc` at `at`, under every check.
+    pub fn issue(&mut self, pc: usize, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
+        let (row, col) = (self.row, self.col);
+        let p = &mut self.pcs[pc];
+        p.share_buses(row, col);
+        p.issue(cmd, at)?;
+        let (r, c) = p.buses_free();
+        self.row = self.row.max(r);
+        self.col = self.col.max(c);
+        Ok(())
     }
 }

@@ -51,7 +51,8 @@ use super::observer::{ControllerObserver, IssuedColumn};
 use super::refresh::{RefreshBlock, Refresher};
 use super::request::{Access, Source, TrafficClass};
 use super::scheduler::{
-    pick_column, pick_row, wanted_banks, BankQueues, Entry, Everyone, PartKind, Slot,
+    pick_activated, pick_column, pick_row, wanted_banks, BankQueues, Entry, Everyone, PartKind,
+    Slot,
 };
 use super::stats::{ControllerStats, RowClass};
 
@@ -70,6 +71,14 @@ pub struct ControllerConfig {
     pub command_overhead: Cycle,
     /// Refresh mode.
     pub refresh: RefreshMode,
+    /// Look-ahead window: activated requests per bank held beyond the queue (0 or 1; see
+    /// [`crate::hbm::config::ControllerDefaults::activated_per_bank`]).
+    pub activated_per_bank: usize,
+    /// Re-check every scheduled command's bank state and gates before issuing it (and
+    /// panic on a violation, a scheduler bug). Default: on in debug builds, off in release
+    /// builds, where the scheduler's own gate computation is trusted; both paths issue the
+    /// same commands (`emulator/tests/dram_unchecked.rs`).
+    pub checked_issue: bool,
 }
 
 impl ControllerConfig {
@@ -91,6 +100,8 @@ impl ControllerConfig {
             write_low: low,
             command_overhead: Cycle::from(c.command_overhead),
             refresh: p.refresh.mode,
+            activated_per_bank: c.activated_per_bank as usize,
+            checked_issue: cfg!(debug_assertions),
         }
     }
 }
@@ -178,6 +189,7 @@ fn pick_column_tiered(
 }
 
 /// [`pick_row`] among the first tier's classes, then among the second's.
+#[allow(clippy::too_many_arguments)]
 #[inline(never)]
 fn pick_row_tiered(
     queue: &BankQueues,
@@ -186,11 +198,12 @@ fn pick_row_tiered(
     block: RefreshBlock,
     policy: PagePolicy,
     (first, then): (ClassSet, ClassSet),
+    protect: u64,
     wake: &mut Cycle,
 ) -> Option<(Command, Option<Slot>)> {
-    let p = pick_row(queue, pc, now, block, policy, first, wake);
+    let p = pick_row(queue, pc, now, block, policy, first, protect, wake);
     if p.is_none() && then != first {
-        pick_row(queue, pc, now, block, policy, then, wake)
+        pick_row(queue, pc, now, block, policy, then, protect, wake)
     } else {
         p
     }
@@ -253,6 +266,9 @@ pub struct Controller {
     last_write: bool,
     /// Pseudo-channel index in the memory system (for observers).
     index: usize,
+    /// Banks whose first read-queue ([0]) / write-queue ([1]) entry had its row opened
+    /// for it and is not yet served (the look-ahead window; always 0 without it).
+    activated: [u64; 2],
     arbiter: Box<dyn Arbiter>,
     /// The arbiter grants every class and keeps no state: never call it.
     arbiter_blind: bool,
@@ -281,6 +297,7 @@ impl Controller {
             last_block: RefreshBlock::default(),
             last_write: false,
             index: 0,
+            activated: [0; 2],
             arbiter: Box::new(FrFcfs),
             arbiter_blind: true,
             last_grant: Grant::ALL,
@@ -367,6 +384,13 @@ impl Controller {
         &self.pc
     }
 
+    /// Applies the other pseudo-channels' use of a shared command interface (see
+    /// [`PseudoChannel::share_buses`]); the memory system calls it before each step.
+    #[inline]
+    pub fn share_buses(&mut self, row: Cycle, col: Cycle) {
+        self.pc.share_buses(row, col);
+    }
+
     /// The settings.
     pub fn config(&self) -> &ControllerConfig {
         &self.cfg
@@ -381,12 +405,54 @@ impl Controller {
     /// write queue) has room for `n` more entries.
     #[inline]
     pub fn has_room(&self, access: Access, n: usize) -> bool {
-        let q = if access.is_write_like() {
-            &self.writes
-        } else {
-            &self.reads
-        };
-        q.len() + n <= self.cfg.queue_depth
+        let w = access.is_write_like();
+        let q = if w { &self.writes } else { &self.reads };
+        // Activated requests are held beyond the queue (the look-ahead window).
+        let held = self.activated[usize::from(w)].count_ones() as usize;
+        q.len() - held + n <= self.cfg.queue_depth
+    }
+
+    /// Keeps the queues' per-bank hit counts after a row command the scheduler issued.
+    #[inline]
+    fn rows_changed(&mut self, cmd: &Command) {
+        match *cmd {
+            Command::Act { bank, .. } | Command::Pre { bank } => {
+                if let Some(b) = self.pc.bank_index(bank) {
+                    let open = self.pc.open_row_raw(b);
+                    self.reads.recount(b, open);
+                    self.writes.recount(b, open);
+                }
+            }
+            _ => self.recount_hits(),
+        }
+    }
+
+    /// Recounts every bank's hits (after refresh, or after an NMC engine drove the banks).
+    fn recount_hits(&mut self) {
+        for b in 0..self.pc.banks() {
+            let open = self.pc.open_row_raw(b);
+            self.reads.recount(b, open);
+            self.writes.recount(b, open);
+        }
+    }
+
+    /// Drops look-ahead marks whose bank no longer has the request's row open (refresh or
+    /// an NMC engine closed it): they would otherwise protect a row nobody waits for.
+    fn revalidate_activated(&mut self) {
+        for (k, q) in [&self.reads, &self.writes].into_iter().enumerate() {
+            let mut m = self.activated[k];
+            while m != 0 {
+                let b = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let keep = q
+                    .bank(b)
+                    .first()
+                    .is_some_and(|e| self.pc.open_row_raw(b) == e.row);
+                if !keep {
+                    self.activated[k] &= !(1u64 << b);
+                }
+            }
+        }
     }
 
     /// Whether both queues are empty.
@@ -440,10 +506,12 @@ impl Controller {
         self.row_quiet_until = self.row_quiet_until.min(ready);
         if access.is_write_like() {
             self.stats.write_queue.record(now, self.writes.len());
-            self.writes.push(e);
+            let open = self.pc.open_row_raw(bank);
+            self.writes.push(e, open);
         } else {
             self.stats.read_queue.record(now, self.reads.len());
-            self.reads.push(e);
+            let open = self.pc.open_row_raw(bank);
+            self.reads.push(e, open);
         }
         Some(ready)
     }
@@ -468,11 +536,16 @@ impl Controller {
         }
     }
 
+    #[inline]
     fn issue_internal(&mut self, cmd: &Command, at: Cycle) {
-        if let Err(e) = self.pc.issue(cmd, at) {
-            // The scheduler only picks commands whose gates it has checked; reaching this
-            // is a bug in the scheduler, not a property of the input.
-            panic!("memory controller scheduled an illegal command: {e}");
+        if self.cfg.checked_issue {
+            if let Err(e) = self.pc.issue(cmd, at) {
+                // The scheduler only picks commands whose gates it has checked; reaching
+                // this is a bug in the scheduler, not a property of the input.
+                panic!("memory controller scheduled an illegal command: {e}");
+            }
+        } else {
+            self.pc.issue_unchecked(cmd, at);
         }
         self.record(cmd, at);
     }
@@ -527,21 +600,41 @@ impl Controller {
 
         if now >= self.column_quiet_until {
             let mut w = Cycle::MAX;
-            let queue = if drain { &self.writes } else { &self.reads };
-            let pick = if ARBITRATED {
-                pick_column_tiered(queue, &self.pc, now, drain, block, tiers, &mut w)
-            } else {
-                pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w)
-            };
+            // The look-ahead window first (Ramulator 2 serves its active buffer first).
+            let mut pick = None;
+            if self.activated != [0, 0] {
+                pick = pick_activated(
+                    [&self.reads, &self.writes],
+                    self.activated,
+                    &self.pc,
+                    now,
+                    block,
+                    &mut w,
+                );
+            }
+            if pick.is_none() {
+                let queue = if drain { &self.writes } else { &self.reads };
+                pick = if ARBITRATED {
+                    pick_column_tiered(queue, &self.pc, now, drain, block, tiers, &mut w)
+                } else {
+                    pick_column(queue, &self.pc, now, drain, block, Everyone, &mut w)
+                }
+                .map(|i| (i, drain));
+            }
             match pick {
-                Some(i) => {
-                    if self.serve_column::<ARBITRATED>(i, drain, now, done) {
+                Some((i, write)) => {
+                    if self.serve_column::<ARBITRATED>(i, write, now, done) {
                         // Fewer hits may free a PRE.
                         self.row_quiet_until = 0;
                     }
                     self.column_quiet_until = 0;
                     // The next column command cannot come before the bus-wide gates open.
-                    wake = wake.min(self.pc.column_floor(drain));
+                    let floor = if write == drain {
+                        self.pc.column_floor(drain)
+                    } else {
+                        now + 1
+                    };
+                    wake = wake.min(floor);
                 }
                 None => self.column_quiet_until = w,
             }
@@ -562,6 +655,10 @@ impl Controller {
                 if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {
                     self.refresh.refreshed(&cmd, &self.pc);
                 }
+                if self.activated != [0, 0] {
+                    self.revalidate_activated();
+                }
+                self.recount_hits();
                 self.invalidate();
                 row_done = true;
                 wake = now + 1;
@@ -575,14 +672,18 @@ impl Controller {
             let mut w = Cycle::MAX;
             let queue = if drain { &self.writes } else { &self.reads };
             let policy = self.cfg.page_policy;
+            let protect = self.activated[0] | self.activated[1];
             let pick = if ARBITRATED {
-                pick_row_tiered(queue, &self.pc, now, block, policy, tiers, &mut w)
+                pick_row_tiered(queue, &self.pc, now, block, policy, tiers, protect, &mut w)
             } else {
-                pick_row(queue, &self.pc, now, block, policy, Everyone, &mut w)
+                pick_row(
+                    queue, &self.pc, now, block, policy, Everyone, protect, &mut w,
+                )
             };
             match pick {
                 Some((cmd, entry)) => {
                     self.issue_internal(&cmd, now);
+                    self.rows_changed(&cmd);
                     let mut kind = None;
                     if let Some(i) = entry {
                         let q = if drain {
@@ -598,6 +699,12 @@ impl Controller {
                                     e.row_class = RowClass::Miss
                                 }
                                 _ => {}
+                            }
+                        }
+                        if let Command::Act { .. } = cmd {
+                            // The row was opened for this request (first of its bank).
+                            if self.cfg.activated_per_bank > 0 && i.1 == 0 {
+                                self.activated[usize::from(drain)] |= 1u64 << i.0;
                             }
                         }
                     }
@@ -740,13 +847,16 @@ impl Controller {
             self.bytes_per_column,
         );
         if finished {
+            if i.1 == 0 {
+                self.activated[usize::from(drain)] &= !(1u64 << i.0);
+            }
             let q = if drain {
                 &mut self.writes
             } else {
                 &mut self.reads
             };
             let len = q.len();
-            q.remove(i);
+            q.remove(i, row);
             if drain {
                 self.stats.write_queue.record(now, len);
                 self.stats.writes += 1;
@@ -818,6 +928,8 @@ impl Controller {
     pub fn release_from_nmc(&mut self, now: Cycle) -> Cycle {
         self.nmc_owned = false;
         self.refresh.nmc_release(now);
+        self.recount_hits();
+        self.revalidate_activated();
         self.invalidate();
         now
     }
@@ -863,6 +975,8 @@ impl Controller {
     /// Issues a command on behalf of an NMC engine, under full timing checks.
     pub fn issue_external(&mut self, cmd: &Command, at: Cycle) -> Result<(), TimingError> {
         self.pc.issue(cmd, at)?;
+        self.recount_hits();
+        self.revalidate_activated();
         self.invalidate();
         self.record(cmd, at);
         if matches!(cmd.kind(), CommandKind::Ref | CommandKind::RefPb) {

@@ -138,6 +138,12 @@ pub type Slot = (usize, usize);
 pub struct BankQueues {
     banks: Vec<Vec<Entry>>,
     nonempty: u64,
+    /// Per bank, entries whose row is the bank's open row (kept by the controller through
+    /// [`BankQueues::push`], [`BankQueues::remove`] and [`BankQueues::recount`]), so the
+    /// passes need not rescan a bank's queue to know whether it holds a row hit.
+    hits: Vec<u32>,
+    /// Bit b set when `hits[b] > 0`.
+    hit_mask: u64,
     len: usize,
     next_seq: u64,
     per_class: [usize; TRAFFIC_CLASSES],
@@ -149,6 +155,8 @@ impl BankQueues {
         BankQueues {
             banks: vec![Vec::new(); banks],
             nonempty: 0,
+            hits: vec![0; banks],
+            hit_mask: 0,
             len: 0,
             next_seq: 0,
             per_class: [0; TRAFFIC_CLASSES],
@@ -179,16 +187,52 @@ impl BankQueues {
         self.nonempty
     }
 
-    /// Appends an entry (its `seq` is assigned here).
-    pub fn push(&mut self, mut e: Entry) {
+    /// Bit b set when bank b has an entry for its open row.
+    #[inline]
+    pub fn hit_mask(&self) -> u64 {
+        self.hit_mask
+    }
+
+    /// Entries of bank `b` for its open row.
+    #[inline]
+    pub fn hits(&self, b: usize) -> u32 {
+        self.hits.get(b).copied().unwrap_or(0)
+    }
+
+    /// Appends an entry (its `seq` is assigned here); `open` is its bank's open row (or
+    /// [`CLOSED_ROW`]).
+    pub fn push(&mut self, mut e: Entry, open: u32) {
         let b = usize::from(e.bank);
         if let Some(q) = self.banks.get_mut(b) {
             e.seq = self.next_seq;
             self.next_seq += 1;
             self.per_class[e.kind.class_index()] += 1;
+            if e.row == open {
+                self.hits[b] += 1;
+                self.hit_mask |= 1u64 << b;
+            }
             q.push(e);
             self.nonempty |= 1u64 << b;
             self.len += 1;
+        }
+    }
+
+    /// Recounts bank `b`'s hits after its open row changed (`open`: the new row, or
+    /// [`CLOSED_ROW`]).
+    pub fn recount(&mut self, b: usize, open: u32) {
+        let Some(q) = self.banks.get(b) else {
+            return;
+        };
+        let n = if open == CLOSED_ROW {
+            0
+        } else {
+            q.iter().filter(|e| e.row == open).count() as u32
+        };
+        self.hits[b] = n;
+        if n > 0 {
+            self.hit_mask |= 1u64 << b;
+        } else {
+            self.hit_mask &= !(1u64 << b);
         }
     }
 
@@ -204,13 +248,19 @@ impl BankQueues {
         self.banks.get_mut(b)?.get_mut(i)
     }
 
-    /// Removes an entry by slot.
-    pub fn remove(&mut self, (b, i): Slot) -> Option<Entry> {
+    /// Removes an entry by slot; `open` is its bank's open row.
+    pub fn remove(&mut self, (b, i): Slot, open: u32) -> Option<Entry> {
         let q = self.banks.get_mut(b)?;
         if i >= q.len() {
             return None;
         }
         let e = q.remove(i);
+        if e.row == open {
+            self.hits[b] -= 1;
+            if self.hits[b] == 0 {
+                self.hit_mask &= !(1u64 << b);
+            }
+        }
         if q.is_empty() {
             self.nonempty &= !(1u64 << b);
         }
@@ -263,11 +313,9 @@ pub fn pick_column<A: Admit>(
         return None;
     }
     let mut best: Option<(u64, Slot)> = None;
-    for b in bits(queue.nonempty()) {
+    for b in bits(queue.hit_mask()) {
         let open = pc.open_row_raw(b);
-        if open == CLOSED_ROW {
-            continue;
-        }
+        debug_assert_ne!(open, CLOSED_ROW);
         let Some(i) = queue
             .bank(b)
             .iter()
@@ -303,6 +351,11 @@ pub fn pick_column<A: Admit>(
 /// candidate (but not the closed-page precharges), so the caller can bound its next row
 /// pass with it. Only admitted entries protect an open row from a PRE: an entry that may
 /// not issue must not hold up one that may.
+///
+/// Banks in `protect` hold a request whose row was opened for it and is not yet served
+/// (the look-ahead window, see [`pick_activated`]): their open row is not precharged,
+/// whichever queue the miss comes from.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn pick_row<A: Admit>(
     queue: &BankQueues,
@@ -311,6 +364,7 @@ pub fn pick_row<A: Admit>(
     block: RefreshBlock,
     policy: PagePolicy,
     admit: A,
+    protect: u64,
     wake: &mut Cycle,
 ) -> Option<(Command, Option<Slot>)> {
     let bus = pc.row_bus_free();
@@ -323,16 +377,28 @@ pub fn pick_row<A: Admit>(
     for b in bits(queue.nonempty()) {
         let entries = queue.bank(b);
         let open = pc.open_row_raw(b);
-        let Some(i) = entries
-            .iter()
-            .position(|e| e.row != open && admit.admits(e))
-        else {
+        let hits = queue.hits(b) as usize;
+        if hits == entries.len() {
+            // Every entry hits the open row: no row command wanted here.
+            continue;
+        }
+        let Some(i) = (if hits == 0 && admit.admits(&entries[0]) {
+            Some(0)
+        } else {
+            entries
+                .iter()
+                .position(|e| e.row != open && admit.admits(e))
+        }) else {
             continue;
         };
         let e = &entries[i];
         let (cmd, t) = if open != CLOSED_ROW {
+            if protect & (1u64 << b) != 0 {
+                // Serving the activated request clears the bit and wakes the row pass.
+                continue;
+            }
             let t = pc.earliest_pre(b).max(e.ready);
-            if t <= now && entries.iter().any(|x| x.row == open && admit.admits(x)) {
+            if t <= now && hits > 0 && entries.iter().any(|x| x.row == open && admit.admits(x)) {
                 // Hits go first; their column gates set the wake.
                 continue;
             }
@@ -377,7 +443,7 @@ pub fn pick_row<A: Admit>(
     if policy == PagePolicy::Closed && pc.any_open() {
         for b in 0..pc.banks() {
             let open = pc.open_row_raw(b);
-            if open == CLOSED_ROW || queue.bank(b).iter().any(|x| x.row == open) {
+            if open == CLOSED_ROW || protect & (1u64 << b) != 0 || queue.hits(b) > 0 {
                 continue;
             }
             let t = pc.earliest_pre(b);
@@ -393,4 +459,49 @@ pub fn pick_row<A: Admit>(
         }
     }
     None
+}
+
+/// The look-ahead window (`activated_per_bank` = 1, Ramulator 2's active buffer): among
+/// the requests whose row was opened for them (`activated[0]` banks of the read queue,
+/// `activated[1]` of the write queue; each such request is the first of its bank's
+/// queue), the oldest whose column command may issue at `now`, whatever the drain mode.
+/// Returns the slot and whether it is in the write queue. Lowers `wake` to the others'
+/// gates.
+pub fn pick_activated(
+    queues: [&BankQueues; 2],
+    activated: [u64; 2],
+    pc: &PseudoChannel,
+    now: Cycle,
+    block: RefreshBlock,
+    wake: &mut Cycle,
+) -> Option<(Slot, bool)> {
+    let mut best: Option<(Cycle, u64, Slot, bool)> = None;
+    for (qi, queue) in queues.iter().enumerate() {
+        let write = qi == 1;
+        for b in bits(activated[qi]) {
+            let Some(e) = queue.bank(b).first() else {
+                continue;
+            };
+            if block.blocks(b) {
+                continue;
+            }
+            let t = if write && e.kind.is_update() {
+                update_gate(pc, b)
+            } else {
+                pc.earliest_column(b, write)
+            }
+            .max(e.ready);
+            if t > now {
+                *wake = (*wake).min(t);
+                continue;
+            }
+            // Oldest first: arrival (ready cycle), then queue order; reads before writes
+            // on a tie.
+            if best.is_some_and(|(r, s, _, _)| (r, s) <= (e.ready, e.seq)) {
+                continue;
+            }
+            best = Some((e.ready, e.seq, (b, 0), write));
+        }
+    }
+    best.map(|(_, _, slot, write)| (slot, write))
 }

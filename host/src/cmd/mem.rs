@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use nmcp_emulator::hbm::config::{PagePolicy, RefreshMode, DEFAULT_PRESET};
+use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
 use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport};
-use nmcp_emulator::trace::{parse_trace, Pattern, Synthetic, TraceFormat};
+use nmcp_emulator::trace::{Pattern, Synthetic, TraceError, TraceFormat, TraceReader};
 
 use super::CmdResult;
 
@@ -102,9 +102,34 @@ pub struct MemArgs {
     /// `ro-ba-bg-co-pc-ch` (MSB to LSB; `co:1` takes one bit of a field).
     #[arg(long)]
     mapping: Option<String>,
+    /// Command interface: `shared` (JEDEC HBM2: a channel's pseudo-channels share one row
+    /// and one column command bus) or `per-pseudo-channel` (default: the preset's).
+    #[arg(long, value_enum)]
+    command_bus: Option<BusArg>,
+    /// Look-ahead window: activated requests per bank held beyond the queue, 0 or 1
+    /// (default: the preset's; 1 is Ramulator 2's active buffer).
+    #[arg(long)]
+    activated_per_bank: Option<u32>,
+    /// Threads: 1 runs serially; N > 1 (0: all cores) steps the channels in parallel in
+    /// windows, with a result identical to the serial run (paced traces gain; saturating
+    /// streams, which stall the front end, run serially anyway).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Cycles per parallel window (with --threads other than 1).
+    #[arg(long, default_value_t = 8192)]
+    window: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Command interface.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum BusArg {
+    /// The pseudo-channels of a channel share one row and one column command bus.
+    Shared,
+    /// Each pseudo-channel has its own buses.
+    PerPseudoChannel,
 }
 
 fn load_preset(args: &MemArgs) -> Result<HbmPreset, Box<dyn std::error::Error>> {
@@ -126,7 +151,19 @@ pub fn run(args: MemArgs) -> CmdResult {
     if !(0.0..=1.0).contains(&args.write_ratio) {
         return Err(format!("--write-ratio must be in [0, 1], not {}", args.write_ratio).into());
     }
-    let preset = load_preset(&args)?;
+    let mut preset = load_preset(&args)?;
+    if let Some(b) = args.command_bus {
+        preset.organisation.command_bus = match b {
+            BusArg::Shared => CommandBus::Shared,
+            BusArg::PerPseudoChannel => CommandBus::PerPseudoChannel,
+        };
+    }
+    if let Some(n) = args.activated_per_bank {
+        preset.controller.activated_per_bank = n;
+        preset
+            .check()
+            .map_err(|e| format!("--activated-per-bank {n}: {e}"))?;
+    }
     let mapping_name = args.mapping.as_deref().unwrap_or(STREAM_MAPPING);
     let mapping = AddressMapping::named(mapping_name, &preset)
         .map_err(|e| format!("--mapping {mapping_name}: {e}"))?;
@@ -151,18 +188,31 @@ pub fn run(args: MemArgs) -> CmdResult {
         };
     }
 
+    // A trace is streamed: memory stays constant in its length. A bad line stops the
+    // stream; the error (with its line and column) is reported after the run.
+    let trace_error: std::rc::Rc<std::cell::RefCell<Option<TraceError>>> = Default::default();
     let (source, total): (Box<dyn Iterator<Item = Request>>, u64) = match &args.trace {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let file = std::fs::File::open(path)
                 .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
             let format = args.format.map(|f| match f {
                 FormatArg::Dramsim3 => TraceFormat::DramSim3,
                 FormatArg::Ramulator => TraceFormat::Ramulator,
             });
-            let reqs = parse_trace(&text, format, args.size)
-                .map_err(|e| format!("{}:{e}", path.display()))?;
-            let n = reqs.len() as u64;
-            (Box::new(reqs.into_iter()), n)
+            let reader = TraceReader::new(
+                std::io::BufReader::with_capacity(1 << 16, file),
+                format,
+                args.size,
+            );
+            let slot = trace_error.clone();
+            let reqs = reader.map_while(move |r| match r {
+                Ok(req) => Some(req),
+                Err(e) => {
+                    *slot.borrow_mut() = Some(e);
+                    None
+                }
+            });
+            (Box::new(reqs), 0)
         }
         None => {
             let pattern = match args.pattern {
@@ -184,12 +234,15 @@ pub fn run(args: MemArgs) -> CmdResult {
     let mut system = MemorySystem::new(&preset, mapping, cfg);
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
-    let report = system.run(source, |accepted| {
+    let mut on_progress = |accepted| {
         if bar.is_none() && start.elapsed() > PROGRESS_AFTER {
             let b = ProgressBar::new(total);
-            if let Ok(style) =
-                ProgressStyle::with_template("{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})")
-            {
+            let template = if total > 0 {
+                "{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})"
+            } else {
+                "{pos} requests ({per_sec})"
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
                 b.set_style(style);
             }
             bar = Some(b);
@@ -197,10 +250,23 @@ pub fn run(args: MemArgs) -> CmdResult {
         if let Some(b) = &bar {
             b.set_position(accepted);
         }
-    });
+    };
+    let report = if args.threads == 1 {
+        system.run(source, &mut on_progress)
+    } else {
+        // The run's own thread drives the stream (not Send); the channel steps go to the
+        // global pool, sized here (once per process).
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(args.threads)
+            .build_global();
+        system.run_parallel(source, args.window, &mut on_progress)
+    };
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let (Some(e), Some(path)) = (trace_error.borrow_mut().take(), &args.trace) {
+        return Err(format!("{}:{e}", path.display()).into());
     }
     let speed = if wall > 0.0 {
         report.requests as f64 / wall
@@ -213,6 +279,12 @@ pub fn run(args: MemArgs) -> CmdResult {
             o.insert("wall_seconds".into(), wall.into());
             o.insert("requests_per_second".into(), speed.into());
             o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
+            if args.threads != 1 {
+                let (ran, redone) = system.parallel_windows();
+                o.insert("threads".into(), rayon::current_num_threads().into());
+                o.insert("parallel_windows".into(), ran.into());
+                o.insert("parallel_windows_redone".into(), redone.into());
+            }
         }
         println!("{}", serde_json::to_string(&v)?);
     } else {
