@@ -61,7 +61,7 @@ const CASES: &[Case] = &[
         files: &[("t", b"\xff\xfe\x00garbage\n")],
         args: &["mem", "--trace", "{d}/t"],
         code: 1,
-        says: &["t", "UTF-8"],
+        says: &["t:1:1", "expected an address"],
     },
     Case {
         id: "trace-missing-file",
