@@ -30,11 +30,12 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     checkpoint_dir: Option<std::path::PathBuf>,
     /// Stop each simulation once it passes this simulated time (e.g. 10ms, 500us), with
-    /// an error saying where it was. Applies to `nmcp t3` so far.
+    /// an error saying where it was. Applies to `nmcp t3` and `nmcp mem` (request arrival
+    /// times) so far.
     #[arg(long, global = true, value_name = "TIME", value_parser = limits::parse_sim_time)]
     max_sim_time: Option<u64>,
-    /// Stop each simulation after this many events (scheduled events and memory
-    /// completions). Applies to `nmcp t3` so far.
+    /// Stop each simulation after this many events (T3: scheduled events and memory
+    /// completions; `nmcp mem`: requests admitted).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_events: Option<u64>,
     /// Cap the process's heap (e.g. 4G): an allocation past it stops the run with a
@@ -129,9 +130,11 @@ fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
         limits::set_memory_cap(b);
     }
     let t3 = matches!(cli.command, Command::T3(_));
-    if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !t3 {
+    let capped = t3 || matches!(cli.command, Command::Mem(_));
+    if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !capped {
         return Err(Box::new(cmd::UsageError(
-            "--max-sim-time / --max-events: only `nmcp t3` takes simulation caps so far".into(),
+            "--max-sim-time / --max-events: only `nmcp t3` and `nmcp mem` take simulation caps so far"
+                .into(),
         )));
     }
     limits::set_sim_limits(nmcp_emulator::sim::Limits {

@@ -77,6 +77,20 @@ const CASES: &[Case] = &[
         code: 1,
         says: &["directory"],
     },
+    Case {
+        id: "mem-requests-absurd",
+        files: &[],
+        args: &["mem", "--requests", "99999999999999"],
+        code: 2,
+        says: &["above 2^34", "use a trace file"],
+    },
+    Case {
+        id: "mem-event-cap",
+        files: &[],
+        args: &["mem", "--max-events", "1000"],
+        code: 1,
+        says: &["event cap reached", "cap 1000", "1000 requests finished"],
+    },
     // ----- HBM presets and mappings -----
     Case {
         id: "preset-unknown-name",

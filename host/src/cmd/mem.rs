@@ -77,8 +77,9 @@ pub struct MemArgs {
     /// Synthetic pattern.
     #[arg(long, value_enum, default_value = "stream", conflicts_with = "trace")]
     pattern: PatternArg,
-    /// Synthetic request count.
-    #[arg(long, default_value_t = DEFAULT_REQUESTS, conflicts_with = "trace")]
+    /// Synthetic request count (at most 2^34: hours of simulation at 1 M requests/s).
+    #[arg(long, default_value_t = DEFAULT_REQUESTS, conflicts_with = "trace",
+          value_parser = parse_requests)]
     requests: u64,
     /// Request size in bytes: 32 or 64.
     #[arg(long, default_value_t = 64)]
@@ -231,6 +232,28 @@ pub fn run(args: MemArgs) -> CmdResult {
         }
     };
 
+    // User caps (--max-events, --max-sim-time): the source stops at the first request
+    // past either, and the run ends with an error saying what was reached.
+    let caps = crate::limits::sim_limits();
+    let cap_hit: std::rc::Rc<std::cell::RefCell<Option<nmcp_emulator::sim::LimitReached>>> =
+        Default::default();
+    let source: Box<dyn Iterator<Item = Request>> = if caps == Default::default() {
+        source
+    } else {
+        let slot = cap_hit.clone();
+        let ps_per_cycle = (preset.organisation.tck_ns * 1000.0).round() as u64;
+        let mut admitted = 0u64;
+        Box::new(source.map_while(move |r| {
+            admitted += 1;
+            match caps.check(r.arrival.saturating_mul(ps_per_cycle), admitted) {
+                Ok(()) => Some(r),
+                Err(e) => {
+                    *slot.borrow_mut() = Some(e);
+                    None
+                }
+            }
+        }))
+    };
     let mut system = MemorySystem::new(&preset, mapping, cfg);
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
@@ -268,6 +291,13 @@ pub fn run(args: MemArgs) -> CmdResult {
     if let (Some(e), Some(path)) = (trace_error.borrow_mut().take(), &args.trace) {
         return Err(format!("{}:{e}", path.display()).into());
     }
+    if let Some(e) = cap_hit.borrow_mut().take() {
+        return Err(format!(
+            "memory run stopped: {e} (requests counted as events, arrival cycles as time; {} requests finished)",
+            report.requests
+        )
+        .into());
+    }
     let speed = if wall > 0.0 {
         report.requests as f64 / wall
     } else {
@@ -291,6 +321,21 @@ pub fn run(args: MemArgs) -> CmdResult {
         print_table(&report, preset.organisation.tck_ns, wall, speed);
     }
     Ok(())
+}
+
+/// `--requests`: a count up to 2^34.
+fn parse_requests(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .replace('_', "")
+        .parse()
+        .map_err(|e| format!("{s:?}: {e}"))?;
+    if n > 1 << 34 {
+        return Err(format!(
+            "{n} requests: above 2^34 (about 5 hours at 1 M requests/s); use a trace file or split the run"
+        ));
+    }
+    Ok(n)
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
