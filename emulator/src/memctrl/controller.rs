@@ -41,7 +41,6 @@
 //!    controller at the returned cycle. Mode-switch cost (`nmc.mode_switch`) is charged
 //!    by the engine around these calls.
 
-use std::collections::HashMap;
 
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
@@ -222,7 +221,9 @@ struct PartMeta {
 #[derive(Debug, Clone)]
 struct Observed {
     observer: Box<dyn ControllerObserver>,
-    meta: HashMap<u32, PartMeta>,
+    /// Indexed by the front end's tag (dense slot numbers): a lookup per issued column
+    /// is an index, not a hash.
+    meta: Vec<Option<PartMeta>>,
 }
 
 /// A request part that finished.
@@ -341,7 +342,7 @@ impl Controller {
     pub fn set_observer(&mut self, observer: Box<dyn ControllerObserver>) {
         self.observed = Some(Box::new(Observed {
             observer,
-            meta: HashMap::new(),
+            meta: Vec::new(),
         }));
     }
 
@@ -479,14 +480,20 @@ impl Controller {
             return None;
         }
         if let Some(o) = &mut self.observed {
-            o.meta
-                .entry(tag)
-                .and_modify(|m| m.parts += 1)
-                .or_insert(PartMeta {
-                    source,
-                    addr,
-                    parts: 1,
-                });
+            let t = tag as usize;
+            if o.meta.len() <= t {
+                o.meta.resize(t + 1, None);
+            }
+            match &mut o.meta[t] {
+                Some(m) => m.parts += 1,
+                slot @ None => {
+                    *slot = Some(PartMeta {
+                        source,
+                        addr,
+                        parts: 1,
+                    });
+                }
+            }
         }
         let ready = now + self.cfg.command_overhead;
         let e = Entry {
@@ -877,12 +884,15 @@ impl Controller {
             self.tell_arbiter(&cmd, Some(kind.class()), finished, now);
         }
         if let Some(o) = &mut self.observed {
-            let meta = o.meta.get(&entry.tag).copied();
+            let slot = o.meta.get_mut(entry.tag as usize);
+            let meta = slot.as_ref().and_then(|m| **m);
             if finished {
-                if let Some(m) = o.meta.get_mut(&entry.tag) {
-                    m.parts -= 1;
-                    if m.parts == 0 {
-                        o.meta.remove(&entry.tag);
+                if let Some(m) = slot {
+                    if let Some(p) = m {
+                        p.parts -= 1;
+                        if p.parts == 0 {
+                            *m = None;
+                        }
                     }
                 }
             }
