@@ -49,12 +49,18 @@ mod target {
 
     /// The device-memory window and the firmware live in `.bss`, so the ELF's section
     /// sizes show what the board must provide.
+    /// Word alignment for the device-memory window (the CP reads it a word at a time).
+    #[repr(C, align(8))]
+    struct Aligned<const N: usize>([u8; N]);
+
     #[cfg(not(feature = "hifive1"))]
-    static mut WINDOW: [u8; nmcp_board::WINDOW_BYTES] = [0; nmcp_board::WINDOW_BYTES];
+    static mut WINDOW: Aligned<{ nmcp_board::WINDOW_BYTES }> =
+        Aligned([0; nmcp_board::WINDOW_BYTES]);
     #[cfg(not(feature = "hifive1"))]
     static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
     #[cfg(feature = "hifive1")]
-    static mut WINDOW: [u8; nmcp_board::LAMB_WINDOW_BYTES] = [0; nmcp_board::LAMB_WINDOW_BYTES];
+    static mut WINDOW: Aligned<{ nmcp_board::LAMB_WINDOW_BYTES }> =
+        Aligned([0; nmcp_board::LAMB_WINDOW_BYTES]);
     #[cfg(feature = "hifive1")]
     static mut FIRMWARE: MaybeUninit<nmcp_firmware::nmc::NmcSequencer> = MaybeUninit::uninit();
 
@@ -238,7 +244,7 @@ mod target {
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
-                &mut *addr_of_mut!(WINDOW),
+                &mut (*addr_of_mut!(WINDOW)).0,
                 (*addr_of_mut!(FIRMWARE)).write(Default::default()),
             )
         };
