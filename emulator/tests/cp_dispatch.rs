@@ -231,10 +231,20 @@ fn cp_time_follows_its_work() {
     let model = CpCostModel::default();
     let work = sys.node(0).cp_work();
     assert_eq!(s.cp_cycles, work.cycles(&model));
+    // The documented formula (docs/calibration.md), term by term.
+    let general = work.queue_visits - work.mapped_visits;
     assert_eq!(
         work.cycles(&model),
-        31 * work.mem_accesses + work.predictor_macs + 24 * work.packets_inspected
+        30 * work.mem_accesses
+            + 506 * work.handlers
+            + 160 * work.mapped_visits
+            + 290 * general
+            + 445 * work.dispatches
+            + 11_120 * work.predictions
+            + 270 * (work.packets_decoded - work.predictions)
+            + 445 * work.completions
     );
+    assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);
     // The first kernels launch when the handlers that saw them have been charged.
     let first_launch = sys

@@ -234,7 +234,8 @@ pub fn run_cp(
     one.shapes.truncate(1);
     for n in [2u8, 4, 8, 16] {
         one.queues = n;
-        let done = run_cp_decision(fw, board, meter, &one, None, format_args!(""), &mut Discard)?;
+        let cold = format_args!("cp_decision_{n}g_cold");
+        let done = run_cp_decision(fw, board, meter, &one, None, cold, out)?;
         let name = format_args!("cp_decision_{n}g");
         run_cp_decision(fw, board, meter, &one, Some(done), name, out)?;
     }
@@ -363,11 +364,16 @@ fn run_cp_decision(
     writeln!(
         out,
         " gemms={} dispatched={dispatched} cd={cd} predicted={predicted} swapped={swapped} \
-         mem_accesses={} bytes_read={} predictions={} model_cycles={} dispatch_hash={:#010x}",
+         mem_accesses={} bytes_read={} predictions={} visits={} mapped_visits={} decoded={} dispatches={} \
+         model_cycles={} dispatch_hash={:#010x}",
         s.queues,
         work.mem_accesses,
         work.bytes_read,
         work.predictions,
+        work.queue_visits,
+        work.mapped_visits,
+        work.packets_decoded,
+        work.dispatches,
         work.cycles(&CpCostModel::default()),
         board.stats.dispatch_hash,
     )?;
@@ -612,21 +618,64 @@ mod tests {
             functional(r)
                 .into_iter()
                 .filter(|l| l.starts_with("cp_decision"))
-                // The general path counts its reads differently (whole packets).
+                // The decision's fields; the paths count their reads and visits
+                // differently.
                 .map(|l| {
                     l.split(' ')
                         .filter(|f| {
-                            !f.starts_with("mem_accesses")
-                                && !f.starts_with("bytes_read")
-                                && !f.starts_with("model_cycles")
+                            ![
+                                "mem_accesses",
+                                "bytes_read",
+                                "model_cycles",
+                                "visits",
+                                "mapped_visits",
+                                "decoded",
+                            ]
+                            .iter()
+                            .any(|k| f.starts_with(&format!("{k}=")))
                         })
                         .collect::<std::vec::Vec<_>>()
                         .join(" ")
                 })
                 .collect::<std::vec::Vec<_>>()
         };
-        assert_eq!(cp(&fast).len(), 7);
+        assert_eq!(cp(&fast).len(), 11);
         assert_eq!(cp(&fast), cp(&general));
+    }
+
+    /// The CP cost model (`CpCostModel::default()`, per-kind instruction counts) against
+    /// every measured CP decision of the committed QEMU report: within 10 %. `nmcp board
+    /// run --bless` re-records the report; a firmware change that moves a decision's
+    /// cost by more than that fails here until the model is refitted.
+    #[test]
+    fn cost_model_matches_board_figures() {
+        let model = CpCostModel::default();
+        let qemu = include_str!("../expected/virt.txt");
+        let mut n = 0;
+        for line in qemu.lines().filter(|l| l.starts_with("cp_decision")) {
+            let f = |k: &str| -> u64 {
+                line.split(' ')
+                    .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+                    .unwrap_or_else(|| panic!("{k} missing: {line}"))
+                    .parse()
+                    .unwrap()
+            };
+            let work = CpWork {
+                handlers: 1,
+                queue_visits: f("visits"),
+                mapped_visits: f("mapped_visits"),
+                packets_decoded: f("decoded"),
+                predictions: f("predictions"),
+                dispatches: f("dispatches"),
+                ..CpWork::default()
+            };
+            let measured = f("instructions") as f64;
+            let modelled = work.instructions(&model) as f64;
+            let err = (modelled - measured).abs() / measured;
+            assert!(err <= 0.10, "{line}: model {modelled} vs board {measured}");
+            n += 1;
+        }
+        assert_eq!(n, 11, "every CP decision line checked");
     }
 
     /// The same for the HiFive1 build, which runs the LAMB suite only.

@@ -296,6 +296,7 @@ impl CommandProcessor {
             return Ok(());
         };
         let s = &mut self.state;
+        s.work.handlers = s.work.handlers.wrapping_add(1);
         match *event {
             Event::Doorbell { .. } => {
                 // Doorbells of other queues may have been rung while this one was
@@ -352,8 +353,10 @@ fn read<P: DeviceMemory>(
 struct Tally {
     /// 32-bit device-memory reads.
     reads: u32,
-    /// Queue heads looked at.
+    /// Queue heads looked at on the general path.
     visits: u32,
+    /// Queue heads looked at on the fast path.
+    mapped_visits: u32,
     /// Packets classified.
     inspected: u32,
     /// 32-bit device-memory writes (kernel-object patches).
@@ -366,7 +369,12 @@ impl Tally {
     fn fold_into(&mut self, work: &mut CpWork) {
         work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.reads));
         work.bytes_read = work.bytes_read.saturating_add(4 * u64::from(self.reads));
-        work.queue_visits = work.queue_visits.saturating_add(u64::from(self.visits));
+        work.queue_visits = work
+            .queue_visits
+            .saturating_add(u64::from(self.visits) + u64::from(self.mapped_visits));
+        work.mapped_visits = work
+            .mapped_visits
+            .saturating_add(u64::from(self.mapped_visits));
         work.packets_inspected = work
             .packets_inspected
             .saturating_add(u64::from(self.inspected));
@@ -460,7 +468,7 @@ fn fast_scan(
             continue;
         };
         tally.reads = tally.reads.wrapping_add(1);
-        tally.visits = tally.visits.wrapping_add(1);
+        tally.mapped_visits = tally.mapped_visits.wrapping_add(1);
         let id = qs.next_id;
         let avail = w_lo.wrapping_sub(id as u32);
         if avail == 0 {
@@ -771,6 +779,7 @@ impl CpState {
     ) -> Result<Class, FirmwareError> {
         let mut bytes = [0u8; AQL_PACKET_BYTES];
         read(p, &mut self.work, addr, &mut bytes)?;
+        self.work.packets_decoded = self.work.packets_decoded.wrapping_add(1);
         if aql::raw_header(&bytes) & 0xFF == PacketType::Invalid as u16 {
             return Ok(Class::Wait);
         }
