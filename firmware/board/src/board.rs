@@ -349,7 +349,8 @@ impl<'a> Board<'a> {
                 gemm_ext_address: addr(ext_off),
                 completion_signal: addr(words + 24),
             });
-            let slot = (id % u64::from(s.ring_packets)) as usize * AQL_PACKET_BYTES;
+            // A power of two (checked above): the slot is the id's low bits.
+            let slot = (id & u64::from(s.ring_packets.wrapping_sub(1))) as usize * AQL_PACKET_BYTES;
             self.put(ring + slot, &aql::encode(&packet))?;
             // Read index id, write index id + 1 (one packet published), doorbell id + 1,
             // signal 1.

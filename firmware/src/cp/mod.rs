@@ -925,9 +925,18 @@ impl CpState {
             victim
         };
         // Problem ids: the index of the first shape with the same problem.
-        let problems: Vec<ProblemKey, MAX_SHAPES> = self.shapes.iter().map(|s| s.problem).collect();
-        for s in self.shapes.iter_mut() {
-            s.problem_id = problems.iter().position(|p| *p == s.problem).unwrap_or(0) as u8;
+        for i in 0..self.shapes.len() {
+            let Some(problem) = self.shapes.get(i).map(|s| s.problem) else {
+                continue;
+            };
+            let first = self
+                .shapes
+                .iter()
+                .position(|s| s.problem == problem)
+                .unwrap_or(i);
+            if let Some(s) = self.shapes.get_mut(i) {
+                s.problem_id = first as u8;
+            }
         }
         Ok(index)
     }
