@@ -236,13 +236,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 506 * work.handlers
-            + 160 * work.mapped_visits
-            + 290 * general
-            + 445 * work.dispatches
-            + 11_120 * work.predictions
+            + 427 * work.handlers
+            + 173 * work.mapped_visits
+            + 387 * general
+            + 264 * work.dispatches
+            + 10_191 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 445 * work.completions
+            + 264 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -166,8 +166,8 @@ impl Shape {
 
 /// What a head packet needs.
 enum Class {
-    /// A GEMM of shape (index) `.0`.
-    Gemm(u8),
+    /// A GEMM of shape (index) `.0` whose packet names kernel object `.1`.
+    Gemm(u8, u64),
     /// A non-GEMM kernel with this kernel object.
     Kernel(u64),
     Reject(RejectReason),
@@ -423,6 +423,7 @@ fn word_index(base: DevAddr, addr: DevAddr) -> Option<usize> {
 /// dispatch whose header and GEMM record match a known shape becomes the queue's head
 /// (a dozen loads and compares, no decode). Returns the queues (bit mask) that need the
 /// general path: anything else at the head, or words outside the view.
+#[allow(clippy::too_many_arguments)]
 fn fast_scan(
     cfg: &CpConfig,
     queues: &mut [QueueState; MAX_QUEUES],
@@ -430,13 +431,39 @@ fn fast_scan(
     base: DevAddr,
     words: &[u32],
     tally: &mut Tally,
+    start: usize,
+    heads: &mut [u8; MAX_QUEUES],
+    nh: &mut usize,
 ) -> u32 {
     let mut slow = 0u32;
     let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
-    for (qi, (qc, qs)) in cfg.queues.iter().zip(queues.iter_mut()).enumerate() {
-        if qs.dispatching.is_some() || !qs.dirty {
+    let n = cfg.queues.len().min(MAX_QUEUES);
+    let mut qi = start;
+    for _ in 0..n {
+        if qi >= n {
+            qi = 0;
+        }
+        let this = qi;
+        qi += 1;
+        let (Some(qc), Some(qs)) = (cfg.queues.get(this), queues.get_mut(this)) else {
+            continue;
+        };
+        let mut push = |q: usize| {
+            if let Some(slot) = heads.get_mut(*nh) {
+                *slot = q as u8;
+                *nh += 1;
+            }
+        };
+        if qs.dispatching.is_some() {
             continue;
         }
+        if !qs.dirty {
+            if qs.head != HEAD_NONE {
+                push(this);
+            }
+            continue;
+        }
+        let qi = this;
         let bit = 1u32 << (qi & 31);
         if qs.view_write == u32::MAX || !qs.synced {
             // First visit since configuration: where the queue's words sit in the view
@@ -483,6 +510,7 @@ fn fast_scan(
         }
         if qs.head != HEAD_NONE && qs.head_id == id {
             qs.dirty = false;
+            push(qi);
             continue;
         }
         // Inside the ring, which lies inside the view (checked when the indices were
@@ -515,11 +543,15 @@ fn fast_scan(
         } else {
             None
         };
-        let Some(si) = shape else {
+        let ko = ext_word(aql::offset::KERNEL_OBJECT / 4)
+            | (ext_word(aql::offset::KERNEL_OBJECT / 4 + 1) << 32);
+        // The packet's own kernel object must be one the record lists (the general path
+        // rejects it otherwise).
+        let Some(si) = shape.filter(|&si| shapes.get(si).is_some_and(|s| s.lists(ko))) else {
             slow |= bit;
             continue;
         };
-        tally.reads = tally.reads.wrapping_add(3);
+        tally.reads = tally.reads.wrapping_add(5);
         tally.inspected = tally.inspected.wrapping_add(1);
         qs.dirty = false;
         if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
@@ -530,6 +562,8 @@ fn fast_scan(
         qs.waiting = false;
         qs.head = si as u8;
         qs.head_id = id;
+        qs.head_ko = ko;
+        push(qi);
     }
     slow
 }
@@ -565,6 +599,9 @@ impl CpState {
         // First the word-wise pass over directly mapped memory: queues whose head is a
         // GEMM of a known shape (or that have nothing new) are settled there; the rest
         // take the general path below.
+        let mut heads = [0u8; MAX_QUEUES];
+        let mut nh = 0usize;
+        let start = usize::from(self.rr_start);
         let slow = match p.mapped_words() {
             Some((base, words)) => fast_scan(
                 cfg,
@@ -573,32 +610,37 @@ impl CpState {
                 base,
                 words,
                 &mut self.tally,
+                start,
+                &mut heads,
+                &mut nh,
             ),
             None => u32::MAX,
         };
-        let mut budget = MAX_PACKETS_PER_EVENT;
-        // Queues with a runnable head, in priority order (rotating start).
-        let mut heads = [0u8; MAX_QUEUES];
-        let mut nh = 0usize;
-        let mut qi = usize::from(self.rr_start);
-        for _ in 0..n {
-            if qi >= n {
-                qi = 0;
-            }
-            let has_head = if slow & (1u32 << (qi & 31)) != 0 {
-                self.head_of(cfg, qi, p, &mut budget)?
-            } else {
-                self.queues
-                    .get(qi)
-                    .is_some_and(|q| q.head != HEAD_NONE && q.dispatching.is_none())
-            };
-            if has_head {
-                if let Some(slot) = heads.get_mut(nh) {
-                    *slot = qi as u8;
-                    nh += 1;
+        if slow != 0 {
+            // Some queues need the general path: list the heads again in priority order
+            // (the queues the fast pass settled are clean and cost a test each).
+            let mut budget = MAX_PACKETS_PER_EVENT;
+            nh = 0;
+            let mut qi = start;
+            for _ in 0..n {
+                if qi >= n {
+                    qi = 0;
                 }
+                let has_head = if slow & (1u32 << (qi & 31)) != 0 {
+                    self.head_of(cfg, qi, p, &mut budget)?
+                } else {
+                    self.queues
+                        .get(qi)
+                        .is_some_and(|q| q.head != HEAD_NONE && q.dispatching.is_none())
+                };
+                if has_head {
+                    if let Some(slot) = heads.get_mut(nh) {
+                        *slot = qi as u8;
+                        nh += 1;
+                    }
+                }
+                qi += 1;
             }
-            qi += 1;
         }
         if self.completions_this_scan > 0 && self.queues.iter().any(|q| q.waiting) {
             // This scan completed packets whose signals a barrier (possibly in a queue
@@ -675,11 +717,12 @@ impl CpState {
                     qs.head = HEAD_NONE;
                     return Ok(false);
                 }
-                Class::Gemm(shape) => {
+                Class::Gemm(shape, ko) => {
                     qs.dirty = false;
                     qs.waiting = false;
                     qs.head = shape;
                     qs.head_id = id;
+                    qs.head_ko = ko;
                     return Ok(true);
                 }
                 Class::Kernel(ko) => {
@@ -761,7 +804,18 @@ impl CpState {
                         if word & BARRIER_BIT != 0 && outstanding > 0 {
                             return Ok(Class::Wait);
                         }
-                        return Ok(Class::Gemm(si));
+                        let ko = read_u64(
+                            p,
+                            &mut self.tally,
+                            addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
+                        )?;
+                        if self
+                            .shapes
+                            .get(usize::from(si))
+                            .is_some_and(|s| s.lists(ko))
+                        {
+                            return Ok(Class::Gemm(si, ko));
+                        }
                     }
                 }
             }
@@ -854,7 +908,7 @@ impl CpState {
                 if shape.packet_word == 0 {
                     shape.packet_word = word & !BARRIER_BIT;
                 }
-                Ok(Class::Gemm(si))
+                Ok(Class::Gemm(si, k.kernel_object))
             }
         }
     }
@@ -989,71 +1043,22 @@ impl CpState {
             self.rr_start = ((usize::from(self.rr_start) + 1) % n) as u8;
         }
         let cd_index = GemmExt::cd_index(d.cd);
-        // The chosen packets' own kernel objects (read now, for the few that dispatch),
-        // through the mapped view when there is one.
-        let mut own = [None::<u64>; MAX_CD as usize];
-        if let Some((base, words)) = p.mapped_words() {
-            for (o, &i) in own.iter_mut().zip(d.chosen.iter()) {
-                let Some(qs) = gemm_q.get(usize::from(i)).and_then(|&q| {
-                    cfg.queues
-                        .get(usize::from(q))
-                        .zip(self.queues.get(usize::from(q)))
-                }) else {
-                    continue;
-                };
-                let at =
-                    qs.0.packet_addr(qs.1.head_id)
-                        .wrapping_add(aql::offset::KERNEL_OBJECT as u64);
-                if let Some(&[lo, hi]) =
-                    word_index(base, at).and_then(|k| words.get(k..k.wrapping_add(2)))
-                {
-                    *o = Some(u64::from(u32::from_le(lo)) | (u64::from(u32::from_le(hi)) << 32));
-                    self.tally.reads = self.tally.reads.wrapping_add(2);
-                }
-            }
-        }
-        for (k, &i) in d.chosen.iter().enumerate() {
-            let o = own.get(k).copied().flatten();
+        for &i in d.chosen.iter() {
             let Some(&q) = gemm_q.get(usize::from(i)) else {
                 continue;
             };
             let Some(qs) = self.queues.get(usize::from(q)) else {
                 continue;
             };
-            let (id, head) = (qs.head_id, qs.head);
+            let (id, head, own) = (qs.head_id, qs.head, qs.head_ko);
             let Some(shape) = self.shapes.get(usize::from(head)) else {
                 continue;
             };
-            let tuned = shape.ko_per_cd.get(cd_index).copied().unwrap_or(0);
-            let listed = shape.kos;
-            let n_kos = usize::from(shape.n_kos);
-            let own = match o {
-                Some(ko) => ko,
-                None => {
-                    let pkt = cfg
-                        .queues
-                        .get(usize::from(q))
-                        .map_or(0, |qc| qc.packet_addr(id));
-                    read_u64(
-                        p,
-                        &mut self.tally,
-                        pkt.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
-                    )?
-                }
+            let ko = if d.baseline {
+                own
+            } else {
+                shape.ko_per_cd.get(cd_index).copied().unwrap_or(own)
             };
-            if !listed.iter().take(n_kos).any(|&k| k == own) {
-                let reason = RejectReason::KernelNotListed { address: own };
-                p.complete_without_dispatch(q, id, reason.signal_value())?;
-                self.completed(q, id, CpAction::Rejected(reason));
-                if let Some(qs) = self.queues.get_mut(usize::from(q)) {
-                    qs.head = HEAD_NONE;
-                    qs.next_id = id.wrapping_add(1);
-                    qs.dirty = true;
-                }
-                self.pending = true;
-                continue;
-            }
-            let ko = if d.baseline { own } else { tuned };
             if !self.dispatch_one(cfg, p, q, id, own, ko, true, d.cd, d.predicted)? {
                 break;
             }
@@ -1063,6 +1068,7 @@ impl CpState {
 
     /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn dispatch_one<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,

@@ -147,13 +147,13 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 506,
-            instr_per_mapped_visit: 160,
-            instr_per_visit: 290,
-            instr_per_dispatch: 445,
-            instr_per_shape: 11_120,
+            instr_per_handler: 427,
+            instr_per_mapped_visit: 173,
+            instr_per_visit: 387,
+            instr_per_dispatch: 264,
+            instr_per_shape: 10_191,
             instr_per_decode: 270,
-            instr_per_completion: 445,
+            instr_per_completion: 264,
         }
     }
 }
