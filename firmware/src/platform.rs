@@ -221,6 +221,15 @@ pub trait KernelDispatcher {
         dispatch_id: u64,
         value: i64,
     ) -> Result<(), DispatchError>;
+
+    /// Reads and clears the doorbell bitmap: bit `q` set when queue `q`'s doorbell was
+    /// rung since the last call (a hardware CP's doorbell-pending register). A `Doorbell`
+    /// event marks its own queue; the bitmap adds the doorbells rung meanwhile whose
+    /// events a platform coalesced. The default (a platform that delivers one event per
+    /// doorbell) is an empty bitmap.
+    fn take_doorbells(&mut self) -> u32 {
+        0
+    }
 }
 
 /// Which pseudo-channels a broadcast NMC operation reaches (the same range type a

@@ -235,6 +235,8 @@ enum NmcOp {
 /// The hardware blocks of a node: what the firmware's platform view borrows.
 #[derive(Debug)]
 pub struct NodeParts<E: KernelEngine> {
+    /// Doorbells rung and not yet read through the CP's doorbell bitmap: (tick, queue).
+    doorbells_rung: Vec<(Tick, u8)>,
     memory: DeviceMemory,
     queues: Vec<QueueConfig>,
     gpu: E,
@@ -330,6 +332,7 @@ impl<E: KernelEngine> GpuNode<E> {
             index,
             firmware,
             parts: NodeParts {
+                doorbells_rung: Vec::new(),
                 memory,
                 dispatching: vec![None; queues.len()],
                 queues,
@@ -487,6 +490,15 @@ impl<E: KernelEngine> GpuNode<E> {
             },
         );
         Ok(id)
+    }
+
+    /// Records that `queue`'s doorbell rings at tick `at`: the CP's doorbell bitmap
+    /// (`KernelDispatcher::take_doorbells`) shows it to any handler running from `at`
+    /// on, even before that doorbell's own event is delivered.
+    pub fn note_doorbell(&mut self, queue: u8, at: Tick) {
+        if usize::from(queue) < 32 {
+            self.parts.doorbells_rung.push((at, queue));
+        }
     }
 
     /// Stores `queue`'s last write index into its doorbell signal (the producer's side of

@@ -128,6 +128,22 @@ impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
         Ok(())
     }
 
+    /// The doorbells rung up to now (their own events may still be queued behind this
+    /// handler): a hardware CP's doorbell-pending bitmap.
+    fn take_doorbells(&mut self) -> u32 {
+        let now = self.now;
+        let mut mask = 0u32;
+        self.parts.doorbells_rung.retain(|&(at, q)| {
+            if at <= now {
+                mask |= 1u32 << (q & 31);
+                false
+            } else {
+                true
+            }
+        });
+        mask
+    }
+
     fn complete_without_dispatch(
         &mut self,
         queue: u8,

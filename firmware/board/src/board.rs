@@ -158,6 +158,8 @@ pub struct Board<'a> {
     next_ticket: u32,
     /// Offer the window to the CP as mapped words ([`DeviceMemory::mapped_words`]).
     mapped: bool,
+    /// Doorbells rung and not yet read by the CP (bit per queue).
+    doorbells: u32,
     /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
     dispatched: heapless::Vec<DispatchRequest, MAX_LATCHED_DISPATCHES>,
     /// What the firmware asked for.
@@ -175,6 +177,7 @@ impl<'a> Board<'a> {
             nmc: Deque::new(),
             next_ticket: 0,
             mapped: true,
+            doorbells: 0,
             dispatched: heapless::Vec::new(),
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
@@ -196,6 +199,12 @@ impl<'a> Board<'a> {
         self.dispatched.clear();
     }
 
+    /// Rings the doorbells of the queues in `mask` (one bit per queue): the CP sees them
+    /// through `KernelDispatcher::take_doorbells` with the next `Doorbell` event.
+    pub fn ring(&mut self, mask: u32) {
+        self.doorbells |= mask;
+    }
+
     /// Forgets latched dispatches and zeroes the counters (the window stays).
     pub fn clear_stats(&mut self) {
         self.dispatched.clear();
@@ -209,6 +218,7 @@ impl<'a> Board<'a> {
     /// Resets the window and the counters.
     pub fn reset(&mut self) {
         self.dispatched.clear();
+        self.doorbells = 0;
         self.mem.fill(0);
         self.nmc.clear();
         self.next_ticket = 0;
@@ -497,6 +507,10 @@ impl KernelDispatcher for Board<'_> {
             return Err(DispatchError::Busy);
         }
         Ok(())
+    }
+
+    fn take_doorbells(&mut self) -> u32 {
+        core::mem::take(&mut self.doorbells)
     }
 
     /// Stores `value` into the queue's completion-signal word and advances its read

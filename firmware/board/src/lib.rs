@@ -334,6 +334,9 @@ fn run_cp_decision(
             .map_err(|e| RunError::Firmware(e.into()))?;
     }
     let before = fw.cp.work();
+    // Every queue's producer rang its doorbell; one event reaches the CP, which reads
+    // the doorbell bitmap.
+    board.ring(u32::MAX >> (32 - u32::from(s.queues.clamp(1, 32))));
     let doorbell = Event::Doorbell {
         queue: s.queues.saturating_sub(1),
     };
@@ -675,6 +678,38 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 11, "every CP decision line checked");
+    }
+
+    /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
+    /// not at all 32.
+    #[test]
+    fn a_doorbell_visits_only_the_rung_queues() {
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut fw = Box::<Firmware>::default();
+        let s = scenario::canned_cp();
+        let mut out = String::new();
+        run_cp_decision(
+            &mut fw,
+            &mut board,
+            &mut NoMeter,
+            &s,
+            None,
+            format_args!("x"),
+            &mut out,
+        )
+        .unwrap();
+        let before = fw.cp.work();
+        fw.handle(Event::Doorbell { queue: 5 }, &mut board).unwrap();
+        assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
+        let before = fw.cp.work();
+        board.ring((1 << 7) | (1 << 9));
+        fw.handle(Event::Doorbell { queue: 5 }, &mut board).unwrap();
+        assert_eq!(fw.cp.work().since(&before).queue_visits, 3);
+        // The bitmap was read and cleared.
+        let before = fw.cp.work();
+        fw.handle(Event::Doorbell { queue: 5 }, &mut board).unwrap();
+        assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
     }
 
     /// The same for the HiFive1 build, which runs the LAMB suite only.

@@ -298,12 +298,15 @@ impl CommandProcessor {
         let s = &mut self.state;
         s.work.handlers = s.work.handlers.wrapping_add(1);
         match *event {
-            Event::Doorbell { .. } => {
-                // Doorbells of other queues may have been rung while this one was
-                // waiting to be handled (a hardware CP reads a doorbell bitmap): look at
-                // every queue's write index.
-                for q in s.queues.iter_mut() {
-                    q.dirty = true;
+            Event::Doorbell { queue } => {
+                // Only the rung queues: this one and those in the platform's doorbell
+                // bitmap (rung while this event waited); the others' write indices have
+                // not moved.
+                let rung = p.take_doorbells() | 1u32.checked_shl(u32::from(queue)).unwrap_or(0);
+                for (i, q) in s.queues.iter_mut().enumerate() {
+                    if rung & (1 << (i & 31)) != 0 {
+                        q.dirty = true;
+                    }
                 }
             }
             Event::KernelDispatched { queue, dispatch_id } => {
