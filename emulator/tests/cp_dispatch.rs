@@ -259,3 +259,46 @@ fn cp_time_follows_its_work() {
     let exact = s.cp_cycles as f64 / 1.5;
     assert!(s.cp_busy_ns >= exact - 1e-9 && s.cp_busy_ns <= exact + 1e-3 * s.events as f64);
 }
+
+/// HSA completion signals: a signal shared by three GEMMs (the producer set it to 3)
+/// reaches 0 only with the last completion, so a barrier on it waits for all three.
+#[test]
+fn shared_completion_signal_resolves_on_the_last_completion() {
+    let mut sys = system(4, constant(1));
+    let shared = SIG_BASE + 0x200;
+    sys.node_mut(0)
+        .memory_mut()
+        .write_signal(shared, 3)
+        .unwrap();
+    for q in 0..3u8 {
+        let m = 1024 * (u32::from(q) + 1);
+        let ext = sample::gemm_ext(m, 512, 512, KO_BASE + u64::from(m));
+        let addr = EXT_BASE + u64::from(q) * 0x100;
+        sys.node_mut(0)
+            .memory_mut()
+            .write(addr, &ext.encode())
+            .unwrap();
+        sys.enqueue(0, q, &sample::gemm_dispatch(&ext, addr, shared), 0.0)
+            .unwrap();
+    }
+    let barrier_sig = SIG_BASE + 0x300;
+    sys.enqueue(0, 3, &sample::barrier(true, &[shared], barrier_sig), 0.0)
+        .unwrap();
+    for q in 0..4u8 {
+        sys.ring_doorbell(0, q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    let outcomes = sys.node(0).outcomes();
+    let last = (0..3u8)
+        .map(|q| outcomes[&(q, 0)].completed_at.unwrap())
+        .fold(0.0f64, f64::max);
+    let first = (0..3u8)
+        .map(|q| outcomes[&(q, 0)].completed_at.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(last > first, "the three GEMMs finish at different times");
+    let barrier = &outcomes[&(3, 0)];
+    assert_eq!(barrier.action, Some(CpAction::BarrierResolved));
+    assert!(barrier.completed_at.unwrap() >= last);
+    assert_eq!(sys.node(0).memory().read_signal(shared).unwrap(), 0);
+    assert_eq!(sys.node(0).memory().read_signal(barrier_sig).unwrap(), 0);
+}

@@ -476,7 +476,12 @@ impl<E: KernelEngine> GpuNode<E> {
                 .unwrap_or([0; 8]),
         );
         let mem = &mut self.parts.memory;
-        if signal != 0 && mem.range().contains(signal, 8) {
+        // The producer initialises the completion signal: a signal it set to the number
+        // of packets sharing it (> 0) is left alone; an unset one (<= 0) starts at 1.
+        if signal != 0
+            && mem.range().contains(signal, 8)
+            && mem.read_signal(signal).map_err(NodeError::Memory)? <= 0
+        {
             mem.write_signal(signal, 1).map_err(NodeError::Memory)?;
         }
         let id = queue::enqueue(mem, &q, packet).map_err(NodeError::Queue)?;
@@ -634,7 +639,7 @@ impl<E: KernelEngine> GpuNode<E> {
                         o.completed_at = Some(at);
                         o.completions += 1;
                         if let Some(sig) = sig {
-                            let _ = p.memory.write_signal(sig, 0);
+                            let _ = p.memory.decrement_signal(sig);
                         }
                     }
                     self.summary.end = self.summary.end.max(at);
