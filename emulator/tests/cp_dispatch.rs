@@ -302,3 +302,46 @@ fn shared_completion_signal_resolves_on_the_last_completion() {
     assert_eq!(sys.node(0).memory().read_signal(shared).unwrap(), 0);
     assert_eq!(sys.node(0).memory().read_signal(barrier_sig).unwrap(), 0);
 }
+
+/// CD 1 serialises: with a predictor that answers 1, n copies of a GEMM run one after the
+/// other — each starts only when the previous one has completed — so, with a CP that
+/// costs nothing, the makespan is the sum of the isolated runs (Sequential's time).
+#[test]
+fn cd1_of_n_copies_takes_sequential_time() {
+    let n = 6u8;
+    let cfg = GpuNodeConfig {
+        queues: usize::from(n),
+        ring_packets: 16,
+        predictor: constant(1),
+        cost: nmcp_emulator::node::FirmwareCost::free(),
+        ..GpuNodeConfig::default()
+    };
+    let mut sys = System::single(cfg, FixedTimeEngine::new(8, 2, 1_000.0)).unwrap();
+    for q in 0..n {
+        put_gemm(&mut sys, q, 1024, 0);
+        sys.ring_doorbell(0, q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    assert_all_ran_once(&sys);
+    let mut runs: Vec<(f64, f64)> = sys
+        .node(0)
+        .outcomes()
+        .values()
+        .map(|o| (o.launched_at.unwrap(), o.completed_at.unwrap()))
+        .collect();
+    runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    for w in runs.windows(2) {
+        assert!(
+            w[1].0 >= w[0].1,
+            "next launch {} before completion {}",
+            w[1].0,
+            w[0].1
+        );
+    }
+    let sequential: f64 = runs.iter().map(|(s, e)| e - s).sum();
+    let makespan = runs.last().unwrap().1 - runs[0].0;
+    assert!(
+        (makespan - sequential).abs() < 1e-6,
+        "{makespan} vs {sequential}"
+    );
+}

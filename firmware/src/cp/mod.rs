@@ -7,8 +7,8 @@
 //! malformed packets are completed with an error value ([`RejectReason`]) and the queue
 //! moves on; barrier packets complete once their dependencies allow; non-GEMM kernels
 //! dispatch at once with their own kernel object; GEMMs (kernels with a valid extension
-//! record) go to [`decide`]. Dispatched GEMMs form a group; no new group starts while a
-//! member is still placing workgroups, which is what "leave the rest queued" means.
+//! record) go to [`decide`]. Dispatched GEMMs form a group; no new group starts until every
+//! member has completed (CD 1 serialises), which is what "leave the rest queued" means.
 
 pub mod decision;
 pub mod features;
@@ -314,17 +314,21 @@ impl CommandProcessor {
                     q.dirty = true;
                     if q.dispatching == Some(dispatch_id) {
                         q.dispatching = None;
-                        if q.dispatching_gemm {
-                            q.dispatching_gemm = false;
-                            s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
-                        }
                     }
                 }
             }
-            Event::KernelCompleted { queue, .. } => {
+            Event::KernelCompleted {
+                queue, dispatch_id, ..
+            } => {
                 if let Some(q) = s.queues.get_mut(usize::from(queue)) {
                     q.outstanding = q.outstanding.saturating_sub(1);
                     q.dirty = true;
+                    // A group of CD GEMMs runs together; the next group starts when the
+                    // whole group has completed (CD 1 serialises).
+                    if q.group_member == Some(dispatch_id) {
+                        q.group_member = None;
+                        s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
+                    }
                 }
                 // A completion signal changed: waiting barriers may resolve.
                 s.mark_waiting_dirty();
@@ -999,7 +1003,7 @@ impl CpState {
     }
 
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
-    /// still placing workgroups.
+    /// still running.
     fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
@@ -1109,7 +1113,9 @@ impl CpState {
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
             q.dispatching = Some(dispatch_id);
-            q.dispatching_gemm = gemm;
+            if gemm {
+                q.group_member = Some(dispatch_id);
+            }
             q.outstanding = q.outstanding.wrapping_add(1);
             q.next_id = dispatch_id.wrapping_add(1);
             q.head = HEAD_NONE;

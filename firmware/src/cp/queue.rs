@@ -70,8 +70,9 @@ pub(crate) struct QueueState {
     /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
     /// shape in the CP's shape table.
     pub head: u8,
-    /// The dispatching kernel belongs to the current GEMM group.
-    pub dispatching_gemm: bool,
+    /// Dispatch id of this queue's member of the GEMM group in flight, until it
+    /// completes.
+    pub group_member: Option<u64>,
     /// Something may have changed (doorbell, head moved, completion, timer): re-read the
     /// write index on the next scan. A clean queue costs the scan no memory access.
     pub dirty: bool,
@@ -96,7 +97,7 @@ impl Default for QueueState {
             dispatching: None,
             outstanding: 0,
             head: HEAD_NONE,
-            dispatching_gemm: false,
+            group_member: None,
             dirty: false,
             waiting: false,
             synced: false,
