@@ -141,6 +141,18 @@ impl DeviceMemory {
         self.write_u64(handle, v as u64)
     }
 
+    /// Atomically decrements an HSA signal (`hsa_signal_subtract`-style completion, as a
+    /// packet processor signals a packet done): a signal shared by several packets
+    /// reaches 0 on the last completion. Returns the new value.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`].
+    pub fn decrement_signal(&mut self, handle: u64) -> Result<i64, MemoryError> {
+        let v = self.read_signal(handle)?.wrapping_sub(1);
+        self.write_signal(handle, v)?;
+        Ok(v)
+    }
+
     /// Reads little-endian f32 values.
     ///
     /// # Errors

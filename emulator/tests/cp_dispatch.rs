@@ -231,10 +231,20 @@ fn cp_time_follows_its_work() {
     let model = CpCostModel::default();
     let work = sys.node(0).cp_work();
     assert_eq!(s.cp_cycles, work.cycles(&model));
+    // The documented formula (docs/calibration.md), term by term.
+    let general = work.queue_visits - work.mapped_visits;
     assert_eq!(
         work.cycles(&model),
-        31 * work.mem_accesses + work.predictor_macs + 24 * work.packets_inspected
+        30 * work.mem_accesses
+            + 427 * work.handlers
+            + 173 * work.mapped_visits
+            + 387 * general
+            + 264 * work.dispatches
+            + 10_191 * work.predictions
+            + 270 * (work.packets_decoded - work.predictions)
+            + 264 * work.completions
     );
+    assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);
     // The first kernels launch when the handlers that saw them have been charged.
     let first_launch = sys
@@ -248,4 +258,90 @@ fn cp_time_follows_its_work() {
     // the one time axis.
     let exact = s.cp_cycles as f64 / 1.5;
     assert!(s.cp_busy_ns >= exact - 1e-9 && s.cp_busy_ns <= exact + 1e-3 * s.events as f64);
+}
+
+/// HSA completion signals: a signal shared by three GEMMs (the producer set it to 3)
+/// reaches 0 only with the last completion, so a barrier on it waits for all three.
+#[test]
+fn shared_completion_signal_resolves_on_the_last_completion() {
+    let mut sys = system(4, constant(1));
+    let shared = SIG_BASE + 0x200;
+    sys.node_mut(0)
+        .memory_mut()
+        .write_signal(shared, 3)
+        .unwrap();
+    for q in 0..3u8 {
+        let m = 1024 * (u32::from(q) + 1);
+        let ext = sample::gemm_ext(m, 512, 512, KO_BASE + u64::from(m));
+        let addr = EXT_BASE + u64::from(q) * 0x100;
+        sys.node_mut(0)
+            .memory_mut()
+            .write(addr, &ext.encode())
+            .unwrap();
+        sys.enqueue(0, q, &sample::gemm_dispatch(&ext, addr, shared), 0.0)
+            .unwrap();
+    }
+    let barrier_sig = SIG_BASE + 0x300;
+    sys.enqueue(0, 3, &sample::barrier(true, &[shared], barrier_sig), 0.0)
+        .unwrap();
+    for q in 0..4u8 {
+        sys.ring_doorbell(0, q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    let outcomes = sys.node(0).outcomes();
+    let last = (0..3u8)
+        .map(|q| outcomes[&(q, 0)].completed_at.unwrap())
+        .fold(0.0f64, f64::max);
+    let first = (0..3u8)
+        .map(|q| outcomes[&(q, 0)].completed_at.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(last > first, "the three GEMMs finish at different times");
+    let barrier = &outcomes[&(3, 0)];
+    assert_eq!(barrier.action, Some(CpAction::BarrierResolved));
+    assert!(barrier.completed_at.unwrap() >= last);
+    assert_eq!(sys.node(0).memory().read_signal(shared).unwrap(), 0);
+    assert_eq!(sys.node(0).memory().read_signal(barrier_sig).unwrap(), 0);
+}
+
+/// CD 1 serialises: with a predictor that answers 1, n copies of a GEMM run one after the
+/// other — each starts only when the previous one has completed — so, with a CP that
+/// costs nothing, the makespan is the sum of the isolated runs (Sequential's time).
+#[test]
+fn cd1_of_n_copies_takes_sequential_time() {
+    let n = 6u8;
+    let cfg = GpuNodeConfig {
+        queues: usize::from(n),
+        ring_packets: 16,
+        predictor: constant(1),
+        cost: nmcp_emulator::node::FirmwareCost::free(),
+        ..GpuNodeConfig::default()
+    };
+    let mut sys = System::single(cfg, FixedTimeEngine::new(8, 2, 1_000.0)).unwrap();
+    for q in 0..n {
+        put_gemm(&mut sys, q, 1024, 0);
+        sys.ring_doorbell(0, q, 0.0).unwrap();
+    }
+    sys.run(100_000);
+    assert_all_ran_once(&sys);
+    let mut runs: Vec<(f64, f64)> = sys
+        .node(0)
+        .outcomes()
+        .values()
+        .map(|o| (o.launched_at.unwrap(), o.completed_at.unwrap()))
+        .collect();
+    runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    for w in runs.windows(2) {
+        assert!(
+            w[1].0 >= w[0].1,
+            "next launch {} before completion {}",
+            w[1].0,
+            w[0].1
+        );
+    }
+    let sequential: f64 = runs.iter().map(|(s, e)| e - s).sum();
+    let makespan = runs.last().unwrap().1 - runs[0].0;
+    assert!(
+        (makespan - sequential).abs() < 1e-6,
+        "{makespan} vs {sequential}"
+    );
 }

@@ -151,6 +151,37 @@ pub trait DeviceMemory {
     /// [`MemoryError::OutOfRange`] if any byte lies outside device memory;
     /// [`MemoryError::Unsupported`] on a platform without device memory.
     fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError>;
+
+    /// Reads the little-endian 32-bit word at `addr` (the CP's native load: its hot path
+    /// reads queue indices and packet fields one word at a time instead of copying whole
+    /// packets). A platform with directly addressable memory overrides this with a
+    /// single bounds-checked load.
+    ///
+    /// # Errors
+    /// As [`DeviceMemory::read`].
+    fn read_u32(&mut self, addr: DevAddr) -> Result<u32, MemoryError> {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Device memory the CP can load from directly, as 32-bit words (a ring buffer and
+    /// its index words mapped into the CP's address space, as a hardware CP maps its
+    /// queues): the address of `words[0]` and the words (little-endian values). `None`
+    /// (the default) when the platform has no such mapping; the CP then reads through
+    /// [`DeviceMemory::read_u32`]. The CP only reads through the view and drops it
+    /// before any other call.
+    fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
+        None
+    }
+
+    /// Writes the little-endian 32-bit word `value` at `addr`.
+    ///
+    /// # Errors
+    /// As [`DeviceMemory::write`].
+    fn write_u32(&mut self, addr: DevAddr, value: u32) -> Result<(), MemoryError> {
+        self.write(addr, &value.to_le_bytes())
+    }
 }
 
 /// A request to launch the kernel whose packet sits at a queue's head.
@@ -190,6 +221,15 @@ pub trait KernelDispatcher {
         dispatch_id: u64,
         value: i64,
     ) -> Result<(), DispatchError>;
+
+    /// Reads and clears the doorbell bitmap: bit `q` set when queue `q`'s doorbell was
+    /// rung since the last call (a hardware CP's doorbell-pending register). A `Doorbell`
+    /// event marks its own queue; the bitmap adds the doorbells rung meanwhile whose
+    /// events a platform coalesced. The default (a platform that delivers one event per
+    /// doorbell) is an empty bitmap.
+    fn take_doorbells(&mut self) -> u32 {
+        0
+    }
 }
 
 /// Which pseudo-channels a broadcast NMC operation reaches (the same range type a

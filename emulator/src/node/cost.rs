@@ -81,11 +81,7 @@ impl FirmwareCost {
     /// A cost model that charges nothing (a CP infinitely fast next to the hardware).
     pub fn free() -> Self {
         Self {
-            cp: CpCostModel {
-                mem_latency_cycles: 0,
-                cycles_per_op: 0,
-                ..CpCostModel::default()
-            },
+            cp: CpCostModel::FREE,
             sequencer: SequencerCostModel { access_cycles: 0 },
         }
     }

@@ -235,6 +235,8 @@ enum NmcOp {
 /// The hardware blocks of a node: what the firmware's platform view borrows.
 #[derive(Debug)]
 pub struct NodeParts<E: KernelEngine> {
+    /// Doorbells rung and not yet read through the CP's doorbell bitmap: (tick, queue).
+    doorbells_rung: Vec<(Tick, u8)>,
     memory: DeviceMemory,
     queues: Vec<QueueConfig>,
     gpu: E,
@@ -330,6 +332,7 @@ impl<E: KernelEngine> GpuNode<E> {
             index,
             firmware,
             parts: NodeParts {
+                doorbells_rung: Vec::new(),
                 memory,
                 dispatching: vec![None; queues.len()],
                 queues,
@@ -473,7 +476,12 @@ impl<E: KernelEngine> GpuNode<E> {
                 .unwrap_or([0; 8]),
         );
         let mem = &mut self.parts.memory;
-        if signal != 0 && mem.range().contains(signal, 8) {
+        // The producer initialises the completion signal: a signal it set to the number
+        // of packets sharing it (> 0) is left alone; an unset one (<= 0) starts at 1.
+        if signal != 0
+            && mem.range().contains(signal, 8)
+            && mem.read_signal(signal).map_err(NodeError::Memory)? <= 0
+        {
             mem.write_signal(signal, 1).map_err(NodeError::Memory)?;
         }
         let id = queue::enqueue(mem, &q, packet).map_err(NodeError::Queue)?;
@@ -487,6 +495,15 @@ impl<E: KernelEngine> GpuNode<E> {
             },
         );
         Ok(id)
+    }
+
+    /// Records that `queue`'s doorbell rings at tick `at`: the CP's doorbell bitmap
+    /// (`KernelDispatcher::take_doorbells`) shows it to any handler running from `at`
+    /// on, even before that doorbell's own event is delivered.
+    pub fn note_doorbell(&mut self, queue: u8, at: Tick) {
+        if usize::from(queue) < 32 {
+            self.parts.doorbells_rung.push((at, queue));
+        }
     }
 
     /// Stores `queue`'s last write index into its doorbell signal (the producer's side of
@@ -622,7 +639,7 @@ impl<E: KernelEngine> GpuNode<E> {
                         o.completed_at = Some(at);
                         o.completions += 1;
                         if let Some(sig) = sig {
-                            let _ = p.memory.write_signal(sig, 0);
+                            let _ = p.memory.decrement_signal(sig);
                         }
                     }
                     self.summary.end = self.summary.end.max(at);

@@ -128,6 +128,22 @@ impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
         Ok(())
     }
 
+    /// The doorbells rung up to now (their own events may still be queued behind this
+    /// handler): a hardware CP's doorbell-pending bitmap.
+    fn take_doorbells(&mut self) -> u32 {
+        let now = self.now;
+        let mut mask = 0u32;
+        self.parts.doorbells_rung.retain(|&(at, q)| {
+            if at <= now {
+                mask |= 1u32 << (q & 31);
+                false
+            } else {
+                true
+            }
+        });
+        mask
+    }
+
     fn complete_without_dispatch(
         &mut self,
         queue: u8,
@@ -137,7 +153,14 @@ impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
         let qc = self.check_head(queue, dispatch_id)?;
         let p = &mut *self.parts;
         if let Some(sig) = p.completion_signal_of(queue, dispatch_id) {
-            let _ = p.memory.write_signal(sig, value);
+            // Success (a resolved barrier) decrements like a kernel's completion; a
+            // rejection stores its negative error code (a consumer waiting for <= 0 wakes
+            // either way and tells them apart by the sign).
+            let _ = if value == 0 {
+                p.memory.decrement_signal(sig).map(|_| ())
+            } else {
+                p.memory.write_signal(sig, value)
+            };
         }
         let _ = p.memory.write_u64(qc.read_index_addr, dispatch_id + 1);
         let _ = p

@@ -113,7 +113,9 @@ impl<E: KernelEngine> System<E> {
     /// # Errors
     /// [`NodeError`] if the node or queue does not exist.
     pub fn ring_doorbell(&mut self, node: usize, queue: u8, at: Nanos) -> Result<(), NodeError> {
-        self.node_checked(node)?.write_doorbell(queue)?;
+        let n = self.node_checked(node)?;
+        n.write_doorbell(queue)?;
+        n.note_doorbell(queue, crate::sim::time::ns_to_tick(at));
         self.post(node, Event::Doorbell { queue }, at);
         Ok(())
     }

@@ -146,6 +146,9 @@ fn fnv(mut h: u32, bytes: &[u8]) -> u32 {
 /// one instruction per nanosecond, so its `mcycle` counts at 1 GHz.
 pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
 
+/// Dispatches one measured region may issue before the board reports `Busy`.
+pub const MAX_LATCHED_DISPATCHES: usize = 32;
+
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
     mem: &'a mut [u8],
@@ -153,6 +156,12 @@ pub struct Board<'a> {
     clock_hz: u64,
     nmc: Deque<NmcPending, NMC_QUEUE_DEPTH>,
     next_ticket: u32,
+    /// Offer the window to the CP as mapped words ([`DeviceMemory::mapped_words`]).
+    mapped: bool,
+    /// Doorbells rung and not yet read by the CP (bit per queue).
+    doorbells: u32,
+    /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
+    dispatched: heapless::Vec<DispatchRequest, MAX_LATCHED_DISPATCHES>,
     /// What the firmware asked for.
     pub stats: BoardStats,
 }
@@ -167,6 +176,9 @@ impl<'a> Board<'a> {
             clock_hz: DEFAULT_CLOCK_HZ,
             nmc: Deque::new(),
             next_ticket: 0,
+            mapped: true,
+            doorbells: 0,
+            dispatched: heapless::Vec::new(),
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
                 nmc_hash: FNV_OFFSET,
@@ -175,8 +187,38 @@ impl<'a> Board<'a> {
         }
     }
 
+    /// Folds the dispatches latched since the last call into [`BoardStats`]
+    /// (`dispatches`, `dispatch_hash`: FNV-1a over queue, dispatch id and kernel object).
+    pub fn settle(&mut self) {
+        for req in self.dispatched.iter() {
+            let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
+            h = fnv(h, &req.dispatch_id.to_le_bytes());
+            self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
+            self.stats.dispatches = self.stats.dispatches.saturating_add(1);
+        }
+        self.dispatched.clear();
+    }
+
+    /// Rings the doorbells of the queues in `mask` (one bit per queue): the CP sees them
+    /// through `KernelDispatcher::take_doorbells` with the next `Doorbell` event.
+    pub fn ring(&mut self, mask: u32) {
+        self.doorbells |= mask;
+    }
+
+    /// Forgets latched dispatches and zeroes the counters (the window stays).
+    pub fn clear_stats(&mut self) {
+        self.dispatched.clear();
+        self.stats = BoardStats {
+            dispatch_hash: FNV_OFFSET,
+            nmc_hash: FNV_OFFSET,
+            ..BoardStats::default()
+        };
+    }
+
     /// Resets the window and the counters.
     pub fn reset(&mut self) {
+        self.dispatched.clear();
+        self.doorbells = 0;
         self.mem.fill(0);
         self.nmc.clear();
         self.next_ticket = 0;
@@ -196,9 +238,32 @@ impl<'a> Board<'a> {
         self.mem.get_mut(off..end).ok_or(MemoryError::OutOfRange)
     }
 
+    /// [`DeviceMemory::read_u32`] off the fast path (kept out of line so the compiler
+    /// does not merge it with the aligned load).
+    #[inline(never)]
+    fn read_u32_slow(&mut self, addr: DevAddr) -> Result<u32, MemoryError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.window(addr, 4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    #[inline(never)]
+    fn write_u32_slow(&mut self, addr: DevAddr, value: u32) -> Result<(), MemoryError> {
+        self.window(addr, 4)?.copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+
     fn put(&mut self, off: usize, bytes: &[u8]) -> Result<(), LayoutError> {
         self.write(DEVICE_BASE + off as u64, bytes)
             .map_err(|_| LayoutError::Window)
+    }
+
+    /// The same board without a mapped view: the CP reads word by word through
+    /// [`DeviceMemory::read_u32`] (its general path).
+    #[must_use]
+    pub fn unmapped(mut self) -> Self {
+        self.mapped = false;
+        self
     }
 
     /// The same board with a clock of `hz` hertz (e.g. a HiFive1's core clock).
@@ -237,6 +302,16 @@ impl<'a> Board<'a> {
     /// # Errors
     /// [`LayoutError`] if the scenario does not fit the board.
     pub fn lay_out_cp(&mut self, s: &CpScenario) -> Result<CpConfig, LayoutError> {
+        self.lay_out_cp_at(s, 0)
+    }
+
+    /// [`Board::lay_out_cp`] with the GEMMs published as dispatch id `id` (ring slot
+    /// `id % ring_packets`; read index `id`, write index `id + 1`): the next iteration
+    /// of a training loop on the same queues.
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the scenario does not fit the board.
+    pub fn lay_out_cp_at(&mut self, s: &CpScenario, id: u64) -> Result<CpConfig, LayoutError> {
         let queues = usize::from(s.queues);
         if queues == 0 || queues > BOARD_QUEUES {
             return Err(LayoutError::Queues(s.queues));
@@ -265,7 +340,9 @@ impl<'a> Board<'a> {
         for q in 0..queues {
             let g = shapes.get(q % shapes.len()).ok_or(LayoutError::NoShapes)?;
             let words = map::QUEUE_WORDS + q * map::QUEUE_WORDS_STRIDE;
-            let ext_off = map::GEMM_EXTS + q * map::GEMM_EXT_STRIDE;
+            // One record per shape, shared by every queue running it (records live
+            // with the GO library's code objects).
+            let ext_off = map::GEMM_EXTS + (q % shapes.len()) * map::GEMM_EXT_STRIDE;
             let ring = map::RINGS + q * ring_bytes;
             self.put(ext_off, &g.encode())?;
             let ko = g.kernels.first().map_or(0, |k| k.kernel_object);
@@ -282,11 +359,14 @@ impl<'a> Board<'a> {
                 gemm_ext_address: addr(ext_off),
                 completion_signal: addr(words + 24),
             });
-            self.put(ring, &aql::encode(&packet))?;
-            // Read index 0, write index 1 (one packet published), doorbell 1, signal 1.
-            self.put(words, &0u64.to_le_bytes())?;
-            self.put(words + 8, &1u64.to_le_bytes())?;
-            self.put(words + 16, &1u64.to_le_bytes())?;
+            // A power of two (checked above): the slot is the id's low bits.
+            let slot = (id & u64::from(s.ring_packets.wrapping_sub(1))) as usize * AQL_PACKET_BYTES;
+            self.put(ring + slot, &aql::encode(&packet))?;
+            // Read index id, write index id + 1 (one packet published), doorbell id + 1,
+            // signal 1.
+            self.put(words, &id.to_le_bytes())?;
+            self.put(words + 8, &(id + 1).to_le_bytes())?;
+            self.put(words + 16, &(id + 1).to_le_bytes())?;
             self.put(words + 24, &1u64.to_le_bytes())?;
             queue_cfgs
                 .push(QueueConfig {
@@ -378,6 +458,42 @@ impl DeviceMemory for Board<'_> {
         self.window(addr, data.len())?.copy_from_slice(data);
         Ok(())
     }
+
+    /// One bounds check and one load (the window is word-aligned on the board; an
+    /// unaligned window or address takes the byte path, out of line).
+    #[inline]
+    fn read_u32(&mut self, addr: DevAddr) -> Result<u32, MemoryError> {
+        let off = addr.wrapping_sub(DEVICE_BASE);
+        let p = self.mem.as_ptr().wrapping_add(off as usize);
+        if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
+            // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
+            Ok(u32::from_le(unsafe { p.cast::<u32>().read() }))
+        } else {
+            self.read_u32_slow(addr)
+        }
+    }
+
+    #[inline]
+    fn write_u32(&mut self, addr: DevAddr, value: u32) -> Result<(), MemoryError> {
+        let off = addr.wrapping_sub(DEVICE_BASE);
+        let p = self.mem.as_mut_ptr().wrapping_add(off as usize);
+        if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
+            // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
+            unsafe { p.cast::<u32>().write(value.to_le()) };
+            Ok(())
+        } else {
+            self.write_u32_slow(addr, value)
+        }
+    }
+
+    /// The window as words, when it is word-aligned (always on the board; a host test's
+    /// buffer may not be, and then the CP reads word by word).
+    #[inline]
+    fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
+        // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
+        let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
+        (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
+    }
 }
 
 impl KernelDispatcher for Board<'_> {
@@ -385,11 +501,16 @@ impl KernelDispatcher for Board<'_> {
         if usize::from(req.queue) >= BOARD_QUEUES {
             return Err(DispatchError::NoSuchQueue);
         }
-        let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
-        h = fnv(h, &req.dispatch_id.to_le_bytes());
-        self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
-        self.stats.dispatches = self.stats.dispatches.saturating_add(1);
+        // What a dispatcher's doorbell register would latch; hashed after the measured
+        // region ([`Board::settle`]), so the report's hash costs the firmware nothing.
+        if self.dispatched.push(*req).is_err() {
+            return Err(DispatchError::Busy);
+        }
         Ok(())
+    }
+
+    fn take_doorbells(&mut self) -> u32 {
+        core::mem::take(&mut self.doorbells)
     }
 
     /// Stores `value` into the queue's completion-signal word and advances its read

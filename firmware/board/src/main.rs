@@ -19,9 +19,9 @@ mod target {
     use core::mem::MaybeUninit;
     use core::ptr::{addr_of_mut, NonNull};
 
+    use core::fmt::Write as _;
     use embedded_hal::digital::{ErrorType, OutputPin};
     use nmcp_board::{board::Board, Blobs, Measured, Meter};
-    use semihosting::println;
 
     /// Which machine this binary was linked for (printed first, so an expected file
     /// cannot be compared with the wrong machine's run).
@@ -49,12 +49,18 @@ mod target {
 
     /// The device-memory window and the firmware live in `.bss`, so the ELF's section
     /// sizes show what the board must provide.
+    /// Word alignment for the device-memory window (the CP reads it a word at a time).
+    #[repr(C, align(8))]
+    struct Aligned<const N: usize>([u8; N]);
+
     #[cfg(not(feature = "hifive1"))]
-    static mut WINDOW: [u8; nmcp_board::WINDOW_BYTES] = [0; nmcp_board::WINDOW_BYTES];
+    static mut WINDOW: Aligned<{ nmcp_board::WINDOW_BYTES }> =
+        Aligned([0; nmcp_board::WINDOW_BYTES]);
     #[cfg(not(feature = "hifive1"))]
     static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
     #[cfg(feature = "hifive1")]
-    static mut WINDOW: [u8; nmcp_board::LAMB_WINDOW_BYTES] = [0; nmcp_board::LAMB_WINDOW_BYTES];
+    static mut WINDOW: Aligned<{ nmcp_board::LAMB_WINDOW_BYTES }> =
+        Aligned([0; nmcp_board::LAMB_WINDOW_BYTES]);
     #[cfg(feature = "hifive1")]
     static mut FIRMWARE: MaybeUninit<nmcp_firmware::nmc::NmcSequencer> = MaybeUninit::uninit();
 
@@ -212,13 +218,38 @@ mod target {
 
     impl core::fmt::Write for SemihostingOut {
         fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            semihosting::print!("{s}");
+            use semihosting::io::Write as _;
+            // Straight to the host's stdout: no second formatting layer.
+            if let Ok(mut out) = semihosting::io::stdout() {
+                let _ = out.write_all(s.as_bytes());
+            }
             Ok(())
         }
     }
 
     fn cycle_clock() -> u64 {
         riscv::register::mcycle::read64()
+    }
+
+    /// A panic prints its message over semihosting and exits with status 101. With the
+    /// `no-panic` feature the handler instead calls a symbol no object defines: the
+    /// release image then links only if the optimiser proved every panic unreachable.
+    #[cfg(not(feature = "no-panic"))]
+    #[panic_handler]
+    fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+        let _ = writeln!(SemihostingOut, "panic: {info}");
+        semihosting::process::exit(101)
+    }
+
+    #[cfg(feature = "no-panic")]
+    #[panic_handler]
+    fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+        extern "Rust" {
+            /// Deliberately undefined (see the `no-panic` feature).
+            fn nmcp_board_panic_is_reachable() -> !;
+        }
+        // SAFETY: never linked; a reachable call fails the link instead.
+        unsafe { nmcp_board_panic_is_reachable() }
     }
 
     #[riscv_rt::entry]
@@ -234,11 +265,11 @@ mod target {
         meter.start();
         meter.overhead = meter.stop().unwrap_or_default();
         meter.peak = 0;
-        println!("nmcp-board machine={MACHINE}");
+        let _ = writeln!(SemihostingOut, "nmcp-board machine={MACHINE}");
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
-                &mut *addr_of_mut!(WINDOW),
+                &mut (*addr_of_mut!(WINDOW)).0,
                 (*addr_of_mut!(FIRMWARE)).write(Default::default()),
             )
         };
@@ -256,11 +287,11 @@ mod target {
         let status = match result {
             Ok(()) => 0,
             Err(e) => {
-                println!("error: {e}");
+                let _ = writeln!(SemihostingOut, "error: {e}");
                 1
             }
         };
-        println!("exit status={status}");
+        let _ = writeln!(SemihostingOut, "exit status={status}");
         semihosting::process::exit(status)
     }
 }

@@ -90,12 +90,58 @@ pub struct Decision {
 /// only if every size's prediction is at least that; otherwise decide the first
 /// candidate's size as a homogeneous group, `CD = min(predicted, |group|, MAX_CD)`, and
 /// leave the other sizes for the next head change.
+///
+/// This is the host's entry point (candidates with features); the firmware keeps one
+/// prediction per GEMM shape and calls [`decide_by_problem`] directly.
 pub fn decide<C: AsRef<GemmCandidate>>(
     candidates: &[C],
     predictor: &CdPredictor,
     work: &mut CpWork,
 ) -> Decision {
     let n = candidates.len().min(MAX_CANDIDATES);
+    let mut problem = [0u8; MAX_CANDIDATES];
+    let mut predicted = [1u8; MAX_CANDIDATES];
+    if n >= 2 {
+        // (representative index, predicted CD) per distinct size, in first-seen order.
+        let mut groups: Vec<(usize, u8), MAX_CANDIDATES> = Vec::new();
+        for (i, c) in candidates.iter().map(AsRef::as_ref).take(n).enumerate() {
+            let found = groups.iter().position(|&(r, _)| {
+                candidates
+                    .get(r)
+                    .is_some_and(|rc| rc.as_ref().problem == c.problem)
+            });
+            let g = match found {
+                Some(g) => g,
+                None => {
+                    work.predictions = work.predictions.saturating_add(1);
+                    work.predictor_macs = work
+                        .predictor_macs
+                        .saturating_add(((CLASS_COUNT + 1) * FEATURE_COUNT) as u64);
+                    let _ = groups.push((i, predictor.predict_cd(&c.features)));
+                    groups.len().saturating_sub(1)
+                }
+            };
+            if let (Some(pi), Some(pp), Some(&(_, cd))) =
+                (problem.get_mut(i), predicted.get_mut(i), groups.get(g))
+            {
+                *pi = g as u8;
+                *pp = cd;
+            }
+        }
+    }
+    decide_by_problem(
+        problem.get(..n).unwrap_or_default(),
+        predicted.get(..n).unwrap_or_default(),
+        work,
+    )
+}
+
+/// The decision over GEMM heads already classified: `problem[i]` identifies candidate
+/// `i`'s size (equal ids, equal sizes; ids below 32, at most one per candidate slot)
+/// and `predicted[i]` is its predicted CD; the prediction of a size is its first
+/// candidate's. The rule is [`decide`]'s.
+pub fn decide_by_problem(problem: &[u8], predicted: &[u8], work: &mut CpWork) -> Decision {
+    let n = problem.len().min(predicted.len()).min(MAX_CANDIDATES);
     let mut d = Decision::default();
     if n < 2 {
         if n == 1 {
@@ -107,51 +153,40 @@ pub fn decide<C: AsRef<GemmCandidate>>(
         return d;
     }
     work.decisions = work.decisions.saturating_add(1);
-    // (representative index, predicted CD) per distinct size, in first-seen order.
-    let mut groups: Vec<(usize, u8), MAX_CANDIDATES> = Vec::new();
-    let mut group_of = [0u8; MAX_CANDIDATES];
-    for (i, c) in candidates.iter().map(AsRef::as_ref).take(n).enumerate() {
-        let found = groups.iter().position(|&(r, _)| {
-            candidates
-                .get(r)
-                .is_some_and(|rc| rc.as_ref().problem == c.problem)
-        });
-        let g = match found {
-            Some(g) => g,
-            None => {
-                work.predictions = work.predictions.saturating_add(1);
-                work.predictor_macs = work
-                    .predictor_macs
-                    .saturating_add(((CLASS_COUNT + 1) * FEATURE_COUNT) as u64);
-                let _ = groups.push((i, predictor.predict_cd(&c.features)));
-                groups.len().saturating_sub(1)
-            }
-        };
-        if let Some(slot) = group_of.get_mut(i) {
-            *slot = g as u8;
+    let (Some(&first), Some(&first_pred)) = (problem.first(), predicted.first()) else {
+        return d;
+    };
+    // Distinct sizes (a bit each) and the smallest prediction among them.
+    let mut seen = 0u32;
+    let mut min_pred = u8::MAX;
+    let mut members = 0u8;
+    for (&pid, &pred) in problem.iter().zip(predicted).take(n) {
+        members += u8::from(pid == first);
+        let bit = 1u32 << (pid & 31);
+        if seen & bit == 0 {
+            seen |= bit;
+            min_pred = min_pred.min(pred);
         }
     }
     let cap = (n as u8).min(MAX_CD);
-    let min_pred = groups.iter().map(|&(_, p)| p).min().unwrap_or(1);
-    if groups.len() > 1 && min_pred >= cap {
+    if seen.count_ones() > 1 && min_pred >= cap {
         d.mixed = true;
         d.predicted = min_pred;
         d.cd = cap;
-        for i in 0..usize::from(cap) {
-            let _ = d.chosen.push(i as u8);
+        for i in 0..cap {
+            let _ = d.chosen.push(i);
         }
         return d;
     }
     // Homogeneous: the first candidate's size decides.
-    let pred = groups.first().map_or(1, |&(_, p)| p).max(1);
-    let members = group_of.iter().take(n).filter(|&&g| g == 0).count() as u8;
+    let pred = first_pred.max(1);
     d.predicted = pred;
     d.cd = pred.min(members).clamp(1, MAX_CD);
-    for (i, _) in group_of
+    for (i, _) in problem
         .iter()
         .take(n)
         .enumerate()
-        .filter(|&(_, &g)| g == 0)
+        .filter(|&(_, &pid)| pid == first)
         .take(usize::from(d.cd))
     {
         let _ = d.chosen.push(i as u8);

@@ -7,8 +7,8 @@
 //! malformed packets are completed with an error value ([`RejectReason`]) and the queue
 //! moves on; barrier packets complete once their dependencies allow; non-GEMM kernels
 //! dispatch at once with their own kernel object; GEMMs (kernels with a valid extension
-//! record) go to [`decide`]. Dispatched GEMMs form a group; no new group starts while a
-//! member is still placing workgroups, which is what "leave the rest queued" means.
+//! record) go to [`decide`]. Dispatched GEMMs form a group; no new group starts until every
+//! member has completed (CD 1 serialises), which is what "leave the rest queued" means.
 
 pub mod decision;
 pub mod features;
@@ -19,7 +19,9 @@ pub mod work;
 
 use core::fmt;
 
-pub use decision::{decide, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD};
+pub use decision::{
+    decide, decide_by_problem, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD,
+};
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
 pub use queue::{QueueConfig, MAX_QUEUES};
@@ -30,13 +32,15 @@ use heapless::{Deque, Vec};
 use nmcp_isa::aql::{
     self, AqlPacket, DeviceRange, PacketType, AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES,
 };
-use nmcp_isa::gemm_ext::{checked_workgroups, GemmExt, GEMM_EXT_BYTES};
+use nmcp_isa::gemm_ext::{
+    checked_workgroups, GemmExt, CONCURRENCY_DEGREES, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS,
+};
 
 use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
 };
 use crate::{Event, FirmwareError};
-use queue::{CachedHead, QueueState};
+use queue::{QueueState, HEAD_KERNEL, HEAD_NONE};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
@@ -122,19 +126,50 @@ pub struct CpRecord {
     pub action: CpAction,
 }
 
-/// A head packet that can run.
-#[derive(Debug, Clone, Copy)]
-struct Head {
-    queue: u8,
-    dispatch_id: u64,
-    kernel_object: u64,
-    /// It is a GEMM (its candidate is in the queue's cache).
-    gemm: bool,
+/// GEMM shapes (extension records) the CP remembers: their validated kernel map and
+/// their predicted CD. A training step has a handful of distinct GEMMs; one per queue
+/// head means a full set of heads never evicts a shape another head still uses.
+pub const MAX_SHAPES: usize = MAX_QUEUES;
+
+/// A GEMM extension record the CP has validated, keyed by its device address, with the
+/// prediction for its features. Records are immutable while the CP runs (they live with
+/// the GO library's code objects, like the kernel descriptors they point at); a new
+/// configuration forgets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    /// Device address of the record.
+    ext_addr: u64,
+    /// Header and setup word of the first packet validated with this record, barrier bit
+    /// cleared: a later packet with the same word and record skips the full decode.
+    packet_word: u32,
+    /// Index of the first shape of the same GEMM problem (the heterogeneous rule's
+    /// "same size").
+    problem_id: u8,
+    /// Kernel objects the record lists (`kos[..n_kos]`).
+    kos: [u64; MAX_KERNEL_OBJECTS],
+    n_kos: u8,
+    /// Kernel object the record tuned for each entry of [`CONCURRENCY_DEGREES`].
+    ko_per_cd: [u64; CONCURRENCY_DEGREES.len()],
+    /// Predicted CD.
+    predicted: u8,
+    problem: ProblemKey,
+}
+
+impl Shape {
+    fn lists(&self, ko: u64) -> bool {
+        self.kos
+            .iter()
+            .take(usize::from(self.n_kos))
+            .any(|&k| k == ko)
+    }
 }
 
 /// What a head packet needs.
 enum Class {
-    Run(Head, Option<GemmCandidate>),
+    /// A GEMM of shape (index) `.0` whose packet names kernel object `.1`.
+    Gemm(u8, u64),
+    /// A non-GEMM kernel with this kernel object.
+    Kernel(u64),
     Reject(RejectReason),
     BarrierDone,
     Wait,
@@ -150,8 +185,10 @@ pub struct CommandProcessor {
 #[derive(Debug, Default)]
 struct CpState {
     queues: [QueueState; MAX_QUEUES],
-    heads: Vec<Head, MAX_QUEUES>,
+    shapes: Vec<Shape, MAX_SHAPES>,
+    next_victim: u8,
     completions_this_scan: u32,
+    tally: Tally,
     gemm_group_in_flight: u8,
     rr_start: u8,
     work: CpWork,
@@ -188,6 +225,36 @@ impl CommandProcessor {
         self.config = Some(config);
         self.state = CpState::default();
         Ok(())
+    }
+
+    /// Forgets all queue state but keeps the GEMM shapes learnt so far (their validated
+    /// records and predictions), as after the host re-creates its queues between two
+    /// training iterations with the same GEMMs. Only valid while the records stay where
+    /// they were ([`CommandProcessor::configure`] forgets them).
+    pub fn restart_queues(&mut self) {
+        let s = &mut self.state;
+        s.queues = Default::default();
+        s.completions_this_scan = 0;
+        s.gemm_group_in_flight = 0;
+        s.rr_start = 0;
+        s.pending = false;
+    }
+
+    /// Makes queue `queue` the first the next scan visits (the highest priority; the
+    /// CP rotates it after every decision). Out-of-range queues are ignored.
+    pub fn set_rotation(&mut self, queue: u8) {
+        if self
+            .config
+            .as_ref()
+            .is_some_and(|c| usize::from(queue) < c.queues.len())
+        {
+            self.state.rr_start = queue;
+        }
+    }
+
+    /// GEMM shapes in the shape table.
+    pub fn shapes_known(&self) -> usize {
+        self.state.shapes.len()
     }
 
     /// The configuration, if any.
@@ -229,13 +296,17 @@ impl CommandProcessor {
             return Ok(());
         };
         let s = &mut self.state;
+        s.work.handlers = s.work.handlers.wrapping_add(1);
         match *event {
-            Event::Doorbell { .. } => {
-                // Doorbells of other queues may have been rung while this one was
-                // waiting to be handled (a hardware CP reads a doorbell bitmap): look at
-                // every queue's write index.
-                for q in s.queues.iter_mut() {
-                    q.dirty = true;
+            Event::Doorbell { queue } => {
+                // Only the rung queues: this one and those in the platform's doorbell
+                // bitmap (rung while this event waited); the others' write indices have
+                // not moved.
+                let rung = p.take_doorbells() | 1u32.checked_shl(u32::from(queue)).unwrap_or(0);
+                for (i, q) in s.queues.iter_mut().enumerate() {
+                    if rung & (1 << (i & 31)) != 0 {
+                        q.dirty = true;
+                    }
                 }
             }
             Event::KernelDispatched { queue, dispatch_id } => {
@@ -243,17 +314,21 @@ impl CommandProcessor {
                     q.dirty = true;
                     if q.dispatching == Some(dispatch_id) {
                         q.dispatching = None;
-                        if q.dispatching_gemm {
-                            q.dispatching_gemm = false;
-                            s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
-                        }
                     }
                 }
             }
-            Event::KernelCompleted { queue, .. } => {
+            Event::KernelCompleted {
+                queue, dispatch_id, ..
+            } => {
                 if let Some(q) = s.queues.get_mut(usize::from(queue)) {
                     q.outstanding = q.outstanding.saturating_sub(1);
                     q.dirty = true;
+                    // A group of CD GEMMs runs together; the next group starts when the
+                    // whole group has completed (CD 1 serialises).
+                    if q.group_member == Some(dispatch_id) {
+                        q.group_member = None;
+                        s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
+                    }
                 }
                 // A completion signal changed: waiting barriers may resolve.
                 s.mark_waiting_dirty();
@@ -279,14 +354,225 @@ fn read<P: DeviceMemory>(
     p.read(addr, buf)
 }
 
+/// Counts of the hot path, in 32-bit words (cheap on RV32), folded into [`CpWork`]
+/// once per event.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    /// 32-bit device-memory reads.
+    reads: u32,
+    /// Queue heads looked at on the general path.
+    visits: u32,
+    /// Queue heads looked at on the fast path.
+    mapped_visits: u32,
+    /// Packets classified.
+    inspected: u32,
+    /// 32-bit device-memory writes (kernel-object patches).
+    writes: u32,
+    /// Kernels dispatched.
+    dispatches: u32,
+}
+
+impl Tally {
+    fn fold_into(&mut self, work: &mut CpWork) {
+        work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.reads));
+        work.bytes_read = work.bytes_read.saturating_add(4 * u64::from(self.reads));
+        work.queue_visits = work
+            .queue_visits
+            .saturating_add(u64::from(self.visits) + u64::from(self.mapped_visits));
+        work.mapped_visits = work
+            .mapped_visits
+            .saturating_add(u64::from(self.mapped_visits));
+        work.packets_inspected = work
+            .packets_inspected
+            .saturating_add(u64::from(self.inspected));
+        work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.writes));
+        work.bytes_written = work
+            .bytes_written
+            .saturating_add(4 * u64::from(self.writes));
+        work.dispatches = work.dispatches.saturating_add(u64::from(self.dispatches));
+        *self = Self::default();
+    }
+}
+
+#[inline]
+fn read_u32<P: DeviceMemory>(
+    p: &mut P,
+    tally: &mut Tally,
+    addr: DevAddr,
+) -> Result<u32, MemoryError> {
+    tally.reads = tally.reads.wrapping_add(1);
+    p.read_u32(addr)
+}
+
+#[inline]
 fn read_u64<P: DeviceMemory>(
     p: &mut P,
-    work: &mut CpWork,
+    tally: &mut Tally,
     addr: DevAddr,
 ) -> Result<u64, MemoryError> {
-    let mut b = [0u8; 8];
-    read(p, work, addr, &mut b)?;
-    Ok(u64::from_le_bytes(b))
+    let lo = read_u32(p, tally, addr)?;
+    let hi = read_u32(p, tally, addr.wrapping_add(4))?;
+    Ok(u64::from(lo) | (u64::from(hi) << 32))
+}
+
+/// Header bit 8: the packet waits for every earlier packet of its queue to complete.
+const BARRIER_BIT: u32 = 1 << 8;
+
+/// Word index of `addr` in a view starting at `base`, if aligned.
+#[inline(always)]
+fn word_index(base: DevAddr, addr: DevAddr) -> Option<usize> {
+    let off = addr.wrapping_sub(base);
+    (off & 3 == 0 && off >> 32 == 0).then_some((off >> 2) as usize)
+}
+
+/// The common case of a scan, on directly mapped memory: for every dirty queue, the
+/// write index tells whether anything new is published; a head packet that is a kernel
+/// dispatch whose header and GEMM record match a known shape becomes the queue's head
+/// (a dozen loads and compares, no decode). Returns the queues (bit mask) that need the
+/// general path: anything else at the head, or words outside the view.
+#[allow(clippy::too_many_arguments)]
+fn fast_scan(
+    cfg: &CpConfig,
+    queues: &mut [QueueState; MAX_QUEUES],
+    shapes: &[Shape],
+    base: DevAddr,
+    words: &[u32],
+    tally: &mut Tally,
+    start: usize,
+    heads: &mut [u8; MAX_QUEUES],
+    nh: &mut usize,
+) -> u32 {
+    let mut slow = 0u32;
+    let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
+    let n = cfg.queues.len().min(MAX_QUEUES);
+    let mut qi = start;
+    for _ in 0..n {
+        if qi >= n {
+            qi = 0;
+        }
+        let this = qi;
+        qi += 1;
+        let (Some(qc), Some(qs)) = (cfg.queues.get(this), queues.get_mut(this)) else {
+            continue;
+        };
+        let mut push = |q: usize| {
+            if let Some(slot) = heads.get_mut(*nh) {
+                *slot = q as u8;
+                *nh += 1;
+            }
+        };
+        if qs.dispatching.is_some() {
+            continue;
+        }
+        if !qs.dirty {
+            if qs.head != HEAD_NONE {
+                push(this);
+            }
+            continue;
+        }
+        let qi = this;
+        let bit = 1u32 << (qi & 31);
+        if qs.view_write == u32::MAX || !qs.synced {
+            // First visit since configuration: where the queue's words sit in the view
+            // (kept as 32-bit indices), and the read index.
+            let ri = word_index(base, qc.read_index_addr);
+            let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
+                word_index(base, qc.write_index_addr),
+                word_index(base, qc.ring_base),
+                ri.and_then(word),
+                ri.and_then(|i| word(i.wrapping_add(1))),
+            ) else {
+                slow |= bit;
+                continue;
+            };
+            let ring_end = ring.saturating_add(qc.size_packets as usize * (AQL_PACKET_BYTES / 4));
+            if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
+                slow |= bit;
+                continue;
+            }
+            qs.view_write = wi as u32;
+            qs.view_ring = ring as u32;
+            qs.next_id = qs.next_id.max(u64::from(lo) | (u64::from(hi) << 32));
+            qs.synced = true;
+            tally.reads = tally.reads.wrapping_add(2);
+        }
+        let wi = qs.view_write as usize;
+        let Some(w_lo) = word(wi) else {
+            slow |= bit;
+            continue;
+        };
+        tally.reads = tally.reads.wrapping_add(1);
+        tally.mapped_visits = tally.mapped_visits.wrapping_add(1);
+        let id = qs.next_id;
+        let avail = w_lo.wrapping_sub(id as u32);
+        if avail == 0 {
+            qs.dirty = false;
+            qs.waiting = false;
+            qs.head = HEAD_NONE;
+            continue;
+        }
+        if avail > qc.size_packets {
+            slow |= bit;
+            continue;
+        }
+        if qs.head != HEAD_NONE && qs.head_id == id {
+            qs.dirty = false;
+            push(qi);
+            continue;
+        }
+        // Inside the ring, which lies inside the view (checked when the indices were
+        // computed).
+        let slot = (id as u32) & qc.size_packets.wrapping_sub(1);
+        let first = qs.view_ring.wrapping_add(slot << 4) as usize;
+        let Some(pkt) = words.get(first..first.wrapping_add(AQL_PACKET_BYTES / 4)) else {
+            slow |= bit;
+            continue;
+        };
+        let header = pkt.first().map_or(0, |&w| u32::from_le(w));
+        let ptype = header & 0xFF;
+        if ptype == PacketType::Invalid as u32 {
+            // Not published yet: the producer writes the header last.
+            tally.reads = tally.reads.wrapping_add(1);
+            tally.inspected = tally.inspected.wrapping_add(1);
+            qs.dirty = false;
+            qs.waiting = true;
+            qs.head = HEAD_NONE;
+            continue;
+        }
+        let ext_word = |k: usize| pkt.get(k).map_or(0, |&w| u64::from(u32::from_le(w)));
+        let ext = ext_word(aql::offset::GEMM_EXT_ADDRESS / 4)
+            | (ext_word(aql::offset::GEMM_EXT_ADDRESS / 4 + 1) << 32);
+        let key = header & !BARRIER_BIT;
+        let shape = if ptype == PacketType::KernelDispatch as u32 && ext != 0 {
+            shapes
+                .iter()
+                .position(|s| s.ext_addr == ext && s.packet_word == key)
+        } else {
+            None
+        };
+        let ko = ext_word(aql::offset::KERNEL_OBJECT / 4)
+            | (ext_word(aql::offset::KERNEL_OBJECT / 4 + 1) << 32);
+        // The packet's own kernel object must be one the record lists (the general path
+        // rejects it otherwise).
+        let Some(si) = shape.filter(|&si| shapes.get(si).is_some_and(|s| s.lists(ko))) else {
+            slow |= bit;
+            continue;
+        };
+        tally.reads = tally.reads.wrapping_add(5);
+        tally.inspected = tally.inspected.wrapping_add(1);
+        qs.dirty = false;
+        if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
+            qs.waiting = true;
+            qs.head = HEAD_NONE;
+            continue;
+        }
+        qs.waiting = false;
+        qs.head = si as u8;
+        qs.head_id = id;
+        qs.head_ko = ko;
+        push(qi);
+    }
+    slow
 }
 
 impl CpState {
@@ -315,16 +601,52 @@ impl CpState {
         p: &mut P,
     ) -> Result<(), FirmwareError> {
         self.pending = false;
-        self.heads.clear();
         self.completions_this_scan = 0;
         let n = cfg.queues.len();
-        let mut budget = MAX_PACKETS_PER_EVENT;
+        // First the word-wise pass over directly mapped memory: queues whose head is a
+        // GEMM of a known shape (or that have nothing new) are settled there; the rest
+        // take the general path below.
+        let mut heads = [0u8; MAX_QUEUES];
+        let mut nh = 0usize;
         let start = usize::from(self.rr_start);
-        for k in 0..n {
-            let qi = (start + k) % n;
-            if let Some(head) = self.head_of(cfg, qi, p, &mut budget)? {
-                // heads has one slot per queue: cannot overflow.
-                let _ = self.heads.push(head);
+        let slow = match p.mapped_words() {
+            Some((base, words)) => fast_scan(
+                cfg,
+                &mut self.queues,
+                &self.shapes,
+                base,
+                words,
+                &mut self.tally,
+                start,
+                &mut heads,
+                &mut nh,
+            ),
+            None => u32::MAX,
+        };
+        if slow != 0 {
+            // Some queues need the general path: list the heads again in priority order
+            // (the queues the fast pass settled are clean and cost a test each).
+            let mut budget = MAX_PACKETS_PER_EVENT;
+            nh = 0;
+            let mut qi = start;
+            for _ in 0..n {
+                if qi >= n {
+                    qi = 0;
+                }
+                let has_head = if slow & (1u32 << (qi & 31)) != 0 {
+                    self.head_of(cfg, qi, p, &mut budget)?
+                } else {
+                    self.queues
+                        .get(qi)
+                        .is_some_and(|q| q.head != HEAD_NONE && q.dispatching.is_none())
+                };
+                if has_head {
+                    if let Some(slot) = heads.get_mut(nh) {
+                        *slot = qi as u8;
+                        nh += 1;
+                    }
+                }
+                qi += 1;
             }
         }
         if self.completions_this_scan > 0 && self.queues.iter().any(|q| q.waiting) {
@@ -333,64 +655,90 @@ impl CpState {
             self.mark_waiting_dirty();
             self.pending = true;
         }
-        self.dispatch_heads(cfg, p)
+        let r = self.dispatch_heads(cfg, p, heads.get(..nh).unwrap_or_default());
+        let mut tally = self.tally;
+        tally.fold_into(&mut self.work);
+        self.tally = tally;
+        r
     }
 
-    /// Walks queue `qi` from its head until a packet that must run or wait; rejects and
-    /// resolves packets on the way.
+    /// Brings queue `qi`'s head up to date: walks from the first unhandled packet until
+    /// one that must run or wait, rejecting and resolving packets on the way. True when
+    /// the queue has a runnable head (recorded in its state).
     fn head_of<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         qi: usize,
         p: &mut P,
         budget: &mut usize,
-    ) -> Result<Option<Head>, FirmwareError> {
-        let (Some(qc), Some(&qs)) = (cfg.queues.get(qi), self.queues.get(qi)) else {
-            return Ok(None);
+    ) -> Result<bool, FirmwareError> {
+        let (Some(qc), Some(qs)) = (cfg.queues.get(qi), self.queues.get_mut(qi)) else {
+            return Ok(false);
         };
         if qs.dispatching.is_some() {
-            return Ok(None);
+            return Ok(false);
         }
-        let queue = qi as u8;
-        let cached_head = |c: CachedHead| Head {
-            queue,
-            dispatch_id: c.dispatch_id,
-            kernel_object: c.kernel_object,
-            gemm: c.gemm.is_some(),
-        };
         if !qs.dirty {
-            return Ok(qs.cached.map(cached_head));
+            return Ok(qs.head != HEAD_NONE);
         }
-        self.work.queue_visits = self.work.queue_visits.saturating_add(1);
-        let read_id = read_u64(p, &mut self.work, qc.read_index_addr)?;
-        let write_id = read_u64(p, &mut self.work, qc.write_index_addr)?;
-        let mut id = read_id.max(qs.next_id);
+        self.tally.visits = self.tally.visits.wrapping_add(1);
+        if !qs.synced {
+            let read_id = read_u64(p, &mut self.tally, qc.read_index_addr)?;
+            qs.next_id = qs.next_id.max(read_id);
+            qs.synced = true;
+        }
+        // Fewer packets than the ring holds can be published: the low word of the write
+        // index gives the exact count unless the index is garbage (then read it whole).
+        let mut id = qs.next_id;
+        let w_lo = read_u32(p, &mut self.tally, qc.write_index_addr)?;
+        let avail = w_lo.wrapping_sub(id as u32);
+        let write_id = if avail <= qc.size_packets {
+            id.wrapping_add(u64::from(avail))
+        } else {
+            read_u64(p, &mut self.tally, qc.write_index_addr)?
+        };
+        let queue = qi as u8;
         // Bounded: at most the per-event budget of packets.
         while id < write_id {
-            let class = match qs.cached {
-                Some(c) if c.dispatch_id == id => Class::Run(cached_head(c), c.gemm),
-                _ => {
-                    if *budget == 0 {
-                        self.pending = true;
-                        return Ok(None);
-                    }
-                    *budget -= 1;
-                    self.classify(cfg, qc, qs, queue, id, p)?
-                }
+            let Some(qs) = self.queues.get_mut(qi) else {
+                return Ok(false);
+            };
+            if qs.head != HEAD_NONE && qs.head_id == id {
+                qs.dirty = false;
+                return Ok(true);
+            }
+            if *budget == 0 {
+                self.pending = true;
+                return Ok(false);
+            }
+            *budget -= 1;
+            let outstanding = qs.outstanding;
+            let class = self.classify(cfg, qc, outstanding, id, p)?;
+            let Some(qs) = self.queues.get_mut(qi) else {
+                return Ok(false);
             };
             match class {
                 Class::Wait => {
-                    self.set_queue(qi, true, None);
-                    return Ok(None);
+                    qs.dirty = false;
+                    qs.waiting = true;
+                    qs.head = HEAD_NONE;
+                    return Ok(false);
                 }
-                Class::Run(h, gemm) => {
-                    let cache = CachedHead {
-                        dispatch_id: h.dispatch_id,
-                        kernel_object: h.kernel_object,
-                        gemm,
-                    };
-                    self.set_queue(qi, false, Some(cache));
-                    return Ok(Some(cached_head(cache)));
+                Class::Gemm(shape, ko) => {
+                    qs.dirty = false;
+                    qs.waiting = false;
+                    qs.head = shape;
+                    qs.head_id = id;
+                    qs.head_ko = ko;
+                    return Ok(true);
+                }
+                Class::Kernel(ko) => {
+                    qs.dirty = false;
+                    qs.waiting = false;
+                    qs.head = HEAD_KERNEL;
+                    qs.head_id = id;
+                    qs.head_ko = ko;
+                    return Ok(true);
                 }
                 Class::Reject(reason) => {
                     p.complete_without_dispatch(queue, id, reason.signal_value())?;
@@ -401,22 +749,17 @@ impl CpState {
                     self.completed(queue, id, CpAction::BarrierResolved);
                 }
             }
-            id = id.saturating_add(1);
+            id = id.wrapping_add(1);
             if let Some(q) = self.queues.get_mut(qi) {
                 q.next_id = id;
             }
         }
-        self.set_queue(qi, false, None);
-        Ok(None)
-    }
-
-    /// Records a scan's verdict on a queue: clean until the next event that touches it.
-    fn set_queue(&mut self, qi: usize, waiting: bool, cached: Option<CachedHead>) {
-        if let Some(q) = self.queues.get_mut(qi) {
-            q.dirty = false;
-            q.waiting = waiting;
-            q.cached = cached;
+        if let Some(qs) = self.queues.get_mut(qi) {
+            qs.dirty = false;
+            qs.waiting = false;
+            qs.head = HEAD_NONE;
         }
+        Ok(false)
     }
 
     fn completed(&mut self, queue: u8, id: u64, action: CpAction) {
@@ -425,27 +768,87 @@ impl CpState {
         self.log(queue, id, action);
     }
 
+    fn find_shape(&self, ext_addr: u64) -> Option<u8> {
+        self.shapes
+            .iter()
+            .position(|s| s.ext_addr == ext_addr)
+            .map(|i| i as u8)
+    }
+
+    /// Classifies the packet `id`. The common case, a GEMM whose extension record the
+    /// CP has validated before, costs four word reads (header, record address): the
+    /// header type and the record address are checked before anything is decoded, and
+    /// the record is not read again. Everything else takes the full decode.
     fn classify<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         qc: &QueueConfig,
-        qs: QueueState,
-        queue: u8,
+        outstanding: u32,
         id: u64,
         p: &mut P,
     ) -> Result<Class, FirmwareError> {
-        let mut bytes = [0u8; AQL_PACKET_BYTES];
-        read(p, &mut self.work, qc.packet_addr(id), &mut bytes)?;
-        self.work.packets_inspected = self.work.packets_inspected.saturating_add(1);
-        if aql::raw_header(&bytes) & 0xFF == PacketType::Invalid as u16 {
+        let addr = qc.packet_addr(id);
+        let word = read_u32(p, &mut self.tally, addr)?;
+        self.tally.inspected = self.tally.inspected.wrapping_add(1);
+        let ptype = word & 0xFF;
+        if ptype == PacketType::Invalid as u32 {
             // Not published yet: the producer writes the header last.
+            return Ok(Class::Wait);
+        }
+        if ptype == PacketType::KernelDispatch as u32 {
+            let ext_addr = read_u64(
+                p,
+                &mut self.tally,
+                addr.wrapping_add(aql::offset::GEMM_EXT_ADDRESS as u64),
+            )?;
+            if ext_addr != 0 {
+                if let Some(si) = self.find_shape(ext_addr) {
+                    let known = self
+                        .shapes
+                        .get(usize::from(si))
+                        .is_some_and(|s| s.packet_word == word & !BARRIER_BIT);
+                    if known {
+                        if word & BARRIER_BIT != 0 && outstanding > 0 {
+                            return Ok(Class::Wait);
+                        }
+                        let ko = read_u64(
+                            p,
+                            &mut self.tally,
+                            addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
+                        )?;
+                        if self
+                            .shapes
+                            .get(usize::from(si))
+                            .is_some_and(|s| s.lists(ko))
+                        {
+                            return Ok(Class::Gemm(si, ko));
+                        }
+                    }
+                }
+            }
+        }
+        self.classify_full(cfg, outstanding, addr, p)
+    }
+
+    /// The full decode and validation of the packet at `addr`.
+    fn classify_full<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        outstanding: u32,
+        addr: DevAddr,
+        p: &mut P,
+    ) -> Result<Class, FirmwareError> {
+        let mut bytes = [0u8; AQL_PACKET_BYTES];
+        read(p, &mut self.work, addr, &mut bytes)?;
+        self.work.packets_decoded = self.work.packets_decoded.wrapping_add(1);
+        if aql::raw_header(&bytes) & 0xFF == PacketType::Invalid as u16 {
             return Ok(Class::Wait);
         }
         let packet = match aql::decode(&bytes) {
             Ok(pk) => pk,
             Err(e) => return Ok(Class::Reject(RejectReason::Packet(e))),
         };
-        if packet.header().barrier && qs.outstanding > 0 {
+        if packet.header().barrier && outstanding > 0 {
             return Ok(Class::Wait);
         }
         match packet {
@@ -462,7 +865,7 @@ impl CpState {
                         continue;
                     }
                     deps += 1;
-                    let v = read_u64(p, &mut self.work, sig)? as i64;
+                    let v = read_u64(p, &mut self.tally, sig)? as i64;
                     any_zero |= v == 0;
                     all_zero &= v == 0;
                     if v < 0 && failed.is_none() {
@@ -483,115 +886,187 @@ impl CpState {
                 if let Err(e) = k.validate(&cfg.device, GEMM_EXT_BYTES as u64) {
                     return Ok(Class::Reject(RejectReason::Packet(e)));
                 }
-                let gemm = if k.gemm_ext_address == 0 {
-                    None
-                } else {
-                    let mut ext_bytes = [0u8; GEMM_EXT_BYTES];
-                    if let Err(e) = read(p, &mut self.work, k.gemm_ext_address, &mut ext_bytes) {
-                        return Ok(Class::Reject(RejectReason::Memory(e)));
-                    }
-                    let ext = match GemmExt::decode(&ext_bytes) {
-                        Ok(x) => x,
-                        Err(e) => return Ok(Class::Reject(RejectReason::Extension(e))),
-                    };
-                    if let Some((index, km)) = ext.kernels.iter().enumerate().find(|(_, km)| {
-                        !cfg.device
-                            .contains(km.kernel_object, KERNEL_DESCRIPTOR_BYTES)
-                    }) {
-                        return Ok(Class::Reject(RejectReason::KernelObject {
-                            index: index as u8,
-                            address: km.kernel_object,
-                        }));
-                    }
-                    if !ext
-                        .kernels
-                        .iter()
-                        .any(|km| km.kernel_object == k.kernel_object)
-                    {
-                        return Ok(Class::Reject(RejectReason::KernelNotListed {
-                            address: k.kernel_object,
-                        }));
-                    }
-                    if let Some(index) = ext
-                        .kernels
-                        .iter()
-                        .position(|km| checked_workgroups(&ext, km).is_none())
-                    {
-                        return Ok(Class::Reject(RejectReason::GridTooLarge {
-                            index: index as u8,
-                        }));
-                    }
-                    match GemmCandidate::new(&ext, &cfg.resources) {
-                        Ok(c) => Some(c),
-                        Err(e) => return Ok(Class::Reject(RejectReason::Features(e))),
-                    }
-                };
-                Ok(Class::Run(
-                    Head {
-                        queue,
-                        dispatch_id: id,
-                        kernel_object: k.kernel_object,
-                        gemm: gemm.is_some(),
+                if k.gemm_ext_address == 0 {
+                    return Ok(Class::Kernel(k.kernel_object));
+                }
+                let si = match self.find_shape(k.gemm_ext_address) {
+                    Some(si) => si,
+                    None => match self.learn_shape(cfg, k.gemm_ext_address, p) {
+                        Ok(si) => si,
+                        Err(reason) => return Ok(Class::Reject(reason)),
                     },
-                    gemm,
-                ))
+                };
+                let Some(shape) = self.shapes.get_mut(usize::from(si)) else {
+                    return Ok(Class::Reject(RejectReason::KernelNotListed {
+                        address: k.kernel_object,
+                    }));
+                };
+                if !shape.lists(k.kernel_object) {
+                    return Ok(Class::Reject(RejectReason::KernelNotListed {
+                        address: k.kernel_object,
+                    }));
+                }
+                let word = u32::from_le_bytes([
+                    bytes.first().copied().unwrap_or(0),
+                    bytes.get(1).copied().unwrap_or(0),
+                    bytes.get(2).copied().unwrap_or(0),
+                    bytes.get(3).copied().unwrap_or(0),
+                ]);
+                if shape.packet_word == 0 {
+                    shape.packet_word = word & !BARRIER_BIT;
+                }
+                Ok(Class::Gemm(si, k.kernel_object))
             }
         }
     }
 
+    /// Reads, validates and predicts a GEMM extension record seen for the first time,
+    /// and enters it in the shape table (evicting the oldest entry when full).
+    fn learn_shape<P: DeviceMemory>(
+        &mut self,
+        cfg: &CpConfig,
+        ext_addr: u64,
+        p: &mut P,
+    ) -> Result<u8, RejectReason> {
+        let mut ext_bytes = [0u8; GEMM_EXT_BYTES];
+        read(p, &mut self.work, ext_addr, &mut ext_bytes).map_err(RejectReason::Memory)?;
+        let ext = GemmExt::decode(&ext_bytes).map_err(RejectReason::Extension)?;
+        if let Some((index, km)) = ext.kernels.iter().enumerate().find(|(_, km)| {
+            !cfg.device
+                .contains(km.kernel_object, KERNEL_DESCRIPTOR_BYTES)
+        }) {
+            return Err(RejectReason::KernelObject {
+                index: index as u8,
+                address: km.kernel_object,
+            });
+        }
+        if let Some(index) = ext
+            .kernels
+            .iter()
+            .position(|km| checked_workgroups(&ext, km).is_none())
+        {
+            return Err(RejectReason::GridTooLarge { index: index as u8 });
+        }
+        let cand = GemmCandidate::new(&ext, &cfg.resources).map_err(RejectReason::Features)?;
+        self.work.predictions = self.work.predictions.saturating_add(1);
+        self.work.predictor_macs = self
+            .work
+            .predictor_macs
+            .saturating_add(((CLASS_COUNT + 1) * FEATURE_COUNT) as u64);
+        let predicted = cfg.predictor.predict_cd(&cand.features);
+        let mut kos = [0u64; MAX_KERNEL_OBJECTS];
+        for (d, km) in kos.iter_mut().zip(&ext.kernels) {
+            *d = km.kernel_object;
+        }
+        let shape = Shape {
+            ext_addr,
+            packet_word: 0,
+            problem_id: 0,
+            kos,
+            n_kos: ext.kernels.len() as u8,
+            ko_per_cd: cand.ko_per_cd,
+            predicted,
+            problem: cand.problem,
+        };
+        let index = if self.shapes.push(shape).is_ok() {
+            self.shapes.len().saturating_sub(1) as u8
+        } else {
+            // Full: replace the oldest entry; heads classified with it are classified
+            // again.
+            let victim = self.next_victim;
+            self.next_victim = ((usize::from(victim) + 1) % MAX_SHAPES) as u8;
+            if let Some(slot) = self.shapes.get_mut(usize::from(victim)) {
+                *slot = shape;
+            }
+            for q in self.queues.iter_mut().filter(|q| q.head == victim) {
+                q.head = HEAD_NONE;
+                q.dirty = true;
+                self.pending = true;
+            }
+            victim
+        };
+        // Problem ids: the index of the first shape with the same problem.
+        for i in 0..self.shapes.len() {
+            let Some(problem) = self.shapes.get(i).map(|s| s.problem) else {
+                continue;
+            };
+            let first = self
+                .shapes
+                .iter()
+                .position(|s| s.problem == problem)
+                .unwrap_or(i);
+            if let Some(s) = self.shapes.get_mut(i) {
+                s.problem_id = first as u8;
+            }
+        }
+        Ok(index)
+    }
+
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
-    /// still placing workgroups.
+    /// still running.
     fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
+        heads: &[u8],
     ) -> Result<(), FirmwareError> {
-        let heads = core::mem::take(&mut self.heads);
-        for h in heads.iter().filter(|h| !h.gemm) {
-            if !self.dispatch_one(cfg, p, h, h.kernel_object, false, 1, 1)? {
-                return Ok(());
+        let mut gemm_q = [0u8; MAX_QUEUES];
+        let mut problem = [0u8; MAX_QUEUES];
+        let mut predicted = [0u8; MAX_QUEUES];
+        let mut ng = 0usize;
+        for &q in heads {
+            let Some(qs) = self.queues.get(usize::from(q)) else {
+                continue;
+            };
+            let head = qs.head;
+            if head == HEAD_KERNEL {
+                let (id, ko) = (qs.head_id, qs.head_ko);
+                if !self.dispatch_one(cfg, p, q, id, ko, ko, false, 1, 1)? {
+                    return Ok(());
+                }
+            } else if let Some(s) = self.shapes.get(usize::from(head)) {
+                if let (Some(gq), Some(pi), Some(pp)) = (
+                    gemm_q.get_mut(ng),
+                    problem.get_mut(ng),
+                    predicted.get_mut(ng),
+                ) {
+                    *gq = q;
+                    *pi = s.problem_id;
+                    *pp = s.predicted;
+                    ng += 1;
+                }
             }
         }
-        if self.gemm_group_in_flight > 0 {
+        if self.gemm_group_in_flight > 0 || ng == 0 {
             return Ok(());
         }
-        // The candidates stay in the queue caches; the decision borrows them.
-        let mut cands: Vec<&GemmCandidate, MAX_QUEUES> = Vec::new();
-        let mut gemm_heads: Vec<Head, MAX_QUEUES> = Vec::new();
-        for h in heads.iter().filter(|h| h.gemm) {
-            let cand = self
-                .queues
-                .get(usize::from(h.queue))
-                .and_then(|q| q.cached.as_ref())
-                .and_then(|c| c.gemm.as_ref());
-            if let Some(c) = cand {
-                let _ = cands.push(c);
-                let _ = gemm_heads.push(*h);
-            }
-        }
-        if cands.is_empty() {
-            return Ok(());
-        }
-        let d = decide(&cands, &cfg.predictor, &mut self.work);
-        let mut plan: Vec<(Head, u64), MAX_QUEUES> = Vec::new();
-        for &i in d.chosen.iter() {
-            let i = usize::from(i);
-            if let (Some(h), Some(c)) = (gemm_heads.get(i), cands.get(i)) {
-                let ko = if d.baseline {
-                    h.kernel_object
-                } else {
-                    c.kernel_object_for(d.cd)
-                };
-                let _ = plan.push((*h, ko));
-            }
-        }
-        drop(cands);
+        let d = decide_by_problem(
+            problem.get(..ng).unwrap_or_default(),
+            predicted.get(..ng).unwrap_or_default(),
+            &mut self.work,
+        );
         if !d.baseline {
             let n = cfg.queues.len().max(1);
             self.rr_start = ((usize::from(self.rr_start) + 1) % n) as u8;
         }
-        for (h, ko) in plan {
-            if !self.dispatch_one(cfg, p, &h, ko, true, d.cd, d.predicted)? {
+        let cd_index = GemmExt::cd_index(d.cd);
+        for &i in d.chosen.iter() {
+            let Some(&q) = gemm_q.get(usize::from(i)) else {
+                continue;
+            };
+            let Some(qs) = self.queues.get(usize::from(q)) else {
+                continue;
+            };
+            let (id, head, own) = (qs.head_id, qs.head, qs.head_ko);
+            let Some(shape) = self.shapes.get(usize::from(head)) else {
+                continue;
+            };
+            let ko = if d.baseline {
+                own
+            } else {
+                shape.ko_per_cd.get(cd_index).copied().unwrap_or(own)
+            };
+            if !self.dispatch_one(cfg, p, q, id, own, ko, true, d.cd, d.predicted)? {
                 break;
             }
         }
@@ -600,33 +1075,34 @@ impl CpState {
 
     /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn dispatch_one<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-        h: &Head,
+        queue: u8,
+        dispatch_id: u64,
+        own_kernel_object: u64,
         kernel_object: u64,
         gemm: bool,
         cd: u8,
         predicted_cd: u8,
     ) -> Result<bool, FirmwareError> {
-        let qi = usize::from(h.queue);
-        let swapped = kernel_object != h.kernel_object;
+        let qi = usize::from(queue);
+        let swapped = kernel_object != own_kernel_object;
         if swapped {
             let addr = cfg
                 .queues
                 .get(qi)
-                .map_or(0, |qc| qc.packet_addr(h.dispatch_id));
-            self.work.mem_accesses = self.work.mem_accesses.saturating_add(1);
-            self.work.bytes_written = self.work.bytes_written.saturating_add(8);
-            p.write(
-                addr.saturating_add(aql::offset::KERNEL_OBJECT as u64),
-                &kernel_object.to_le_bytes(),
-            )?;
+                .map_or(0, |qc| qc.packet_addr(dispatch_id))
+                .wrapping_add(aql::offset::KERNEL_OBJECT as u64);
+            self.tally.writes = self.tally.writes.wrapping_add(2);
+            p.write_u32(addr, kernel_object as u32)?;
+            p.write_u32(addr.wrapping_add(4), (kernel_object >> 32) as u32)?;
         }
         let req = DispatchRequest {
-            queue: h.queue,
-            dispatch_id: h.dispatch_id,
+            queue,
+            dispatch_id,
             kernel_object,
         };
         match p.dispatch(&req) {
@@ -634,21 +1110,23 @@ impl CpState {
             Err(DispatchError::Busy) => return Ok(false),
             Err(e) => return Err(e.into()),
         }
-        self.work.dispatches = self.work.dispatches.saturating_add(1);
+        self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
-            q.dispatching = Some(h.dispatch_id);
-            q.dispatching_gemm = gemm;
-            q.outstanding = q.outstanding.saturating_add(1);
-            q.next_id = h.dispatch_id.saturating_add(1);
-            q.cached = None;
+            q.dispatching = Some(dispatch_id);
+            if gemm {
+                q.group_member = Some(dispatch_id);
+            }
+            q.outstanding = q.outstanding.wrapping_add(1);
+            q.next_id = dispatch_id.wrapping_add(1);
+            q.head = HEAD_NONE;
             q.dirty = true;
         }
         if gemm {
             self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(1);
         }
         self.log(
-            h.queue,
-            h.dispatch_id,
+            queue,
+            dispatch_id,
             CpAction::Dispatched {
                 kernel_object,
                 gemm,

@@ -4,8 +4,6 @@ use nmcp_isa::aql::{DeviceRange, AQL_PACKET_BYTES};
 
 use crate::platform::DevAddr;
 
-use super::decision::GemmCandidate;
-
 /// Queues (software streams) the CP serves.
 pub const MAX_QUEUES: usize = 32;
 
@@ -28,9 +26,11 @@ pub struct QueueConfig {
 impl QueueConfig {
     /// Device address of the slot holding dispatch id `id`.
     pub fn packet_addr(&self, id: u64) -> DevAddr {
-        let slot = id & u64::from(self.size_packets.saturating_sub(1));
+        // The ring lies inside device memory (checked at configuration), so no sum
+        // overflows.
+        let slot = (id as u32) & self.size_packets.wrapping_sub(1);
         self.ring_base
-            .saturating_add(slot.saturating_mul(AQL_PACKET_BYTES as u64))
+            .wrapping_add(u64::from(slot) * AQL_PACKET_BYTES as u64)
     }
 
     /// Ring bytes.
@@ -48,33 +48,61 @@ impl QueueConfig {
     }
 }
 
-/// What the CP remembers about one queue between events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `QueueState::head` of a queue without a classified runnable head.
+pub(crate) const HEAD_NONE: u8 = 0xFF;
+/// `QueueState::head` of a non-GEMM kernel head (its kernel object is in `head_ko`).
+pub(crate) const HEAD_KERNEL: u8 = 0xFE;
+
+/// What the CP remembers about one queue between events: a few words, so a scan never
+/// copies more than it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueState {
     /// First dispatch id the CP has not dispatched or completed.
     pub next_id: u64,
+    /// Dispatch id of the classified head (valid when `head != HEAD_NONE`).
+    pub head_id: u64,
+    /// Kernel object of a non-GEMM head (a GEMM head's is read when it dispatches).
+    pub head_ko: u64,
     /// Dispatched; its workgroups are still being placed (the head has not moved).
     pub dispatching: Option<u64>,
-    /// The dispatching kernel belongs to the current GEMM group.
-    pub dispatching_gemm: bool,
     /// Dispatched kernels not yet completed (for the header's barrier bit).
     pub outstanding: u32,
+    /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
+    /// shape in the CP's shape table.
+    pub head: u8,
+    /// Dispatch id of this queue's member of the GEMM group in flight, until it
+    /// completes.
+    pub group_member: Option<u64>,
     /// Something may have changed (doorbell, head moved, completion, timer): re-read the
-    /// indices on the next scan. A clean queue costs the scan no memory access.
+    /// write index on the next scan. A clean queue costs the scan no memory access.
     pub dirty: bool,
     /// The head waits for a signal, the barrier bit or publication.
     pub waiting: bool,
-    /// The classified head packet, so a deferred GEMM is not re-read every scan.
-    pub cached: Option<CachedHead>,
+    /// The read index has been read once since configuration (afterwards the CP, the
+    /// queue's packet processor, is the one that advances it and tracks it itself).
+    pub synced: bool,
+    /// Word index of the write index in the platform's mapped view
+    /// ([`crate::platform::DeviceMemory::mapped_words`]); `u32::MAX` until computed.
+    pub view_write: u32,
+    /// Word index of ring slot 0 in the mapped view.
+    pub view_ring: u32,
 }
 
-/// A head packet that passed classification and can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CachedHead {
-    /// Dispatch id.
-    pub dispatch_id: u64,
-    /// The packet's own kernel object.
-    pub kernel_object: u64,
-    /// The GEMM features and kernel map, for a GEMM.
-    pub gemm: Option<GemmCandidate>,
+impl Default for QueueState {
+    fn default() -> Self {
+        Self {
+            next_id: 0,
+            head_id: 0,
+            head_ko: 0,
+            dispatching: None,
+            outstanding: 0,
+            head: HEAD_NONE,
+            group_member: None,
+            dirty: false,
+            waiting: false,
+            synced: false,
+            view_write: u32::MAX,
+            view_ring: u32::MAX,
+        }
+    }
 }

@@ -29,11 +29,14 @@ pub struct CpWork {
     pub dispatches: u64,
     /// Packets completed without a dispatch (rejected, or resolved barriers).
     pub completions: u64,
+    /// Event handlers run.
+    pub handlers: u64,
+    /// Of `queue_visits`, those settled word by word on mapped memory (the fast path).
+    pub mapped_visits: u64,
+    /// Packets that took the full decode (the general path): everything but a GEMM of a
+    /// known shape on mapped memory.
+    pub packets_decoded: u64,
 }
-
-/// Operations the firmware performs to classify one packet (decode and validate);
-/// a count, not a calibration: each field check is one compare-and-branch.
-pub const OPS_PER_PACKET: u64 = 24;
 
 impl CpWork {
     /// Field-wise `self - earlier` (saturating), the work of one handler.
@@ -51,26 +54,51 @@ impl CpWork {
             decisions: self.decisions.saturating_sub(earlier.decisions),
             dispatches: self.dispatches.saturating_sub(earlier.dispatches),
             completions: self.completions.saturating_sub(earlier.completions),
+            handlers: self.handlers.saturating_sub(earlier.handlers),
+            mapped_visits: self.mapped_visits.saturating_sub(earlier.mapped_visits),
+            packets_decoded: self.packets_decoded.saturating_sub(earlier.packets_decoded),
         }
     }
 
-    /// Non-memory operations: predictor MACs plus [`OPS_PER_PACKET`] per packet inspected.
-    pub fn ops(&self) -> u64 {
-        self.predictor_macs
-            .saturating_add(self.packets_inspected.saturating_mul(OPS_PER_PACKET))
+    /// rv32imac instructions this work retires under `model` (docs/calibration.md):
+    /// `handler x handlers + mapped_visit x mapped_visits + visit x (queue_visits -
+    /// mapped_visits) + dispatch x dispatches + shape x predictions + decode x
+    /// (packets_decoded - predictions) + completion x completions`.
+    pub fn instructions(&self, model: &CpCostModel) -> u64 {
+        let general_visits = self.queue_visits.saturating_sub(self.mapped_visits);
+        let other_decodes = self.packets_decoded.saturating_sub(self.predictions);
+        [
+            (model.instr_per_handler, self.handlers),
+            (model.instr_per_mapped_visit, self.mapped_visits),
+            (model.instr_per_visit, general_visits),
+            (model.instr_per_dispatch, self.dispatches),
+            (model.instr_per_shape, self.predictions),
+            (model.instr_per_decode, other_decodes),
+            (model.instr_per_completion, self.completions),
+        ]
+        .iter()
+        .fold(0u64, |acc, &(per, n)| {
+            acc.saturating_add(per.saturating_mul(n))
+        })
     }
 
-    /// CP cycles this work takes under `model`:
-    /// `mem_latency_cycles x mem_accesses + cycles_per_op x ops`.
+    /// CP cycles this work takes under `model`: one cycle per instruction (an in-order,
+    /// single-issue core) plus `mem_latency_cycles - 1` stall cycles per device-memory
+    /// access (the access's own instruction is already counted).
     pub fn cycles(&self, model: &CpCostModel) -> u64 {
-        model
-            .mem_latency_cycles
-            .saturating_mul(self.mem_accesses)
-            .saturating_add(model.cycles_per_op.saturating_mul(self.ops()))
+        self.instructions(model).saturating_add(
+            model
+                .mem_latency_cycles
+                .saturating_sub(1)
+                .saturating_mul(self.mem_accesses),
+        )
     }
 }
 
-/// How CP work turns into time.
+/// How CP work turns into time: instructions per operation kind, fitted to the board's
+/// measurements (`firmware/board/expected/virt.txt`, QEMU `-icount shift=0`; the fit and
+/// its residuals are in docs/calibration.md), at the dissertation's CP clock and memory
+/// latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CpCostModel {
@@ -78,18 +106,54 @@ pub struct CpCostModel {
     pub clock_hz: u64,
     /// Cycles per device-memory access (the CP does not overlap its accesses).
     pub mem_latency_cycles: u64,
-    /// Cycles per non-memory operation.
-    pub cycles_per_op: u64,
+    /// Instructions per event handler (entry, bookkeeping, the decision's fixed part).
+    pub instr_per_handler: u64,
+    /// Instructions per queue head settled on the fast path (mapped memory).
+    pub instr_per_mapped_visit: u64,
+    /// Instructions per queue head looked at on the general path.
+    pub instr_per_visit: u64,
+    /// Instructions per dispatch (own kernel object, patch, dispatcher call, log).
+    pub instr_per_dispatch: u64,
+    /// Instructions per GEMM shape learnt (its packet's full decode, the record's decode
+    /// and checks, features and the prediction).
+    pub instr_per_shape: u64,
+    /// Instructions per other full packet decode (not fitted: the board's
+    /// `part_aql_decode`, decode without the field checks, a lower bound).
+    pub instr_per_decode: u64,
+    /// Instructions per packet completed without a dispatch (not measured on the board:
+    /// charged as a dispatch).
+    pub instr_per_completion: u64,
+}
+
+impl CpCostModel {
+    /// A model that charges nothing (a CP infinitely fast next to the hardware).
+    pub const FREE: Self = Self {
+        clock_hz: 1_500_000_000,
+        mem_latency_cycles: 0,
+        instr_per_handler: 0,
+        instr_per_mapped_visit: 0,
+        instr_per_visit: 0,
+        instr_per_dispatch: 0,
+        instr_per_shape: 0,
+        instr_per_decode: 0,
+        instr_per_completion: 0,
+    };
 }
 
 impl Default for CpCostModel {
-    /// Dissertation 7.4.4.2: a 1.5 GHz CP with 31-cycle memory latency; one cycle per op
-    /// (a single-issue in-order core).
+    /// Dissertation 7.4.4.2: a 1.5 GHz CP with 31-cycle memory latency; the per-kind
+    /// instruction counts fitted to the board (docs/calibration.md).
     fn default() -> Self {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            cycles_per_op: 1,
+            instr_per_handler: 427,
+            instr_per_mapped_visit: 173,
+            instr_per_visit: 387,
+            instr_per_dispatch: 264,
+            instr_per_shape: 10_191,
+            instr_per_decode: 270,
+            instr_per_completion: 264,
         }
     }
 }

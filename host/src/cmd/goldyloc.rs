@@ -273,7 +273,7 @@ fn print_scenarios(report: &EvalReport) {
 }
 
 fn print_cp_charges(report: &EvalReport) {
-    println!("\n== CP time charged to GOLDYLOC (firmware replay, CpCostModel 1.5 GHz, 31-cycle memory) ==");
+    println!("\n== CP time charged to GOLDYLOC (firmware replay, steady state, board-calibrated CpCostModel at 1.5 GHz, 31-cycle memory) ==");
     println!("dissertation: ~0.32 us to read/write 32 queues, 8 us per inspect+predict+write");
     for ch in &report.cp_charges {
         println!(
