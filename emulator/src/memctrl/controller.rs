@@ -41,7 +41,6 @@
 //!    controller at the returned cycle. Mode-switch cost (`nmc.mode_switch`) is charged
 //!    by the engine around these calls.
 
-
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 

@@ -215,8 +215,11 @@ pub struct T3Geometry {
 }
 
 const fn ceil_div(a: u32, b: u32) -> u32 {
-    // b > 0 at every call (validated tile sizes).
-    a / b + (a % b != 0) as u32
+    // b > 0 at every call (validated tile sizes); 0 otherwise, so no panic path exists.
+    match (a.checked_div(b), a.checked_rem(b)) {
+        (Some(q), Some(r)) => q + (r != 0) as u32,
+        _ => 0,
+    }
 }
 
 impl T3Geometry {
@@ -258,7 +261,8 @@ impl T3Geometry {
             return Err(T3JobError::TooManyWgs);
         }
         let n_gpus = u32::from(j.gpus);
-        let split = match (tiles_m % n_gpus == 0, tiles_n % n_gpus == 0) {
+        let divides = |t: u32| t.checked_rem(n_gpus) == Some(0);
+        let split = match (divides(tiles_m), divides(tiles_n)) {
             (true, true) | (false, false) if tiles_m >= tiles_n => SplitDim::Rows,
             (true, false) => SplitDim::Rows,
             _ => SplitDim::Cols,
@@ -354,8 +358,8 @@ impl T3Geometry {
         let n = u64::from(self.job.gpus);
         let c = u64::from(c);
         // Both below t, which is a u32.
-        let lo = u32::try_from(c * t / n).ok()?;
-        let hi = u32::try_from((c + 1) * t / n).ok()?;
+        let lo = u32::try_from((c * t).checked_div(n)?).ok()?;
+        let hi = u32::try_from(((c + 1) * t).checked_div(n)?).ok()?;
         Some((lo, hi))
     }
 
@@ -364,7 +368,7 @@ impl T3Geometry {
     fn chunk_of_tile(&self, i: u32) -> Option<u8> {
         let t = u64::from(self.split_tiles());
         let n = u64::from(self.job.gpus);
-        let c = ((u64::from(i) + 1) * n - 1) / t;
+        let c = ((u64::from(i) + 1) * n).checked_sub(1)?.checked_div(t)?;
         u8::try_from(c).ok().filter(|&c| c < self.job.gpus)
     }
 
@@ -380,7 +384,7 @@ impl T3Geometry {
         if wg >= self.wg_count() {
             return None;
         }
-        self.chunk_of_tile(wg / self.other_tiles())
+        self.chunk_of_tile(wg.checked_div(self.other_tiles())?)
     }
 
     /// The rectangle chunk `c` covers.
@@ -421,13 +425,13 @@ impl T3Geometry {
         let c = self.chunk_of_wg(wg)?;
         Some(match self.split {
             // Chunk-major over row bands is plain row-major.
-            SplitDim::Rows => (wg / self.tiles_n, wg % self.tiles_n),
+            SplitDim::Rows => (wg.checked_div(self.tiles_n)?, wg.checked_rem(self.tiles_n)?),
             SplitDim::Cols => {
                 let (lo, hi) = self.chunk_tiles(c)?;
                 let (first, _) = self.chunk_wgs(c)?;
                 let local = wg.checked_sub(first)?;
                 let w = hi.checked_sub(lo).filter(|&w| w > 0)?;
-                (local / w, lo + local % w)
+                (local.checked_div(w)?, lo + local.checked_rem(w)?)
             }
         })
     }
@@ -467,7 +471,9 @@ impl T3Geometry {
         let tm = u32::from(self.job.tile_m);
         let w = u32::from(self.job.wfs_per_wg);
         let f = u32::from(wf);
-        (f * tm / w, (f + 1) * tm / w)
+        // w > 0 (validated); 0-row bands otherwise, so no panic path exists.
+        let part = |x: u32| x.checked_div(w).unwrap_or(0);
+        (part(f * tm), part((f + 1) * tm))
     }
 
     /// The rectangle of WFs `[wf, wf + count)` of WG `wg` (a DMA block of stacked row
@@ -505,7 +511,11 @@ impl T3Geometry {
 
     /// The chunk stage `k` (1..=N) of GPU `rank` computes: `(rank + k) mod N`.
     pub const fn stage_chunk(&self, rank: u8, k: u8) -> u8 {
-        ((rank as u32 + k as u32) % self.job.gpus as u32) as u8
+        // gpus >= 2 (validated); 0 otherwise, so no panic path exists.
+        match (rank as u32 + k as u32).checked_rem(self.job.gpus as u32) {
+            Some(c) => c as u8,
+            None => 0,
+        }
     }
 
     /// Elements of a rectangle.
@@ -544,7 +554,7 @@ impl T3Geometry {
         }
         let row_tiles = match self.split {
             SplitDim::Rows => self.tiles_n,
-            SplitDim::Cols => count / self.tiles_m,
+            SplitDim::Cols => count.checked_div(self.tiles_m)?,
         };
         let edge = u32::from(self.nonempty_wfs(last, 0, self.job.wfs_per_wg));
         full.checked_sub(row_tiles.checked_mul(per_tile.checked_sub(edge)?)?)

@@ -437,8 +437,14 @@ fn program_one<P: Platform>(
     let j = g.job();
     let wfs = u32::from(j.wfs_per_wg);
     let idx = l.cursor;
-    let wg = l.wg_first.checked_add(idx / wfs).ok_or(T3Fault::Internal)?;
-    let wf = u8::try_from(idx % wfs).map_err(|_| T3Fault::Internal)?;
+    let wg = idx
+        .checked_div(wfs)
+        .and_then(|q| l.wg_first.checked_add(q))
+        .ok_or(T3Fault::Internal)?;
+    let wf = idx
+        .checked_rem(wfs)
+        .and_then(|r| u8::try_from(r).ok())
+        .ok_or(T3Fault::Internal)?;
     let rect = g.wf_rect(wg, wf).ok_or(T3Fault::Internal)?;
     if rect.is_empty() {
         l.cursor += 1;
@@ -451,7 +457,7 @@ fn program_one<P: Platform>(
     };
     let id = id16(idx)?;
     let block = j.wf_tiles_per_dma_block;
-    let block_first = wf - wf % block;
+    let block_first = wf - wf.checked_rem(block).ok_or(T3Fault::Internal)?;
     let dma_id = match l.track.dma {
         None => TRACKER_NO_DMA,
         Some(target) => {
