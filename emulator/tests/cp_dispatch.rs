@@ -345,3 +345,47 @@ fn cd1_of_n_copies_takes_sequential_time() {
         "{makespan} vs {sequential}"
     );
 }
+
+/// Fuzz reproducer (cp_stream, fuzz/corpus/cp_stream/regress_dispatch_refused): a later
+/// packet of a known GEMM shape is classified without re-checking its reserved fields; a reserved bit set is then refused by the dispatcher. The CP rejects that packet
+/// (its signal carries the `dispatch_refused` code) instead of failing its handler, and the
+/// queue goes on to the next packet.
+#[test]
+fn a_packet_the_dispatcher_refuses_is_rejected_and_the_queue_goes_on() {
+    use nmcp_firmware::cp::{RejectCode, RejectReason};
+    let mut sys = system(2, constant(1));
+    let ext = sample::gemm_ext(1024, 512, 512, KO_BASE + 1024);
+    sys.node_mut(0)
+        .memory_mut()
+        .write(EXT_BASE, &ext.encode())
+        .unwrap();
+    let good = sample::gemm_dispatch(&ext, EXT_BASE, SIG_BASE);
+    let mut bad = sample::gemm_dispatch(&ext, EXT_BASE, SIG_BASE + 8);
+    // A bit in the reserved half-word after the workgroup size (bytes 10..12).
+    bad[10] ^= 1;
+    let after = sample::gemm_dispatch(&ext, EXT_BASE, SIG_BASE + 16);
+    for (i, pkt) in [good, bad, after].iter().enumerate() {
+        sys.node_mut(0)
+            .memory_mut()
+            .write_signal(SIG_BASE + 8 * i as u64, 1)
+            .unwrap();
+        sys.enqueue(0, 0, pkt, 0.0).unwrap();
+    }
+    sys.ring_doorbell(0, 0, 0.0).unwrap();
+    let ran = sys.run(100_000);
+    assert_eq!(ran.handler_errors, 0, "{:?}", sys.node(0).last_error());
+    let o = sys.node(0).outcomes();
+    assert!(matches!(
+        o[&(0, 0)].action,
+        Some(CpAction::Dispatched { .. })
+    ));
+    assert_eq!(
+        o[&(0, 1)].action,
+        Some(CpAction::Rejected(RejectReason::DispatchRefused))
+    );
+    assert_eq!(
+        sys.node(0).memory().read_signal(SIG_BASE + 8).unwrap(),
+        RejectCode::DispatchRefused.signal_value()
+    );
+    assert!(o[&(0, 2)].completed_at.is_some(), "the queue went on");
+}

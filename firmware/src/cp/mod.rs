@@ -1108,6 +1108,24 @@ impl CpState {
         match p.dispatch(&req) {
             Ok(()) => {}
             Err(DispatchError::Busy) => return Ok(false),
+            Err(DispatchError::BadPacket) => {
+                // The dispatcher found what the fast path does not re-check on a later
+                // packet of a known shape: the packet is rejected like any malformed one
+                // (completed with its error code), and the queue moves on.
+                let reason = RejectReason::DispatchRefused;
+                p.complete_without_dispatch(queue, dispatch_id, reason.signal_value())?;
+                self.completed(queue, dispatch_id, CpAction::Rejected(reason));
+                if let Some(q) = self.queues.get_mut(qi) {
+                    q.next_id = dispatch_id.wrapping_add(1);
+                    q.head = HEAD_NONE;
+                    q.dirty = true;
+                }
+                // The queue's next packet (and any barrier on this signal) is looked at
+                // in a follow-up event.
+                self.mark_waiting_dirty();
+                self.pending = true;
+                return Ok(true);
+            }
             Err(e) => return Err(e.into()),
         }
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);

@@ -59,11 +59,13 @@ pub enum RejectCode {
     GridTooLarge = 19,
     /// The packet's kernel object is not one of the extension's kernels.
     KernelNotListed = 20,
+    /// The dispatcher refused the packet as not describing a runnable kernel.
+    DispatchRefused = 21,
     /// Anything else.
     Other = 255,
 }
 
-const ALL_CODES: [RejectCode; 21] = [
+const ALL_CODES: [RejectCode; 22] = [
     RejectCode::UnknownPacketType,
     RejectCode::UnsupportedPacketType,
     RejectCode::ReservedBits,
@@ -84,6 +86,7 @@ const ALL_CODES: [RejectCode; 21] = [
     RejectCode::DependencyFailed,
     RejectCode::GridTooLarge,
     RejectCode::KernelNotListed,
+    RejectCode::DispatchRefused,
     RejectCode::Other,
 ];
 
@@ -121,6 +124,7 @@ impl RejectCode {
             Self::DependencyFailed => "dependency_failed",
             Self::GridTooLarge => "grid_too_large",
             Self::KernelNotListed => "kernel_not_listed",
+            Self::DispatchRefused => "dispatch_refused",
             Self::Other => "other",
         }
     }
@@ -163,6 +167,10 @@ pub enum RejectReason {
         /// The packet's kernel object.
         address: u64,
     },
+    /// The dispatcher refused the packet (`DispatchError::BadPacket`): something the CP
+    /// does not re-check on a packet of a known shape (its sizes, its kernel arguments)
+    /// does not describe a runnable kernel.
+    DispatchRefused,
     /// Dependency signal `index` of a barrier holds a negative (error) value.
     DependencyFailed {
         /// Index into `dep_signal`.
@@ -203,6 +211,7 @@ impl RejectReason {
             Self::Memory(_) => RejectCode::ExtUnreadable,
             Self::GridTooLarge { .. } => RejectCode::GridTooLarge,
             Self::KernelNotListed { .. } => RejectCode::KernelNotListed,
+            Self::DispatchRefused => RejectCode::DispatchRefused,
             Self::DependencyFailed { .. } => RejectCode::DependencyFailed,
         }
     }
@@ -232,6 +241,9 @@ impl fmt::Display for RejectReason {
                 f,
                 "kernel_object {address:#x} is none of the GEMM extension's kernels"
             ),
+            Self::DispatchRefused => {
+                f.write_str("the dispatcher refused the packet: not a runnable kernel")
+            }
             Self::DependencyFailed { index, value } => {
                 write!(f, "barrier dep_signal[{index}] holds error value {value}")
             }
