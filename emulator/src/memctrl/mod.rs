@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::config::CommandBus;
-use crate::hbm::{AddressMapping, Cycle, HbmPreset};
+use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
 use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
 use scheduler::PartKind;
@@ -347,12 +347,10 @@ impl MemorySystem {
         &self.read_latency
     }
 
-    /// Offers a request to the front end at the current cycle (or at its arrival, if
-    /// later). A 64-byte request whose two halves fall into one row becomes one queue entry
-    /// of two column accesses; otherwise each half is queued where the mapping sends it.
-    /// Either every part is queued (and the request's id returned) or none.
-    pub fn submit(&mut self, req: &Request) -> Result<RequestId, Backpressure> {
-        let now = self.now.max(req.arrival);
+    /// Where a request goes: its first column's address and pseudo-channel, the second
+    /// column's address for a 64-byte request, and whether both fall into one row of one
+    /// bank (one queue entry of two column accesses).
+    fn place(&self, req: &Request) -> (DramAddr, usize, Option<DramAddr>, bool) {
         let col_bytes = self.mapping.column_bytes();
         let size = if u64::from(req.size) > col_bytes {
             2 * col_bytes
@@ -363,18 +361,39 @@ impl MemorySystem {
         let a = self.mapping.decode(base);
         let pa = self.mapping.pseudo_channel_index(&a);
         let second = (size > col_bytes).then(|| self.mapping.decode(base + col_bytes));
-        let merged = match second {
-            Some(b) => {
-                b.stack == a.stack
-                    && b.channel == a.channel
-                    && b.pc == a.pc
-                    && b.bank_group == a.bank_group
-                    && b.bank == a.bank
-                    && b.row == a.row
-                    && b.col == a.col + 1
+        let merged = second.is_none_or(|b| {
+            b.stack == a.stack
+                && b.channel == a.channel
+                && b.pc == a.pc
+                && b.bank_group == a.bank_group
+                && b.bank == a.bank
+                && b.row == a.row
+                && b.col == a.col + 1
+        });
+        (a, pa, second, merged)
+    }
+
+    /// A request slot (a free one reused, else a new one) holding `slot`; its tag.
+    fn take_slot(&mut self, slot: Slot) -> u32 {
+        match self.free.pop() {
+            Some(t) => {
+                self.slots[t as usize] = slot;
+                t
             }
-            None => true,
-        };
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Offers a request to the front end at the current cycle (or at its arrival, if
+    /// later). A 64-byte request whose two halves fall into one row becomes one queue entry
+    /// of two column accesses; otherwise each half is queued where the mapping sends it.
+    /// Either every part is queued (and the request's id returned) or none.
+    pub fn submit(&mut self, req: &Request) -> Result<RequestId, Backpressure> {
+        let now = self.now.max(req.arrival);
+        let (a, pa, second, merged) = self.place(req);
         // Check room before queuing anything.
         match (second, merged) {
             (Some(b), false) => {
@@ -414,16 +433,7 @@ impl MemorySystem {
             parts_left: parts,
             kind: PartKind::new(req.access, req.class),
         };
-        let tag = match self.free.pop() {
-            Some(t) => {
-                self.slots[t as usize] = slot;
-                t
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let tag = self.take_slot(slot);
         if self.keep_meta {
             let t = tag as usize;
             if self.meta.len() <= t {
@@ -994,28 +1004,7 @@ impl MemorySystem {
     /// id, and its parts as (pseudo-channel, part) handed to `queue`. Parts are produced
     /// as [`MemorySystem::submit`] would queue them.
     fn stage(&mut self, req: &Request, mut queue: impl FnMut(usize, RequestPart)) {
-        let col_bytes = self.mapping.column_bytes();
-        let size = if u64::from(req.size) > col_bytes {
-            2 * col_bytes
-        } else {
-            col_bytes
-        };
-        let base = req.addr & !(size - 1);
-        let a = self.mapping.decode(base);
-        let pa = self.mapping.pseudo_channel_index(&a);
-        let second = (size > col_bytes).then(|| self.mapping.decode(base + col_bytes));
-        let merged = match second {
-            Some(b) => {
-                b.stack == a.stack
-                    && b.channel == a.channel
-                    && b.pc == a.pc
-                    && b.bank_group == a.bank_group
-                    && b.bank == a.bank
-                    && b.row == a.row
-                    && b.col == a.col + 1
-            }
-            None => true,
-        };
+        let (a, pa, second, merged) = self.place(req);
         let parts: u8 = if merged { 1 } else { 2 };
         self.next_id += 1;
         let slot = Slot {
@@ -1024,16 +1013,7 @@ impl MemorySystem {
             parts_left: parts,
             kind: PartKind::new(req.access, req.class),
         };
-        let tag = match self.free.pop() {
-            Some(t) => {
-                self.slots[t as usize] = slot;
-                t
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let tag = self.take_slot(slot);
         let part = |d: &crate::hbm::DramAddr, bursts: u8| RequestPart {
             access: req.access,
             class: req.class,
