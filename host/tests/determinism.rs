@@ -39,3 +39,21 @@ fn t3_study_is_identical_across_runs_and_job_counts() {
     assert_eq!(one, three);
     assert!(one.contains("\"total_seconds\""));
 }
+
+/// GOLDYLOC's quick evaluation (tuning, training and the seven configurations, every
+/// rayon-parallel step recomputed: `--no-cache`) with one and with two threads.
+#[test]
+fn goldyloc_eval_is_identical_across_thread_counts() {
+    let run = |threads: &str| {
+        let o = Command::new(BIN)
+            .args(["goldyloc", "eval", "--quick", "--no-cache", "--json"])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("runs nmcp");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let one = run("1");
+    assert_eq!(one, run("2"));
+    assert!(one.contains("\"over_default\""), "no over_default figures");
+}
