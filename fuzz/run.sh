@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
   mkdir -p "work/$t" "artifacts/$t" "corpus/$t"
   log="work/$t.log"
   set +e
-  "target/$host/release/$t" "work/$t" "corpus/$t" -max_total_time="$secs" -timeout=20 \
+  "target/$host/release/$t" "work/$t" "corpus/$t" -max_total_time="$secs" -timeout=60 \
     -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"$log" 2>&1
   rc=$?
   set -e
