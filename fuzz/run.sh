@@ -4,7 +4,10 @@
 # runs each for SECONDS, starting from its committed seed corpus in fuzz/corpus/TARGET.
 #
 #   fuzz/run.sh 600              # every target, 10 minutes each (a campaign)
-#   fuzz/run.sh 30 t3_config     # one target, 30 s (the CI smoke uses this)
+#   fuzz/run.sh 30 t3_config     # one target, 30 s
+#   fuzz/run.sh runs:20000       # every target, 20,000 inputs from seed 1: deterministic
+#                                # (the CI smoke: the same inputs on every machine, so a
+#                                # campaign's new find cannot make CI flaky)
 #
 # New inputs go to fuzz/work/TARGET (not committed); crashes to fuzz/artifacts/TARGET/,
 # reproduced with `fuzz/target/<host triple>/release/TARGET fuzz/artifacts/TARGET/crash-...`.
@@ -14,6 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
 shift || true
+# A time budget, or `runs:N` for a fixed number of inputs from a fixed seed.
+if [[ "$secs" == runs:* ]]; then
+  budget=(-runs="${secs#runs:}" -seed=1)
+else
+  budget=(-max_total_time="$secs")
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^nmcp-fuzz$')
@@ -32,7 +41,10 @@ for t in "${targets[@]}"; do
   mkdir -p "work/$t" "artifacts/$t" "corpus/$t"
   log="work/$t.log"
   set +e
-  "target/$host/release/$t" "work/$t" "corpus/$t" -max_total_time="$secs" -timeout=60 \
+  args=("${budget[@]}")
+  # t3_config simulates a small multi-GPU system per input (~40 ms): fewer inputs.
+  if [[ "$secs" == runs:* && "$t" == t3_config ]]; then args=(-runs=500 -seed=1); fi
+  "target/$host/release/$t" "work/$t" "corpus/$t" "${args[@]}" -timeout=60 \
     -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"$log" 2>&1
   rc=$?
   set -e
