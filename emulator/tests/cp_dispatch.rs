@@ -236,9 +236,9 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 427 * work.handlers
-            + 173 * work.mapped_visits
-            + 387 * general
+            + 455 * work.handlers
+            + 197 * work.mapped_visits
+            + 467 * general
             + 264 * work.dispatches
             + 10_191 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
@@ -388,4 +388,65 @@ fn a_packet_the_dispatcher_refuses_is_rejected_and_the_queue_goes_on() {
         RejectCode::DispatchRefused.signal_value()
     );
     assert!(o[&(0, 2)].completed_at.is_some(), "the queue went on");
+}
+
+/// Fuzz finding (cp_stream, fuzz/known/cp_stream-q0-waits-after-6): a packet whose
+/// completion signal points into another queue's ring would, on completion, decrement that
+/// queue's next packet header into INVALID, and that queue would wait for ever. The CP
+/// rejects such a packet (on the first sight of its shape and on the known-shape path
+/// alike), and the other queue's packets all run.
+#[test]
+fn a_completion_signal_inside_a_queue_ring_is_rejected() {
+    use nmcp_firmware::cp::RejectReason;
+    use nmcp_isa::aql::AqlError;
+    let mut sys = system(2, constant(1));
+    let ext = sample::gemm_ext(1024, 512, 512, KO_BASE + 1024);
+    sys.node_mut(0)
+        .memory_mut()
+        .write(EXT_BASE, &ext.encode())
+        .unwrap();
+    let q0 = sys.node(0).queues()[0];
+    // Queue 1: a good packet (the shape becomes known), then one whose signal is queue 0's
+    // second packet slot.
+    let bad_signal = q0.packet_addr(1);
+    sys.enqueue(
+        0,
+        1,
+        &sample::gemm_dispatch(&ext, EXT_BASE, SIG_BASE + 64),
+        0.0,
+    )
+    .unwrap();
+    sys.enqueue(
+        0,
+        1,
+        &sample::gemm_dispatch(&ext, EXT_BASE, bad_signal),
+        0.0,
+    )
+    .unwrap();
+    for i in 0..3u64 {
+        sys.enqueue(
+            0,
+            0,
+            &sample::gemm_dispatch(&ext, EXT_BASE, SIG_BASE + 8 * i),
+            0.0,
+        )
+        .unwrap();
+    }
+    sys.ring_doorbell(0, 1, 0.0).unwrap();
+    sys.ring_doorbell(0, 0, 0.0).unwrap();
+    let ran = sys.run(100_000);
+    assert_eq!(ran.handler_errors, 0);
+    let o = sys.node(0).outcomes();
+    assert!(matches!(
+        o[&(1, 1)].action,
+        Some(CpAction::Rejected(RejectReason::Packet(
+            AqlError::AddressOutOfRange {
+                field: "completion_signal",
+                ..
+            }
+        )))
+    ));
+    for i in 0..3u64 {
+        assert!(o[&(0, i)].completed_at.is_some(), "queue 0 packet {i}");
+    }
 }

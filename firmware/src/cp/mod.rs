@@ -184,6 +184,9 @@ pub struct CommandProcessor {
 
 #[derive(Debug, Default)]
 struct CpState {
+    /// `[first, end)` of the bytes the queue rings span: a completion signal there would,
+    /// when decremented, rewrite another packet's header (computed at `configure`).
+    rings: (DevAddr, DevAddr),
     queues: [QueueState; MAX_QUEUES],
     shapes: Vec<Shape, MAX_SHAPES>,
     next_victim: u8,
@@ -222,8 +225,19 @@ impl CommandProcessor {
                 return Err(CpError::BadQueue { queue: i as u8 });
             }
         }
+        let rings = config
+            .queues
+            .iter()
+            .map(|q| {
+                let len = u64::from(q.size_packets).saturating_mul(AQL_PACKET_BYTES as u64);
+                (q.ring_base, q.ring_base.saturating_add(len))
+            })
+            .fold((DevAddr::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
         self.config = Some(config);
-        self.state = CpState::default();
+        self.state = CpState {
+            rings,
+            ..CpState::default()
+        };
         Ok(())
     }
 
@@ -431,8 +445,25 @@ fn word_index(base: DevAddr, addr: DevAddr) -> Option<usize> {
 /// (a dozen loads and compares, no decode). Returns the queues (bit mask) that need the
 /// general path: anything else at the head, or words outside the view.
 #[allow(clippy::too_many_arguments)]
+/// Whether the 8-byte signal at `addr` overlaps the queue rings `[rings.0, rings.1)`.
+#[inline(always)]
+fn in_rings(rings: (DevAddr, DevAddr), addr: u64) -> bool {
+    addr < rings.1 && rings.0 < addr.saturating_add(8)
+}
+
+/// The rejection of a completion signal inside the queue rings.
+fn ring_signal(address: u64) -> RejectReason {
+    RejectReason::Packet(aql::AqlError::AddressOutOfRange {
+        field: "completion_signal",
+        offset: aql::offset::COMPLETION_SIGNAL as u8,
+        address,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
 fn fast_scan(
     cfg: &CpConfig,
+    rings: (DevAddr, DevAddr),
     queues: &mut [QueueState; MAX_QUEUES],
     shapes: &[Shape],
     base: DevAddr,
@@ -552,9 +583,13 @@ fn fast_scan(
         };
         let ko = ext_word(aql::offset::KERNEL_OBJECT / 4)
             | (ext_word(aql::offset::KERNEL_OBJECT / 4 + 1) << 32);
-        // The packet's own kernel object must be one the record lists (the general path
-        // rejects it otherwise).
-        let Some(si) = shape.filter(|&si| shapes.get(si).is_some_and(|s| s.lists(ko))) else {
+        let signal = ext_word(aql::offset::COMPLETION_SIGNAL / 4)
+            | (ext_word(aql::offset::COMPLETION_SIGNAL / 4 + 1) << 32);
+        // The packet's own kernel object must be one the record lists, and its signal
+        // must lie outside the rings (the general path rejects it otherwise).
+        let Some(si) = shape
+            .filter(|&si| shapes.get(si).is_some_and(|s| s.lists(ko)) && !in_rings(rings, signal))
+        else {
             slow |= bit;
             continue;
         };
@@ -612,6 +647,7 @@ impl CpState {
         let slow = match p.mapped_words() {
             Some((base, words)) => fast_scan(
                 cfg,
+                self.rings,
                 &mut self.queues,
                 &self.shapes,
                 base,
@@ -816,10 +852,16 @@ impl CpState {
                             &mut self.tally,
                             addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
                         )?;
+                        let signal = read_u64(
+                            p,
+                            &mut self.tally,
+                            addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
+                        )?;
                         if self
                             .shapes
                             .get(usize::from(si))
                             .is_some_and(|s| s.lists(ko))
+                            && !in_rings(self.rings, signal)
                         {
                             return Ok(Class::Gemm(si, ko));
                         }
@@ -857,6 +899,9 @@ impl CpState {
                 if let Err(e) = b.validate(&cfg.device) {
                     return Ok(Class::Reject(RejectReason::Packet(e)));
                 }
+                if b.completion_signal != 0 && in_rings(self.rings, b.completion_signal) {
+                    return Ok(Class::Reject(ring_signal(b.completion_signal)));
+                }
                 let and = matches!(packet, AqlPacket::BarrierAnd(_));
                 let (mut any_zero, mut all_zero, mut failed) = (false, true, None);
                 let mut deps = 0;
@@ -885,6 +930,9 @@ impl CpState {
             AqlPacket::KernelDispatch(k) => {
                 if let Err(e) = k.validate(&cfg.device, GEMM_EXT_BYTES as u64) {
                     return Ok(Class::Reject(RejectReason::Packet(e)));
+                }
+                if k.completion_signal != 0 && in_rings(self.rings, k.completion_signal) {
+                    return Ok(Class::Reject(ring_signal(k.completion_signal)));
                 }
                 if k.gemm_ext_address == 0 {
                     return Ok(Class::Kernel(k.kernel_object));

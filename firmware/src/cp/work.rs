@@ -147,9 +147,9 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 427,
-            instr_per_mapped_visit: 173,
-            instr_per_visit: 387,
+            instr_per_handler: 455,
+            instr_per_mapped_visit: 197,
+            instr_per_visit: 467,
             instr_per_dispatch: 264,
             instr_per_shape: 10_191,
             instr_per_decode: 270,
