@@ -641,6 +641,12 @@ impl MemorySystem {
             self.now = next.max(self.now);
         }
         progress(accepted);
+        self.finish_run(keep_meta)
+    }
+
+    /// The end of `run` and `run_parallel`: metadata recording restored, every controller
+    /// closed at the last completion, the report.
+    fn finish_run(&mut self, keep_meta: bool) -> RunReport {
         self.keep_meta = keep_meta;
         let end = self.last_completion.max(self.now);
         for c in &mut self.controllers {
@@ -964,12 +970,7 @@ impl MemorySystem {
             self.now = next.max(self.now);
         }
         progress(accepted);
-        self.keep_meta = keep_meta;
-        let end = self.last_completion.max(self.now);
-        for c in &mut self.controllers {
-            c.finish(end);
-        }
-        self.report(end)
+        self.finish_run(keep_meta)
     }
 
     /// Windows [`MemorySystem::run_parallel`] ran in parallel, and windows it threw away
