@@ -74,7 +74,22 @@ fn quick_tune_train_eval_produce_consistent_json() {
         // Oracle never loses to Sequential by construction.
         assert!(s["all_over_sequential"][4].as_f64().expect("oracle") >= 1.0 - 1e-9);
     }
-    assert!(eval["gemms"].as_array().is_some_and(|g| !g.is_empty()));
+    let gemms = eval["gemms"].as_array().expect("gemms");
+    assert!(!gemms.is_empty());
+    // Every configuration ran through the firmware CP: the CP was busy in each, and
+    // under GOLDYLOC it dispatched at the CD its own predictor answered (capped by n).
+    assert_eq!(eval["loop_failures"].as_array().map(Vec::len), Some(0));
+    for g in gemms {
+        let n = g["n"].as_u64().expect("n");
+        let busy = g["cp_busy_ns"].as_array().expect("cp busy");
+        assert_eq!(busy.len(), 7, "{g}");
+        assert!(
+            busy.iter().all(|b| b.as_f64().is_some_and(|x| x > 0.0)),
+            "{g}"
+        );
+        let predicted = g["predicted_cd"].as_u64().expect("predicted");
+        assert_eq!(g["dispatched_cd"].as_u64(), Some(predicted.min(n)), "{g}");
+    }
     // The CP charge comes from replaying the firmware: more queues to scan cost more,
     // and one decision at CD 16 is cheaper than fifteen at CD 1.
     let charges = eval["cp_charges"].as_array().expect("cp charges");

@@ -13,11 +13,13 @@ pub mod fixed_engine;
 pub mod fixture;
 pub mod gemm;
 pub mod mem_port;
+pub mod partitioned;
 pub mod queue;
 pub mod sim;
 pub mod workload;
 
 pub use fixed_engine::FixedTimeEngine;
+pub use partitioned::PartitionedGpu;
 
 use nmcp_isa::gemm_ext::{GemmExt, KernelMeta};
 

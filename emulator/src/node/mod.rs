@@ -91,6 +91,9 @@ pub struct GpuNodeConfig {
     pub resources: CuResources,
     /// CD predictor.
     pub predictor: CdPredictor,
+    /// GOLDYLOC's concurrency control in the firmware CP (`false`: the baseline CP that
+    /// dispatches every kernel as it reaches a queue head; see `CpConfig`).
+    pub concurrency_control: bool,
     /// Time a workgroup of a non-GEMM kernel takes when its packet gives none.
     pub non_gemm_workgroup_ns: Nanos,
     /// HBM with NMC engines, if the node has them.
@@ -106,6 +109,7 @@ impl Default for GpuNodeConfig {
             cost: FirmwareCost::default(),
             resources: CuResources::MI100,
             predictor: CdPredictor::default(),
+            concurrency_control: true,
             non_gemm_workgroup_ns: 2_000.0,
             nmc: None,
         }
@@ -310,6 +314,7 @@ impl<E: KernelEngine> GpuNode<E> {
                     device: config.device,
                     resources: config.resources,
                     predictor: config.predictor,
+                    concurrency_control: config.concurrency_control,
                 })
                 .map_err(NodeError::Cp)?;
         }

@@ -392,6 +392,7 @@ impl<'a> Board<'a> {
                 weight_q16: w.weight_q16,
                 bias_q16: w.bias_q16,
             },
+            concurrency_control: true,
         })
     }
 

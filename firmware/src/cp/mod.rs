@@ -89,6 +89,13 @@ pub struct CpConfig {
     pub resources: CuResources,
     /// The trained predictor.
     pub predictor: CdPredictor,
+    /// GOLDYLOC's concurrency control. Off, the CP is the baseline one of a GPU without
+    /// GOLDYLOC: every kernel is dispatched with its own kernel object as soon as it
+    /// reaches a queue head (barrier bits still honoured), no GEMM extension record is
+    /// read, nothing is predicted and no group waits for another — the Default,
+    /// CU-Partition and Resource-Partition configurations of dissertation 7.4.5, run
+    /// through the same firmware and charged its real (smaller) cost.
+    pub concurrency_control: bool,
 }
 
 /// What the CP did with one packet.
@@ -934,7 +941,7 @@ impl CpState {
                 if k.completion_signal != 0 && in_rings(self.rings, k.completion_signal) {
                     return Ok(Class::Reject(ring_signal(k.completion_signal)));
                 }
-                if k.gemm_ext_address == 0 {
+                if k.gemm_ext_address == 0 || !cfg.concurrency_control {
                     return Ok(Class::Kernel(k.kernel_object));
                 }
                 let si = match self.find_shape(k.gemm_ext_address) {

@@ -1,27 +1,29 @@
 //! The configurations of dissertation 7.4.5 / SPEC 5.5 on `n` independent copies of each
-//! evaluated GEMM, `n` in {2, 4, 8, 16}.
+//! evaluated GEMM, `n` in {2, 4, 8, 16}, and the heterogeneous mixes of 7.5.7.
 //!
-//! With CD `c` < `n`, the CP dispatches `n / c` rounds of `c` concurrent GEMMs. GOLDYLOC
-//! is charged the time the firmware CP itself spends: the `n`-queue scenario is replayed
-//! through the real firmware (a one-node `System`) at CD `c`, twice (the second iteration,
-//! with the GEMM's shape already known, is the one charged: a training loop's steady
-//! state), and the CP's busy time (`CpCostModel`: instructions per operation kind fitted
-//! to the board, 1.5 GHz, 31-cycle memory latency; docs/calibration.md) is added in full,
-//! not overlapped with the kernels (an upper bound; 7.5.5 hides most of it).
+//! Every configuration runs through the shipped firmware CP in the one event loop of a
+//! one-node system driving the GEMM model ([`super::in_loop`]): the GEMMs are enqueued
+//! as AQL packets, and the CP's classification, prediction, kernel-object swap, grouping
+//! (CD `c` < `n`: groups of `c`, the next when the last member completes) and its own
+//! time (`CpCostModel`: board-calibrated instructions per operation kind at 1.5 GHz,
+//! 31-cycle memory latency; docs/calibration.md) all come out of the run. Each run is two
+//! iterations of the same GEMMs on the same queues (a training loop); the second, with
+//! the shapes already known to the CP, is the one measured. [`cp_charge`] still replays
+//! the firmware alone to tabulate its cost per decision.
 
+use super::in_loop::{self, CpMode, GpuSplit, LoopRun, Workload};
 use super::train::TrainedModel;
 use super::tune::TunedGemm;
 use super::{geomean, Context};
-use nmcp_emulator::gpu::catalog::CatalogKernel;
+use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::gemm::GemmShape;
 use nmcp_emulator::gpu::queue::{demo, sample};
-use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_partitioned};
 use nmcp_emulator::gpu::FixedTimeEngine;
 use nmcp_emulator::node::GpuNodeConfig;
 use nmcp_emulator::system::System;
 use nmcp_firmware::cp::features::{CuResources, FEATURE_COUNT, FRAC_BITS};
-use nmcp_firmware::cp::{decide, CdPredictor, CpCostModel, CpWork, GemmCandidate, CLASS_COUNT};
-use nmcp_isa::gemm_ext::CONCURRENCY_DEGREES;
+use nmcp_firmware::cp::{CdPredictor, CpCostModel, GemmCandidate, CLASS_COUNT, MAX_CD};
+use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -55,7 +57,7 @@ pub struct CpCharge {
     pub cycles: u64,
     /// Concurrency decisions taken.
     pub decisions: u64,
-    /// CP busy time over the replay, ns (what GOLDYLOC is charged).
+    /// CP busy time over the replay, ns.
     pub busy_ns: f64,
     /// Busy time per decision, ns.
     pub per_decision_ns: f64,
@@ -183,10 +185,17 @@ pub struct GemmResult {
     pub gemm: String,
     /// Available GEMMs.
     pub n: u32,
-    /// Time per configuration (order of [`CONFIGS`]), ns.
+    /// Time per configuration (order of [`CONFIGS`]), ns: from the doorbells to the
+    /// last completion, the firmware CP in the loop.
     pub time_ns: Vec<f64>,
-    /// CD the fixed-point predictor chose (before `min` with `n`).
+    /// The CP's busy time per configuration, ns (inside `time_ns`, overlapped with the
+    /// kernels where the firmware's schedule allows).
+    pub cp_busy_ns: Vec<f64>,
+    /// CD the firmware's predictor answered (before `min` with `n`), as its dispatch
+    /// record says.
     pub predicted_cd: u8,
+    /// CD the firmware dispatched the GEMMs at under GOLDYLOC.
+    pub dispatched_cd: u8,
     /// Oracle CD.
     pub oracle_cd: u8,
 }
@@ -252,6 +261,141 @@ pub struct EvalReport {
     pub hetero: Vec<HeteroSummary>,
     /// Heterogeneous mixes, per pair.
     pub hetero_pairs: Vec<HeteroResult>,
+    /// Runs through the firmware that did not finish as they must (each a defect, named
+    /// with its GEMM and configuration); their GEMMs are left out of the summaries.
+    pub loop_failures: Vec<String>,
+}
+
+/// The GEMM extension record of the baseline library: only the isolated kernel, for
+/// every CD (what a GPU without GOLDYLOC's GO library dispatches).
+fn baseline_ext(t: &TunedGemm, catalog: &Catalog) -> Option<GemmExt> {
+    let mut ext = t.shape.to_ext();
+    let k = catalog.get(*t.candidates.first()? as usize)?;
+    ext.kernels.push(k.meta(t.shape.dtype)).ok()?;
+    ext.cd_choice = [0; CONCURRENCY_DEGREES.len()];
+    Some(ext)
+}
+
+/// One run of a configuration through the firmware (see [`in_loop`]).
+struct ConfigRun<'a> {
+    name: &'static str,
+    records: &'a [GemmExt],
+    one_stream: bool,
+    /// The CP: baseline, or GOLDYLOC with a constant CD or the trained predictor.
+    cp: Cp,
+    split: GpuSplit,
+}
+
+impl<'a> ConfigRun<'a> {
+    fn new(name: &'static str, records: &'a [GemmExt], cp: Cp, split: GpuSplit) -> Self {
+        Self {
+            name,
+            records,
+            one_stream: false,
+            cp,
+            split,
+        }
+    }
+
+    /// Every GEMM on one stream (Sequential).
+    fn one_stream(self) -> Self {
+        Self {
+            one_stream: true,
+            ..self
+        }
+    }
+}
+
+/// [`CpMode`] without the predictor's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cp {
+    Baseline,
+    Constant(u8),
+    Trained,
+}
+
+fn run_config(
+    ctx: &Context,
+    label: &str,
+    predictor: &CdPredictor,
+    packets: &[usize],
+    c: &ConfigRun<'_>,
+) -> Result<LoopRun, String> {
+    let work = Workload {
+        records: c.records,
+        packets,
+        one_stream: c.one_stream,
+    };
+    let mode = match c.cp {
+        Cp::Baseline => CpMode::Baseline,
+        Cp::Constant(cd) => CpMode::Constant(cd),
+        Cp::Trained => CpMode::Predictor(predictor),
+    };
+    in_loop::run(ctx, c.split, mode, &work).map_err(|e| format!("{label}, {}: {e}", c.name))
+}
+
+/// Runs every configuration of one GEMM in one scenario through the firmware CP.
+fn evaluate_one(
+    ctx: &Context,
+    t: &TunedGemm,
+    app: &str,
+    shape: &GemmShape,
+    n: u32,
+    predictor: &CdPredictor,
+) -> Result<GemmResult, String> {
+    let label = format!("{app} {shape} with {n} GEMMs");
+    let base = [baseline_ext(t, &ctx.catalog)
+        .ok_or_else(|| format!("{label}: no isolated kernel in the catalog"))?];
+    let go = [t.to_ext(&ctx.catalog)];
+    let best = t.best_cd_index(n);
+    let oracle_cd = if t.speedup(best) >= ORACLE_MIN_GAIN {
+        cd_of(best)
+    } else {
+        1
+    };
+    let shared = GpuSplit::Shared;
+    let configs = [
+        ConfigRun::new("Sequential", &base, Cp::Baseline, shared).one_stream(),
+        ConfigRun::new("Default", &base, Cp::Baseline, shared),
+        ConfigRun::new("GO-Kernels", &go, Cp::Constant(MAX_CD), shared),
+        ConfigRun::new("GOLDYLOC", &go, Cp::Trained, shared),
+        ConfigRun::new("Oracle", &go, Cp::Constant(oracle_cd), shared),
+        ConfigRun::new(
+            "CU-Partition",
+            &base,
+            Cp::Baseline,
+            GpuSplit::CuPartition(n),
+        ),
+        ConfigRun::new(
+            "Resource-Partition",
+            &base,
+            Cp::Baseline,
+            GpuSplit::ResourcePartition(n),
+        ),
+    ];
+    let packets = vec![0usize; n as usize];
+    let mut time_ns = Vec::with_capacity(configs.len());
+    let mut cp_busy_ns = Vec::with_capacity(configs.len());
+    let mut goldyloc = None;
+    for c in &configs {
+        let r = run_config(ctx, &label, predictor, &packets, c)?;
+        time_ns.push(r.makespan_ns);
+        cp_busy_ns.push(r.cp_busy_ns);
+        if c.cp == Cp::Trained {
+            goldyloc = Some(r);
+        }
+    }
+    let gold = goldyloc.ok_or_else(|| format!("{label}: GOLDYLOC did not run"))?;
+    Ok(GemmResult {
+        app: app.to_string(),
+        gemm: shape.to_string(),
+        n,
+        time_ns,
+        cp_busy_ns,
+        predicted_cd: gold.dispatched.first().map_or(1, |d| d.1),
+        dispatched_cd: gold.max_cd(),
+        oracle_cd,
+    })
 }
 
 fn cd_of(i: usize) -> u8 {
@@ -289,12 +433,6 @@ pub fn evaluate(
         .par_iter()
         .map(|&(n, c)| cp_charge(n, c, &res))
         .collect();
-    let cp_ns = |n: u32, c: u32| -> f64 {
-        cp_charges
-            .iter()
-            .find(|x| x.n == n && u32::from(x.cd) == c)
-            .map_or(0.0, |x| x.busy_ns)
-    };
     let by_shape: BTreeMap<String, usize> = tuned
         .iter()
         .enumerate()
@@ -306,53 +444,24 @@ pub fn evaluate(
         .flat_map(|(i, e)| SCENARIOS.iter().map(move |&n| (i, e, n)))
         .collect();
     let pb = ctx.bar(jobs.len(), "evaluating");
-    let gemms: Vec<GemmResult> = jobs
+    let outcomes: Vec<Result<GemmResult, String>> = jobs
         .par_iter()
         .filter_map(|&(ti, (app, shape), n)| {
             let t = tuned.get(ti)?;
-            let (_, raw) = features.get(ti)?.as_ref()?;
-            let iso = ctx.catalog.get(t.candidates.first().copied()? as usize)?;
-            let ni = cd_index(n);
-            let nf = f64::from(n);
-            let seq = nf * t.t_isolated;
-            let default = t.default_time(ni);
-            let go = t.go_time(ni);
-            let pred = u32::from(predictor.predict_cd(raw));
-            let c = pred.min(n).max(1);
-            let rounds = nf / f64::from(c);
-            let goldyloc = if c == 1 {
-                seq + cp_ns(n, c)
-            } else {
-                rounds * t.go_time(cd_index(c)) + cp_ns(n, c)
-            };
-            let best = t.best_cd_index(n);
-            let oracle_cd = if t.speedup(best) >= ORACLE_MIN_GAIN {
-                cd_of(best)
-            } else {
-                1
-            };
-            let oracle = if oracle_cd == 1 {
-                seq
-            } else {
-                nf / f64::from(oracle_cd) * t.go_time(usize::from(best as u8))
-            };
-            let runs = vec![(*shape, *iso); n as usize];
-            let cu_part =
-                makespan_partitioned(&ctx.gpu, &ctx.cal, &runs, n).map_or(f64::INFINITY, |r| r.0);
-            let res_part =
-                isolated_time(&ctx.gpu.partition(n), &ctx.cal, shape, iso).unwrap_or(f64::INFINITY);
+            let r = evaluate_one(ctx, t, app, shape, n, &predictor);
             pb.inc(1);
-            Some(GemmResult {
-                app: app.clone(),
-                gemm: shape.to_string(),
-                n,
-                time_ns: vec![seq, default, go, goldyloc, oracle, cu_part, res_part],
-                predicted_cd: u8::try_from(pred).unwrap_or(1),
-                oracle_cd,
-            })
+            Some(r)
         })
         .collect();
     pb.finish_and_clear();
+    let mut gemms = Vec::with_capacity(outcomes.len());
+    let mut loop_failures = Vec::new();
+    for o in outcomes {
+        match o {
+            Ok(g) => gemms.push(g),
+            Err(e) => loop_failures.push(e),
+        }
+    }
 
     // Predictor accuracy per scenario on the test set.
     let mut scenarios = Vec::new();
@@ -462,7 +571,8 @@ pub fn evaluate(
             }
         }
     }
-    let (hetero, hetero_pairs) = evaluate_hetero(ctx, tuned, &predictor, hetero, &cp_ns);
+    let (hetero, hetero_pairs, hetero_failures) = evaluate_hetero(ctx, tuned, &predictor, hetero);
+    loop_failures.extend(hetero_failures);
     EvalReport {
         gpu: ctx.gpu.name.clone(),
         gemm_count: eval.len(),
@@ -476,111 +586,52 @@ pub fn evaluate(
         cp_charges,
         hetero,
         hetero_pairs,
+        loop_failures,
     }
 }
 
 /// Heterogeneous mixes of 7.5.7: for each pair of sizes (a, b) and `n` in the scenarios,
-/// `n/2` instances of each. Sequential runs them back to back with isolated kernels;
-/// Default runs all `n` concurrently with isolated kernels; GO-Kernels all `n` with the
-/// GO kernel of CD `n`; GOLDYLOC asks the firmware's own `decide` round after round on
-/// the GEMMs left (all together only if both sizes predict >= n, otherwise homogeneous
-/// groups) and runs each round's chosen set with the chosen kernels, rounds back to back.
+/// `n/2` instances of each on interleaved queues (a, b, a, b, ...), through the firmware
+/// CP: Sequential on one stream with isolated kernels; Default all `n` with isolated
+/// kernels and no concurrency control; GO-Kernels all `n` with the GO kernels; GOLDYLOC
+/// with the trained predictor, which runs all `n` together only if both sizes predict at
+/// least `n`, otherwise homogeneous groups, decided by the firmware round after round.
 fn evaluate_hetero(
     ctx: &Context,
     tuned: &[TunedGemm],
     predictor: &CdPredictor,
     pairs: &[(String, GemmShape, GemmShape)],
-    cp_ns: &(dyn Fn(u32, u32) -> f64 + Sync),
-) -> (Vec<HeteroSummary>, Vec<HeteroResult>) {
+) -> (Vec<HeteroSummary>, Vec<HeteroResult>, Vec<String>) {
     let by_shape: BTreeMap<String, usize> = tuned
         .iter()
         .enumerate()
         .map(|(i, t)| (t.shape.to_string(), i))
         .collect();
     let res = ctx.gpu.cu_resources();
-    let kernel = |ko: u64| -> Option<CatalogKernel> { ctx.catalog.by_kernel_object(ko).copied() };
     let jobs: Vec<(&(String, GemmShape, GemmShape), u32)> = pairs
         .iter()
         .flat_map(|p| SCENARIOS.iter().map(move |&n| (p, n)))
         .collect();
     let pb = ctx.bar(jobs.len(), "mixes");
-    let results: Vec<HeteroResult> = jobs
+    let outcomes: Vec<Result<HeteroResult, String>> = jobs
         .par_iter()
         .filter_map(|&((app, a, b), n)| {
             let ta = tuned.get(*by_shape.get(&a.to_string())?)?;
             let tb = tuned.get(*by_shape.get(&b.to_string())?)?;
-            let ca = GemmCandidate::new(&ta.to_ext(&ctx.catalog), &res).ok()?;
-            let cb = GemmCandidate::new(&tb.to_ext(&ctx.catalog), &res).ok()?;
-            let half = n / 2;
-            let iso = |c: &GemmCandidate| kernel(c.kernel_object_for(1));
-            let seq = f64::from(half) * (ta.t_isolated + tb.t_isolated);
-            let mut runs_default = Vec::new();
-            let mut runs_go = Vec::new();
-            let cd_n = u8::try_from(n).unwrap_or(16);
-            for _ in 0..half {
-                runs_default.push((*a, iso(&ca)?));
-                runs_default.push((*b, iso(&cb)?));
-                runs_go.push((*a, kernel(ca.kernel_object_for(cd_n))?));
-                runs_go.push((*b, kernel(cb.kernel_object_for(cd_n))?));
-            }
-            let default = makespan(&ctx.gpu, &ctx.cal, &runs_default)?.0;
-            let go = makespan(&ctx.gpu, &ctx.cal, &runs_go)?.0;
-            // GOLDYLOC: interleaved queue heads, decided round by round by the firmware.
-            let mut left: Vec<(GemmShape, GemmCandidate)> = (0..n)
-                .map(|i| if i % 2 == 0 { (*a, ca) } else { (*b, cb) })
-                .collect();
-            let mut work = CpWork::default();
-            let mut goldyloc = 0.0;
-            let mut mixed = false;
-            while !left.is_empty() {
-                let cands: Vec<GemmCandidate> = left.iter().map(|x| x.1).collect();
-                let d = decide(&cands, predictor, &mut work);
-                mixed |= d.mixed;
-                let cd = d.cd.max(1);
-                let mut chosen: Vec<usize> = d.chosen.iter().map(|&i| usize::from(i)).collect();
-                if chosen.is_empty() {
-                    chosen.push(0);
-                }
-                let runs: Vec<(GemmShape, CatalogKernel)> = chosen
-                    .iter()
-                    .filter_map(|&i| {
-                        let (s, c) = left.get(i)?;
-                        let ko = if d.baseline {
-                            c.kernel_object_for(1)
-                        } else {
-                            c.kernel_object_for(cd)
-                        };
-                        Some((*s, kernel(ko)?))
-                    })
-                    .collect();
-                goldyloc += makespan(&ctx.gpu, &ctx.cal, &runs)?.0;
-                chosen.sort_unstable();
-                for &i in chosen.iter().rev() {
-                    if i < left.len() {
-                        left.remove(i);
-                    }
-                }
-            }
-            let pa = predictor.predict_cd(&ca.features);
-            let pbd = predictor.predict_cd(&cb.features);
-            let charged_cd = if mixed {
-                n
-            } else {
-                u32::from(pa.min(pbd)).min(half).max(1)
-            };
-            goldyloc += cp_ns(n, u32::from(tabulated_cd_floor(charged_cd)));
+            let r = evaluate_mix(ctx, predictor, &res, app, (ta, tb), n);
             pb.inc(1);
-            Some(HeteroResult {
-                app: app.clone(),
-                gemms: (a.to_string(), b.to_string()),
-                n,
-                time_ns: [seq, default, go, goldyloc],
-                mixed,
-                predicted: (pa, pbd),
-            })
+            Some(r)
         })
         .collect();
     pb.finish_and_clear();
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for o in outcomes {
+        match o {
+            Ok(r) => results.push(r),
+            Err(e) => failures.push(e),
+        }
+    }
     let summaries = SCENARIOS
         .iter()
         .map(|&n| {
@@ -601,15 +652,54 @@ fn evaluate_hetero(
             }
         })
         .collect();
-    (summaries, results)
+    (summaries, results, failures)
 }
 
-/// The tabulated CD at or below a degree (the CP charge is replayed per tabulated CD).
-fn tabulated_cd_floor(cd: u32) -> u8 {
-    CONCURRENCY_DEGREES
-        .iter()
-        .rev()
-        .find(|&&c| u32::from(c) <= cd)
-        .copied()
-        .unwrap_or(1)
+/// One heterogeneous pair in one scenario, every configuration through the firmware.
+fn evaluate_mix(
+    ctx: &Context,
+    predictor: &CdPredictor,
+    res: &CuResources,
+    app: &str,
+    (ta, tb): (&TunedGemm, &TunedGemm),
+    n: u32,
+) -> Result<HeteroResult, String> {
+    let label = format!("{app} mix {} + {} with {n} GEMMs", ta.shape, tb.shape);
+    let missing = || format!("{label}: no isolated kernel in the catalog");
+    let base = [
+        baseline_ext(ta, &ctx.catalog).ok_or_else(missing)?,
+        baseline_ext(tb, &ctx.catalog).ok_or_else(missing)?,
+    ];
+    let go = [ta.to_ext(&ctx.catalog), tb.to_ext(&ctx.catalog)];
+    let packets: Vec<usize> = (0..n as usize).map(|i| i % 2).collect();
+    let shared = GpuSplit::Shared;
+    let configs = [
+        ConfigRun::new("Sequential", &base, Cp::Baseline, shared).one_stream(),
+        ConfigRun::new("Default", &base, Cp::Baseline, shared),
+        ConfigRun::new("GO-Kernels", &go, Cp::Constant(MAX_CD), shared),
+        ConfigRun::new("GOLDYLOC", &go, Cp::Trained, shared),
+    ];
+    let mut time_ns = [0.0; 4];
+    let mut mixed = false;
+    for (slot, c) in time_ns.iter_mut().zip(&configs) {
+        let r = run_config(ctx, &label, predictor, &packets, c)?;
+        *slot = r.makespan_ns;
+        if c.cp == Cp::Trained {
+            // Both sizes ran in one group only when all n went together.
+            mixed = n >= 2 && u32::from(r.max_cd()) == n;
+        }
+    }
+    let features = |t: &TunedGemm| {
+        GemmCandidate::new(&t.to_ext(&ctx.catalog), res)
+            .map(|c| predictor.predict_cd(&c.features))
+            .map_err(|e| format!("{label}: features: {e}"))
+    };
+    Ok(HeteroResult {
+        app: app.to_string(),
+        gemms: (ta.shape.to_string(), tb.shape.to_string()),
+        n,
+        time_ns,
+        mixed,
+        predicted: (features(ta)?, features(tb)?),
+    })
 }

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod eval;
+pub mod in_loop;
 pub mod pipeline;
 pub mod train;
 pub mod tune;

@@ -48,18 +48,6 @@ impl TunedGemm {
             .unwrap_or(f64::INFINITY)
     }
 
-    /// Time of `cd` copies concurrently with the isolated kernel (the Default config).
-    pub fn default_time(&self, cd_index: usize) -> f64 {
-        if cd_index == 0 {
-            return self.t_isolated;
-        }
-        self.t_concurrent
-            .get(cd_index - 1)
-            .and_then(|v| v.first())
-            .copied()
-            .unwrap_or(f64::INFINITY)
-    }
-
     /// Speedup of running `cd` copies concurrently with GO kernels over running them
     /// back to back with the isolated kernel.
     pub fn speedup(&self, cd_index: usize) -> f64 {
