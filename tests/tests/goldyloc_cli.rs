@@ -71,6 +71,31 @@ fn quick_tune_train_eval_produce_consistent_json() {
         for v in s["all_over_sequential"].as_array().expect("geomeans") {
             assert!(v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0), "{v}");
         }
+        // The accuracy is cross-validated by size under three seeds, next to the
+        // majority-class baseline on the same predictions, and every evaluated GEMM was
+        // predicted by a model that never saw its size.
+        assert_eq!(
+            s["predictor_accuracy_seeds"].as_array().map(Vec::len),
+            Some(3)
+        );
+        let acc = s["predictor_accuracy"].as_f64().expect("accuracy");
+        let base = s["majority_baseline_accuracy"].as_f64().expect("baseline");
+        assert!(
+            (0.0..=1.0).contains(&acc) && (0.0..=1.0).contains(&base),
+            "{s}"
+        );
+        let evaluated: u64 = s["apps"]
+            .as_array()
+            .expect("apps")
+            .iter()
+            .filter_map(|a| a["gemms"].as_u64())
+            .sum();
+        assert_eq!(s["held_out_gemms"].as_u64(), Some(evaluated), "{s}");
+        assert_eq!(s["gemms"], s["n"]);
+        let gl = s["speedup_over_default"]["goldyloc"]
+            .as_f64()
+            .expect("goldyloc");
+        assert!((gl - s["all_over_default"][3].as_f64().expect("same")).abs() < 1e-12);
         // Oracle never loses to Sequential by construction.
         assert!(s["all_over_sequential"][4].as_f64().expect("oracle") >= 1.0 - 1e-9);
     }

@@ -12,7 +12,7 @@
 //! the firmware alone to tabulate its cost per decision.
 
 use super::in_loop::{self, CpMode, GpuSplit, LoopRun, Workload};
-use super::train::TrainedModel;
+use super::train::{cross_validate, train_rows, CrossValidation, TrainedModel};
 use super::tune::TunedGemm;
 use super::{geomean, Context};
 use nmcp_emulator::gpu::catalog::Catalog;
@@ -34,6 +34,106 @@ pub const ORACLE_MIN_GAIN: f64 = 1.05;
 pub const UNCHANGED_BAND: f64 = 0.02;
 /// The available-GEMM scenarios.
 pub const SCENARIOS: [u32; 4] = [2, 4, 8, 16];
+/// Seeds of the cross-validation (the model's seed and the next ones): the accuracy's
+/// spread.
+pub const CV_SEEDS: u64 = 3;
+
+/// The shape group of a GEMM for the cross-validation: its size (M, N, K, batch); the
+/// transposed variants and data types of one size share a fold.
+pub fn shape_group(s: &GemmShape) -> String {
+    format!("{}x{}x{}x{}", s.m, s.n, s.k, s.batch)
+}
+
+/// Accuracy of one cross-validation in one scenario.
+#[derive(Debug, Clone, Default)]
+struct Accuracy {
+    accuracy: f64,
+    majority: f64,
+    count: usize,
+    confusion: Vec<Vec<u32>>,
+}
+
+/// Scores every dataset row with the fixed-point model of the fold that held it out
+/// (the firmware's arithmetic), against its profiled best CD with `n` available; and the
+/// majority-class baseline: each fold's most frequent best CD (at `n`) among its
+/// training rows, predicted for every held-out row.
+fn score(
+    cv: &CrossValidation,
+    tuned: &[TunedGemm],
+    features: &[Option<(Vec<f64>, [i64; FEATURE_COUNT])>],
+    n: u32,
+) -> Accuracy {
+    let classes = CONCURRENCY_DEGREES.len();
+    let majority: Vec<usize> = (0..cv.models.len())
+        .map(|f| {
+            let mut counts = vec![0usize; classes];
+            for r in cv.training_rows(f) {
+                if let Some(c) = tuned
+                    .get(r)
+                    .and_then(|t| counts.get_mut(t.best_cd_index(n)))
+                {
+                    *c += 1;
+                }
+            }
+            // The most frequent class; ties to the lower CD.
+            let mut best = 0;
+            for (c, &k) in counts.iter().enumerate() {
+                if counts.get(best).is_some_and(|&b| k > b) {
+                    best = c;
+                }
+            }
+            best
+        })
+        .collect();
+    let predictors: Vec<CdPredictor> = cv.models.iter().map(|m| m.fixed.to_predictor()).collect();
+    let mut a = Accuracy {
+        confusion: vec![vec![0; classes]; classes],
+        ..Accuracy::default()
+    };
+    let (mut right, mut right_majority) = (0usize, 0usize);
+    for (i, (t, f)) in tuned.iter().zip(features).enumerate() {
+        let (Some((_, raw)), Some(fold)) = (f, cv.fold_of.get(i).copied().flatten()) else {
+            continue;
+        };
+        let Some(p) = predictors.get(fold) else {
+            continue;
+        };
+        let truth = t.best_cd_index(n);
+        let pred = cd_index(u32::from(p.predict_cd(raw)).min(n));
+        if let Some(cell) = a.confusion.get_mut(truth).and_then(|r| r.get_mut(pred)) {
+            *cell += 1;
+        }
+        a.count += 1;
+        right += usize::from(truth == pred);
+        right_majority += usize::from(majority.get(fold) == Some(&truth));
+    }
+    a.accuracy = right as f64 / a.count.max(1) as f64;
+    a.majority = right_majority as f64 / a.count.max(1) as f64;
+    a
+}
+
+/// Speedups over Default of the configurations that differ from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverDefault {
+    /// GO-Kernels.
+    pub go_kernels: f64,
+    /// GOLDYLOC.
+    pub goldyloc: f64,
+    /// Oracle.
+    pub oracle: f64,
+    /// CU-Partition.
+    pub cu_partition: f64,
+    /// Resource-Partition.
+    pub resource_partition: f64,
+}
+
+/// Speedups over Sequential.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverSequential {
+    /// Default.
+    pub default: f64,
+}
+
 /// Configuration names, in report order.
 pub const CONFIGS: [&str; 7] = [
     "Sequential",
@@ -228,10 +328,29 @@ pub struct ScenarioReport {
     pub max_over_sequential: Vec<f64>,
     /// GOLDYLOC vs Default: share improved, unchanged, degraded.
     pub split: [f64; 3],
-    /// Predictor accuracy on the held-out test set in this scenario.
+    /// Predictor accuracy in this scenario: every dataset GEMM predicted by the
+    /// fixed-point model of the cross-validation fold that held out its size (first seed).
     pub accuracy: f64,
-    /// Confusion matrix `[true class][predicted class]` over CDs 1..16 on the test set.
+    /// Confusion matrix `[true class][predicted class]` over CDs 1..16, same predictions.
     pub confusion: Vec<Vec<u32>>,
+    /// Available GEMMs (= `n`).
+    pub gemms: u32,
+    /// Geomean speedups over Default.
+    pub speedup_over_default: OverDefault,
+    /// Geomean speedups over Sequential.
+    pub speedup_over_sequential: OverSequential,
+    /// = `accuracy`.
+    pub predictor_accuracy: f64,
+    /// The accuracy under each cross-validation seed (`CV_SEEDS`).
+    pub predictor_accuracy_seeds: Vec<f64>,
+    /// The majority-class baseline on the same held-out predictions (first seed).
+    pub majority_baseline_accuracy: f64,
+    /// The baseline under each seed.
+    pub majority_baseline_seeds: Vec<f64>,
+    /// Evaluated GEMMs of this scenario whose predictor never saw their size.
+    pub held_out_gemms: usize,
+    /// Dataset GEMMs the accuracy is over.
+    pub scored_gemms: usize,
 }
 
 /// The whole evaluation.
@@ -253,8 +372,11 @@ pub struct EvalReport {
     pub fixed_point_agreement_all: f64,
     /// GEMMs where they disagree: (label, f64 class CD, fixed class CD).
     pub disagreements: Vec<(String, u8, u8)>,
-    /// Training accuracy.
+    /// Training accuracy (of the exported model, 90/10 split).
     pub train_accuracy: f64,
+    /// Seeds of the cross-validations the accuracies come from (the first drives the
+    /// configurations' predictors).
+    pub cross_validation_seeds: Vec<u64>,
     /// CP charge per scenario and CD (from the firmware replay).
     pub cp_charges: Vec<CpCharge>,
     /// Heterogeneous mixes per scenario.
@@ -419,8 +541,38 @@ pub fn evaluate(
     eval: &[(String, GemmShape)],
     hetero: &[(String, GemmShape, GemmShape)],
 ) -> EvalReport {
-    let predictor = model.fixed.to_predictor();
     let res = ctx.gpu.cu_resources();
+    // Cross-validation by shape group, for CV_SEEDS seeds from the model's: every GEMM is
+    // predicted (in the firmware, in the loop) by the model of the fold that never saw
+    // its size; the first seed's folds drive the configurations, all seeds the spread.
+    let cv_data: Vec<Option<(Vec<f64>, usize)>> = tuned
+        .iter()
+        .zip(features)
+        .map(|(t, f)| f.as_ref().map(|(x, _)| (x.clone(), t.best_cd_index(16))))
+        .collect();
+    let groups: Vec<String> = tuned.iter().map(|t| shape_group(&t.shape)).collect();
+    let cvs: Vec<CrossValidation> = (0..CV_SEEDS)
+        .into_par_iter()
+        .map(|k| cross_validate(&cv_data, &groups, model.seed.wrapping_add(k)))
+        .collect();
+    let fallback;
+    let cv = match cvs.first() {
+        Some(c) => c,
+        None => {
+            fallback = cross_validate(&cv_data, &groups, model.seed);
+            &fallback
+        }
+    };
+    // The groups each fold model trained on: a GEMM counts as held out when its group
+    // is not among them (true by construction; checked, not assumed).
+    let trained_groups: Vec<std::collections::BTreeSet<&String>> = (0..cv.models.len())
+        .map(|f| cv.training_rows(f).filter_map(|r| groups.get(r)).collect())
+        .collect();
+    let fold_predictors: Vec<CdPredictor> =
+        cv.models.iter().map(|m| m.fixed.to_predictor()).collect();
+    let held_out_predictor = |ti: usize| -> Option<&CdPredictor> {
+        fold_predictors.get(cv.fold_of.get(ti).copied().flatten()?)
+    };
     let cp_charges: Vec<CpCharge> = SCENARIOS
         .iter()
         .flat_map(|&n| {
@@ -448,7 +600,10 @@ pub fn evaluate(
         .par_iter()
         .filter_map(|&(ti, (app, shape), n)| {
             let t = tuned.get(ti)?;
-            let r = evaluate_one(ctx, t, app, shape, n, &predictor);
+            let r = match held_out_predictor(ti) {
+                Some(p) => evaluate_one(ctx, t, app, shape, n, p),
+                None => Err(format!("{app} {shape}: no features, no held-out predictor")),
+            };
             pb.inc(1);
             Some(r)
         })
@@ -521,57 +676,71 @@ pub fn evaluate(
         for x in &mut split {
             *x /= total;
         }
-        let mut confusion = vec![vec![0u32; CONCURRENCY_DEGREES.len()]; CONCURRENCY_DEGREES.len()];
-        let mut correct = 0usize;
-        let mut count = 0usize;
-        for &i in &model.test {
-            let (Some(t), Some(Some((_, raw)))) = (tuned.get(i), features.get(i)) else {
-                continue;
-            };
-            let truth = t.best_cd_index(n);
-            let pred = cd_index(u32::from(predictor.predict_cd(raw)).min(n));
-            if let Some(cell) = confusion.get_mut(truth).and_then(|r| r.get_mut(pred)) {
-                *cell += 1;
-            }
-            count += 1;
-            if truth == pred {
-                correct += 1;
-            }
-        }
+        let scored: Vec<Accuracy> = cvs.iter().map(|c| score(c, tuned, features, n)).collect();
+        let first = scored.first().cloned().unwrap_or_default();
+        let held_out_gemms = rows
+            .iter()
+            .filter(|g| {
+                by_shape.get(&g.gemm).is_some_and(|&ti| {
+                    let fold = cv.fold_of.get(ti).copied().flatten();
+                    match (fold.and_then(|f| trained_groups.get(f)), groups.get(ti)) {
+                        (Some(seen), Some(group)) => !seen.contains(group),
+                        _ => false,
+                    }
+                })
+            })
+            .count();
+        let over_default = summarise(&rows, 1);
+        let over_sequential = summarise(&rows, 0);
+        let at = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(f64::NAN);
         scenarios.push(ScenarioReport {
             n,
             apps,
-            all_over_sequential: summarise(&rows, 0),
-            all_over_default: summarise(&rows, 1),
+            all_over_sequential: over_sequential.clone(),
+            all_over_default: over_default.clone(),
             max_over_sequential,
             split,
-            accuracy: correct as f64 / count.max(1) as f64,
-            confusion,
+            accuracy: first.accuracy,
+            confusion: first.confusion,
+            gemms: n,
+            speedup_over_default: OverDefault {
+                go_kernels: at(&over_default, 2),
+                goldyloc: at(&over_default, 3),
+                oracle: at(&over_default, 4),
+                cu_partition: at(&over_default, 5),
+                resource_partition: at(&over_default, 6),
+            },
+            speedup_over_sequential: OverSequential {
+                default: at(&over_sequential, 1),
+            },
+            predictor_accuracy: first.accuracy,
+            predictor_accuracy_seeds: scored.iter().map(|a| a.accuracy).collect(),
+            majority_baseline_accuracy: first.majority,
+            majority_baseline_seeds: scored.iter().map(|a| a.majority).collect(),
+            held_out_gemms,
+            scored_gemms: first.count,
         });
     }
 
-    // Fixed point vs f64.
-    let mut agree_test = (0usize, 0usize);
+    // Fixed point vs f64, each row under the model that held it out.
     let mut agree_all = (0usize, 0usize);
     let mut disagreements = Vec::new();
     for (i, (t, f)) in tuned.iter().zip(features).enumerate() {
-        let Some((x, raw)) = f else { continue };
-        let a = model.predict_class(x);
-        let b = predictor.predict_class(raw);
+        let (Some((x, raw)), Some(m)) = (f, cv.model_for(i)) else {
+            continue;
+        };
+        let a = m.predict_class(x);
+        let b = m.fixed.to_predictor().predict_class(raw);
         agree_all.1 += 1;
         if a == b {
             agree_all.0 += 1;
         } else {
             disagreements.push((t.shape.to_string(), cd_of(a), cd_of(b)));
         }
-        if model.test.binary_search(&i).is_ok() {
-            agree_test.1 += 1;
-            if a == b {
-                agree_test.0 += 1;
-            }
-        }
     }
-    let (hetero, hetero_pairs, hetero_failures) = evaluate_hetero(ctx, tuned, &predictor, hetero);
+    let pair_predictors = held_out_pair_predictors(cv, &cv_data, tuned, hetero);
+    let (hetero, hetero_pairs, hetero_failures) =
+        evaluate_hetero(ctx, tuned, cv, &pair_predictors, hetero);
     loop_failures.extend(hetero_failures);
     EvalReport {
         gpu: ctx.gpu.name.clone(),
@@ -579,15 +748,63 @@ pub fn evaluate(
         dataset_size: tuned.len(),
         scenarios,
         gemms,
-        fixed_point_agreement: agree_test.0 as f64 / agree_test.1.max(1) as f64,
+        fixed_point_agreement: agree_all.0 as f64 / agree_all.1.max(1) as f64,
         fixed_point_agreement_all: agree_all.0 as f64 / agree_all.1.max(1) as f64,
         disagreements,
         train_accuracy: model.train_accuracy,
+        cross_validation_seeds: cvs.iter().map(|c| c.seed).collect(),
         cp_charges,
         hetero,
         hetero_pairs,
         loop_failures,
     }
+}
+
+/// Predictors for heterogeneous pairs whose two sizes lie in different folds: a model
+/// trained on the folds holding neither (so neither size was seen), keyed by the two
+/// folds in order.
+fn held_out_pair_predictors(
+    cv: &CrossValidation,
+    data: &[Option<(Vec<f64>, usize)>],
+    tuned: &[TunedGemm],
+    pairs: &[(String, GemmShape, GemmShape)],
+) -> BTreeMap<(usize, usize), CdPredictor> {
+    let index: BTreeMap<String, usize> = tuned
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.shape.to_string(), i))
+        .collect();
+    let fold = |s: &GemmShape| {
+        index
+            .get(&s.to_string())
+            .and_then(|&i| cv.fold_of.get(i).copied().flatten())
+    };
+    let mut needed: Vec<(usize, usize)> = pairs
+        .iter()
+        .filter_map(|(_, a, b)| {
+            let (fa, fb) = (fold(a)?, fold(b)?);
+            (fa != fb).then_some((fa.min(fb), fa.max(fb)))
+        })
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let rows: Vec<(Vec<f64>, usize)> = data
+        .iter()
+        .map(|d| d.clone().unwrap_or_else(|| (vec![0.0; FEATURE_COUNT], 0)))
+        .collect();
+    needed
+        .par_iter()
+        .map(|&(fa, fb)| {
+            let idx: Vec<usize> = cv
+                .fold_of
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.is_some_and(|f| f != fa && f != fb))
+                .map(|(i, _)| i)
+                .collect();
+            ((fa, fb), train_rows(&rows, &idx).fixed.to_predictor())
+        })
+        .collect()
 }
 
 /// Heterogeneous mixes of 7.5.7: for each pair of sizes (a, b) and `n` in the scenarios,
@@ -599,7 +816,8 @@ pub fn evaluate(
 fn evaluate_hetero(
     ctx: &Context,
     tuned: &[TunedGemm],
-    predictor: &CdPredictor,
+    cv: &CrossValidation,
+    pair_predictors: &BTreeMap<(usize, usize), CdPredictor>,
     pairs: &[(String, GemmShape, GemmShape)],
 ) -> (Vec<HeteroSummary>, Vec<HeteroResult>, Vec<String>) {
     let by_shape: BTreeMap<String, usize> = tuned
@@ -616,8 +834,21 @@ fn evaluate_hetero(
     let outcomes: Vec<Result<HeteroResult, String>> = jobs
         .par_iter()
         .filter_map(|&((app, a, b), n)| {
-            let ta = tuned.get(*by_shape.get(&a.to_string())?)?;
-            let tb = tuned.get(*by_shape.get(&b.to_string())?)?;
+            let (ia, ib) = (
+                *by_shape.get(&a.to_string())?,
+                *by_shape.get(&b.to_string())?,
+            );
+            let (ta, tb) = (tuned.get(ia)?, tuned.get(ib)?);
+            // A predictor that saw neither size: the fold model when both share a fold.
+            let fa = cv.fold_of.get(ia).copied().flatten()?;
+            let fb = cv.fold_of.get(ib).copied().flatten()?;
+            let own;
+            let predictor = if fa == fb {
+                own = cv.models.get(fa)?.fixed.to_predictor();
+                &own
+            } else {
+                pair_predictors.get(&(fa.min(fb), fa.max(fb)))?
+            };
             let r = evaluate_mix(ctx, predictor, &res, app, (ta, tb), n);
             pb.inc(1);
             Some(r)

@@ -40,6 +40,8 @@ pub struct TrainedModel {
     pub test: Vec<usize>,
     /// Training-set accuracy (label = best CD with 16 available).
     pub train_accuracy: f64,
+    /// Seed of the split.
+    pub seed: u64,
 }
 
 /// The firmware predictor as a file (`CdPredictor` field for field).
@@ -139,7 +141,6 @@ fn argmax(z: &[f64]) -> usize {
 
 /// Trains on `data` (features, label) with a seeded 90/10 split.
 pub fn train(data: &[(Vec<f64>, usize)], seed: u64) -> TrainedModel {
-    let nf = FEATURE_COUNT;
     let mut idx: Vec<usize> = (0..data.len()).collect();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     idx.shuffle(&mut rng);
@@ -147,6 +148,15 @@ pub fn train(data: &[(Vec<f64>, usize)], seed: u64) -> TrainedModel {
     let (test, train_idx) = idx.split_at(n_test.min(idx.len()));
     let mut test = test.to_vec();
     test.sort_unstable();
+    let mut model = train_rows(data, train_idx);
+    model.test = test;
+    model.seed = seed;
+    model
+}
+
+/// Trains on the rows `train_idx` of `data` (min-max ranges from those rows only).
+pub fn train_rows(data: &[(Vec<f64>, usize)], train_idx: &[usize]) -> TrainedModel {
+    let nf = FEATURE_COUNT;
     let mut min = vec![f64::INFINITY; nf];
     let mut max = vec![f64::NEG_INFINITY; nf];
     for &i in train_idx {
@@ -174,8 +184,9 @@ pub fn train(data: &[(Vec<f64>, usize)], seed: u64) -> TrainedModel {
             weight_q16: vec![],
             bias_q16: vec![],
         },
-        test: test.clone(),
+        test: Vec::new(),
         train_accuracy: 0.0,
+        seed: 0,
     };
     let xs: Vec<(Vec<f64>, usize)> = train_idx
         .iter()
@@ -215,6 +226,97 @@ pub fn train(data: &[(Vec<f64>, usize)], seed: u64) -> TrainedModel {
     model.train_accuracy = correct as f64 / n;
     model.fixed = export(&model);
     model
+}
+
+/// One dataset row for the cross-validation: (features, label), `None` without features.
+pub type Row = Option<(Vec<f64>, usize)>;
+
+/// Folds of the cross-validation the evaluation reports accuracy with.
+pub const FOLDS: usize = 5;
+
+/// A cross-validation split by **shape group** (M, N, K, batch: the transposed variants
+/// and data types of one size fall in the same fold, so no size is ever both trained on
+/// and tested): every row is predicted by the model of the fold that held it out.
+#[derive(Debug, Clone)]
+pub struct CrossValidation {
+    /// Seed of the fold assignment.
+    pub seed: u64,
+    /// Fold of each dataset row (`None` for a row without features).
+    pub fold_of: Vec<Option<usize>>,
+    /// One model per fold, trained on every other fold.
+    pub models: Vec<TrainedModel>,
+}
+
+impl CrossValidation {
+    /// The model that never saw row `i`'s shape group.
+    pub fn model_for(&self, i: usize) -> Option<&TrainedModel> {
+        self.models.get(self.fold_of.get(i).copied().flatten()?)
+    }
+
+    /// Rows of the dataset in folds other than `fold` (the fold model's training rows).
+    pub fn training_rows(&self, fold: usize) -> impl Iterator<Item = usize> + '_ {
+        self.fold_of
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| f.is_some_and(|f| f != fold))
+            .map(|(i, _)| i)
+    }
+}
+
+/// `FOLDS`-fold cross-validation by shape group. `data[i]` is row `i`'s (features,
+/// label) or `None` (no features: left out); `group[i]` its shape group key. Groups are
+/// shuffled with `seed` and dealt round robin over the folds.
+pub fn cross_validate(
+    data: &[Row],
+    group: &[String],
+    seed: u64,
+) -> CrossValidation {
+    let mut groups: Vec<&String> = group
+        .iter()
+        .zip(data)
+        .filter(|(_, d)| d.is_some())
+        .map(|(g, _)| g)
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    groups.shuffle(&mut rng);
+    let fold_of_group: std::collections::BTreeMap<&String, usize> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (*g, i % FOLDS))
+        .collect();
+    let fold_of: Vec<Option<usize>> = group
+        .iter()
+        .zip(data)
+        .map(|(g, d)| d.as_ref().and(fold_of_group.get(g).copied()))
+        .collect();
+    let rows: Vec<(Vec<f64>, usize)> = data
+        .iter()
+        .map(|d| d.clone().unwrap_or_else(|| (vec![0.0; FEATURE_COUNT], 0)))
+        .collect();
+    let mut cv = CrossValidation {
+        seed,
+        fold_of,
+        models: Vec::with_capacity(FOLDS),
+    };
+    let trained: Vec<TrainedModel> = (0..FOLDS)
+        .map(|f| {
+            let idx: Vec<usize> = cv.training_rows(f).collect();
+            let mut m = train_rows(&rows, &idx);
+            m.seed = seed;
+            m.test = cv
+                .fold_of
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == Some(f))
+                .map(|(i, _)| i)
+                .collect();
+            m
+        })
+        .collect();
+    cv.models = trained;
+    cv
 }
 
 /// Fixed-point export: `min_q16 = round(min * 2^16)`, `inv_range_q32 = round(2^32 /
@@ -268,4 +370,47 @@ pub fn real_features(
 ) -> Option<(Vec<f64>, [i64; FEATURE_COUNT])> {
     let raw = raw_features(t, catalog, res)?;
     Some((to_real(&raw), raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows in groups of three (a size and two transposed variants), labels by group.
+    fn data(groups: usize) -> (Vec<Row>, Vec<String>) {
+        let mut d = Vec::new();
+        let mut g = Vec::new();
+        for i in 0..groups {
+            for _ in 0..3 {
+                let x = (0..FEATURE_COUNT).map(|f| (i * 7 + f) as f64).collect();
+                d.push(Some((x, i % 3)));
+                g.push(format!("g{i}"));
+            }
+        }
+        // A row without features stays out of every fold.
+        d.push(None);
+        g.push("none".into());
+        (d, g)
+    }
+
+    #[test]
+    fn folds_split_by_group_and_cover_every_row_once() {
+        let (d, g) = data(23);
+        let cv = cross_validate(&d, &g, 7);
+        assert_eq!(cv.models.len(), FOLDS);
+        assert_eq!(cv.fold_of.last(), Some(&None));
+        for (f, m) in cv.models.iter().enumerate() {
+            let train: std::collections::BTreeSet<&String> =
+                cv.training_rows(f).map(|r| &g[r]).collect();
+            for &t in &m.test {
+                assert_eq!(cv.fold_of[t], Some(f));
+                assert!(!train.contains(&g[t]), "group {} in both", g[t]);
+            }
+        }
+        let tested: usize = cv.models.iter().map(|m| m.test.len()).sum();
+        assert_eq!(tested, d.len() - 1, "every row with features tested once");
+        // Same seed, same folds; another seed, another assignment.
+        assert_eq!(cross_validate(&d, &g, 7).fold_of, cv.fold_of);
+        assert_ne!(cross_validate(&d, &g, 8).fold_of, cv.fold_of);
+    }
 }
