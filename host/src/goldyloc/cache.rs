@@ -3,8 +3,9 @@
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::PathBuf;
 
-/// Bumped when a step's output format or semantics change, so old entries are ignored.
-const CACHE_VERSION: u32 = 1;
+/// Bumped when a step's output format or semantics change or the GEMM model's results
+/// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`).
+const CACHE_VERSION: u32 = 2;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]

@@ -266,11 +266,7 @@ impl CrossValidation {
 /// `FOLDS`-fold cross-validation by shape group. `data[i]` is row `i`'s (features,
 /// label) or `None` (no features: left out); `group[i]` its shape group key. Groups are
 /// shuffled with `seed` and dealt round robin over the folds.
-pub fn cross_validate(
-    data: &[Row],
-    group: &[String],
-    seed: u64,
-) -> CrossValidation {
+pub fn cross_validate(data: &[Row], group: &[String], seed: u64) -> CrossValidation {
     let mut groups: Vec<&String> = group
         .iter()
         .zip(data)

@@ -1,0 +1,90 @@
+//! Chapter 7's effects, each in isolation on the GEMM model (issue 12, item 4): what the
+//! concurrency configurations can show depends on them.
+
+use nmcp_emulator::gpu::catalog::{Catalog, CatalogKernel};
+use nmcp_emulator::gpu::config::GpuConfig;
+use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
+use nmcp_emulator::gpu::sim::{concurrent_time, isolated_time, makespan, makespan_partitioned};
+use nmcp_isa::gemm_ext::{GemmDataType, GemmProblem};
+
+fn shape(m: u32, n: u32, k: u32) -> GemmShape {
+    GemmProblem::new(m, n, k, false, false, GemmDataType::F16)
+}
+
+/// The best isolated catalog kernel for `s` on `gpu`.
+fn best(gpu: &GpuConfig, cal: &Calibration, s: &GemmShape) -> CatalogKernel {
+    let catalog = Catalog::standard();
+    *catalog
+        .kernels()
+        .iter()
+        .filter_map(|k| isolated_time(gpu, cal, s, k).map(|t| (k, t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("a kernel runs")
+        .0
+}
+
+/// Sixteen identical kernels whose bandwidth demand sums to the capacity up to rounding
+/// once stalled every workgroup (the water-filling level was the rounding residue): the
+/// run took 2.6e17 ns. Every CD from 2 to 16 now takes time in proportion.
+#[test]
+fn identical_kernels_at_saturation_do_not_stall() {
+    let gpu = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let s = shape(256, 1024, 1024);
+    let k = best(&gpu, &cal, &s);
+    let iso = isolated_time(&gpu, &cal, &s, &k).expect("runs");
+    for c in [2u32, 4, 8, 15, 16] {
+        let t = concurrent_time(&gpu, &cal, &s, &k, c).expect("runs");
+        assert!(
+            t <= f64::from(c) * iso * 1.5,
+            "{c} copies: {t} ns vs {iso} ns alone"
+        );
+    }
+}
+
+/// A GEMM of one partial wave (16 workgroups on 120 CUs) leaves most of the GPU idle:
+/// a second copy runs beside it, so two take less than twice one.
+#[test]
+fn a_partial_wave_gemm_gains_from_concurrency() {
+    let gpu = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let s = shape(512, 512, 512);
+    let k = best(&gpu, &cal, &s);
+    let iso = isolated_time(&gpu, &cal, &s, &k).expect("runs");
+    let two = concurrent_time(&gpu, &cal, &s, &k, 2).expect("runs");
+    assert!(two < 1.9 * iso, "two {two} vs one {iso}");
+}
+
+/// CU-Partition gives each of two kernels half the CUs for their whole run; Default lets
+/// the small one finish and the large one take every CU. On a small + large pair the
+/// partition leaves half the GPU idle once the small kernel is done.
+#[test]
+fn cu_partition_differs_from_default_on_a_mixed_pair() {
+    let gpu = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let (a, b) = (shape(512, 512, 512), shape(4096, 4096, 4096));
+    let runs = [(a, best(&gpu, &cal, &a)), (b, best(&gpu, &cal, &b))];
+    let shared = makespan(&gpu, &cal, &runs).expect("runs").0;
+    let split = makespan_partitioned(&gpu, &cal, &runs, 2).expect("runs").0;
+    assert!(
+        split > 1.5 * shared,
+        "partitioned {split} vs shared {shared}"
+    );
+}
+
+/// A large-K GEMM keeps long panels live: sixteen of them overflow the LLC and re-fetch
+/// from HBM, so each runs slower than when two share the GPU (the ch. 7 thrash of gpt2 /
+/// gpt3 / T-NLG at CD > 2).
+#[test]
+fn large_k_gemms_at_cd16_run_slower_per_gemm_than_at_cd2() {
+    let gpu = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let s = shape(2048, 2048, 32768);
+    let k = best(&gpu, &cal, &s);
+    let per = |c: u32| concurrent_time(&gpu, &cal, &s, &k, c).expect("runs") / f64::from(c);
+    let (two, sixteen) = (per(2), per(16));
+    assert!(
+        sixteen > 1.2 * two,
+        "per GEMM: CD 16 {sixteen} vs CD 2 {two}"
+    );
+}
