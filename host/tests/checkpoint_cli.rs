@@ -187,6 +187,65 @@ fn a_killed_synthetic_mem_run_resumes_and_threads_are_refused() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("only the serial run"));
 }
 
+/// A JSON report without the fields that are wall-clock measurements of the process.
+fn without_seconds(stdout: &[u8]) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.retain(|k, _| !k.ends_with("seconds"));
+                o.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(stdout).expect("JSON");
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn a_killed_goldyloc_tuning_resumes_without_retuning_finished_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib_ref = dir.path().join("ref.json");
+    let lib = dir.path().join("lib.json");
+    let tune = |out: &Path| {
+        vec![
+            "goldyloc".to_string(),
+            "tune".into(),
+            "--quick".into(),
+            "--no-cache".into(),
+            "--json".into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ]
+    };
+    let a = tune(&lib_ref);
+    let reference = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let ck = dir.path().join("ck");
+    let a = tune(&lib);
+    let killed_early =
+        kill_after_first_checkpoint(&a.iter().map(String::as_str).collect::<Vec<_>>(), &ck);
+    let resumed = run(&["resume", ck.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("units loaded"), "{err}");
+    if killed_early {
+        // Some chunks were loaded, not all: the rest were tuned after the resume.
+        assert!(!err.contains(": 0 of") && !err.contains("9 of 9 units"), "{err}");
+    }
+    assert_eq!(
+        without_seconds(&resumed.stdout),
+        without_seconds(&reference.stdout)
+    );
+    assert_eq!(std::fs::read(&lib).unwrap(), std::fs::read(&lib_ref).unwrap());
+}
+
 fn write_checkpoint(dir: &Path) {
     let mut args: Vec<&str> = vec!["t3", "--h", "512", "--tokens", "1024", "--tp", "2"];
     args.extend(["--sublayers", "OP", "--json", "--checkpoint-dir"]);
