@@ -129,7 +129,14 @@ fn a_killed_mem_trace_run_resumes_to_the_uninterrupted_output() {
     let trace = dir.path().join("t.trace");
     write_trace(&trace, 1_500_000);
     let t = trace.to_str().unwrap();
-    let args = ["mem", "--trace", t, "--json", "--checkpoint-every", "100000"];
+    let args = [
+        "mem",
+        "--trace",
+        t,
+        "--json",
+        "--checkpoint-every",
+        "100000",
+    ];
     let reference = run(&args[..4]);
     assert!(
         reference.status.success(),
@@ -143,14 +150,20 @@ fn a_killed_mem_trace_run_resumes_to_the_uninterrupted_output() {
     assert!(resumed.status.success(), "{err}");
     assert!(err.contains("mid-run state"), "{err}");
     assert_eq!(mem_json(&resumed.stdout), mem_json(&reference.stdout));
-    assert!(killed_early, "the run ended before it could be killed: make the trace longer");
+    assert!(
+        killed_early,
+        "the run ended before it could be killed: make the trace longer"
+    );
 
     // The same checkpoint against a changed trace is refused, naming the trace.
     std::fs::write(&trace, "0x40 R 0\n").unwrap();
     let o = run(&["resume", ck.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("the trace changed since the checkpoint"), "{err}");
+    assert!(
+        err.contains("the trace changed since the checkpoint"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -182,7 +195,13 @@ fn a_killed_synthetic_mem_run_resumes_and_threads_are_refused() {
     assert!(killed_early, "the run ended before it could be killed");
 
     let d = dir.path().join("ck2");
-    let o = run(&["mem", "--threads", "2", "--checkpoint-dir", d.to_str().unwrap()]);
+    let o = run(&[
+        "mem",
+        "--threads",
+        "2",
+        "--checkpoint-dir",
+        d.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("only the serial run"));
 }
@@ -237,13 +256,48 @@ fn a_killed_goldyloc_tuning_resumes_without_retuning_finished_chunks() {
     assert!(err.contains("units loaded"), "{err}");
     if killed_early {
         // Some chunks were loaded, not all: the rest were tuned after the resume.
-        assert!(!err.contains(": 0 of") && !err.contains("9 of 9 units"), "{err}");
+        assert!(
+            !err.contains(": 0 of") && !err.contains("9 of 9 units"),
+            "{err}"
+        );
     }
     assert_eq!(
         without_seconds(&resumed.stdout),
         without_seconds(&reference.stdout)
     );
-    assert_eq!(std::fs::read(&lib).unwrap(), std::fs::read(&lib_ref).unwrap());
+    assert_eq!(
+        std::fs::read(&lib).unwrap(),
+        std::fs::read(&lib_ref).unwrap()
+    );
+}
+
+#[test]
+fn a_killed_lamb_sweep_resumes_to_the_uninterrupted_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["lamb", "--ts-sweep", "--breakdown", "--json"];
+    let reference = run(&args);
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let ck = dir.path().join("ck");
+    let killed_early = kill_after_first_checkpoint(&args, &ck);
+    let resumed = run(&["resume", ck.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("units loaded"), "{err}");
+    if killed_early {
+        assert!(!err.contains(": 0 of 2 units"), "{err}");
+    }
+    let strip = |out: &[u8]| {
+        let mut v: serde_json::Value = serde_json::from_slice(out).unwrap();
+        let o = v.as_object_mut().unwrap();
+        assert!(o.remove("wall_seconds").is_some());
+        assert!(o.remove("dram_commands_per_second").is_some());
+        v
+    };
+    assert_eq!(strip(&resumed.stdout), strip(&reference.stdout));
 }
 
 fn write_checkpoint(dir: &Path) {
