@@ -198,6 +198,11 @@ pub fn set_request(r: Request) {
     let _ = REQUEST.set(r);
 }
 
+/// Whether the command line asked for a checkpoint (`--checkpoint-dir` or `nmcp resume`).
+pub fn requested() -> bool {
+    REQUEST.get().is_some_and(|r| r.dir.is_some())
+}
+
 /// Refuses checkpoint flags for a command that cannot checkpoint.
 ///
 /// # Errors

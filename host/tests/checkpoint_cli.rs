@@ -300,19 +300,51 @@ fn a_killed_lamb_sweep_resumes_to_the_uninterrupted_output() {
     assert_eq!(strip(&resumed.stdout), strip(&reference.stdout));
 }
 
-fn write_checkpoint(dir: &Path) {
-    let mut args: Vec<&str> = vec!["t3", "--h", "512", "--tokens", "1024", "--tp", "2"];
-    args.extend(["--sublayers", "OP", "--json", "--checkpoint-dir"]);
-    args.push(dir.to_str().unwrap());
+/// A checkpoint of each mechanism: T3 study, memory trace run, GOLDYLOC tuning, LAMB.
+const WRITERS: [&[&str]; 4] = [
+    &[
+        "t3",
+        "--h",
+        "512",
+        "--tokens",
+        "1024",
+        "--tp",
+        "2",
+        "--sublayers",
+        "OP",
+        "--json",
+    ],
+    &[
+        "mem",
+        "--requests",
+        "50000",
+        "--pattern",
+        "random",
+        "--checkpoint-every",
+        "20000",
+    ],
+    &["goldyloc", "tune", "--quick", "--no-cache", "--json"],
+    &["lamb", "--ts-sweep", "--json"],
+];
+
+fn write_checkpoint(args: &[&str], dir: &Path) {
+    let mut args = args.to_vec();
+    args.extend(["--checkpoint-dir", dir.to_str().unwrap()]);
     let o = run(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
-fn damaged_checkpoints_are_refused_with_what_is_wrong() {
+fn damaged_checkpoints_of_every_mechanism_are_refused_with_what_is_wrong() {
+    for writer in WRITERS {
+        refused_when_damaged(writer);
+    }
+}
+
+fn refused_when_damaged(writer: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
-    write_checkpoint(&ck);
+    write_checkpoint(writer, &ck);
     let file = ck.join("checkpoint.nmcp");
     let good = std::fs::read(&file).unwrap();
     let resume = || run(&["resume", ck.to_str().unwrap()]);
@@ -349,8 +381,8 @@ fn damaged_checkpoints_are_refused_with_what_is_wrong() {
         std::fs::write(&file, &bytes).unwrap();
         let o = resume();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{what}: accepted");
-        assert!(err.contains(says), "{what}: {err}");
+        assert!(!o.status.success(), "{writer:?} {what}: accepted");
+        assert!(err.contains(says), "{writer:?} {what}: {err}");
         assert!(
             !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
             "{what}: {err}"

@@ -261,13 +261,13 @@ pub fn run(args: MemArgs) -> CmdResult {
 
     // Checkpoints (--checkpoint-dir): the memory system's state and the stream position
     // every N accepted requests; a resumed run restores both and carries on.
-    let session = checkpoint::Session::start_every("mem", 0, CHECKPOINT_EVERY)?;
-    if session.is_some() && args.threads != 1 {
+    if checkpoint::requested() && args.threads != 1 {
         return Err(
             "--checkpoint-dir with --threads other than 1: `nmcp mem` checkpoints only the serial run (drop --threads)"
                 .into(),
         );
     }
+    let session = checkpoint::Session::start_every("mem", 0, CHECKPOINT_EVERY)?;
     let resumed: Option<MemCheckpoint> = match &session {
         Some(s) => s.lock().map_err(|_| "checkpoint lock poisoned")?.state()?,
         None => None,
