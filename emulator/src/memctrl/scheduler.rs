@@ -153,8 +153,14 @@ impl BankQueues {
     /// Whether `other` (a restored state) has as many banks and at most `depth` entries,
     /// each in range of `slots` request slots.
     pub fn same_shape(&self, other: &BankQueues, depth: usize, slots: usize) -> bool {
+        let mask = match self.banks.len() {
+            n if n >= 64 => u64::MAX,
+            n => (1u64 << n) - 1,
+        };
         other.banks.len() == self.banks.len()
             && other.hits.len() == self.hits.len()
+            && other.nonempty & !mask == 0
+            && other.hit_mask & !mask == 0
             && other.len <= depth
             && other.banks.iter().map(Vec::len).sum::<usize>() == other.len
             && other
