@@ -25,7 +25,7 @@ use crate::hbm::Cycle;
 use crate::memctrl::Request;
 
 /// A trace file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TraceFormat {
     /// `ADDR R|W CYCLE`.
     DramSim3,
@@ -267,6 +267,22 @@ pub struct TraceReader<R> {
     line_no: usize,
     last_cycle: Cycle,
     done: bool,
+    /// Bytes consumed from `input` (the start of the next unread line).
+    offset: u64,
+}
+
+/// Where a [`TraceReader`] stands between two requests: enough to continue reading the
+/// same input from `offset` with [`TraceReader::resume`] (for checkpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TracePosition {
+    /// Byte offset of the next unread line.
+    pub offset: u64,
+    /// Lines read so far (error messages go on numbering from here).
+    pub line: u64,
+    /// The last request's arrival (DRAMsim3 arrivals must not decrease).
+    pub last_cycle: Cycle,
+    /// The format, once known.
+    pub format: Option<TraceFormat>,
 }
 
 impl<R: std::io::BufRead> TraceReader<R> {
@@ -280,6 +296,32 @@ impl<R: std::io::BufRead> TraceReader<R> {
             line_no: 0,
             last_cycle: 0,
             done: false,
+            offset: 0,
+        }
+    }
+
+    /// A reader that continues at `pos`; `input` must already be positioned at
+    /// `pos.offset` of the input [`TraceReader::position`] was taken from.
+    pub fn resume(input: R, pos: TracePosition, size: u32) -> Self {
+        TraceReader {
+            input,
+            format: pos.format,
+            size,
+            line: Vec::with_capacity(128),
+            line_no: usize::try_from(pos.line).unwrap_or(usize::MAX),
+            last_cycle: pos.last_cycle,
+            done: false,
+            offset: pos.offset,
+        }
+    }
+
+    /// Where the reader stands: after the last request it yielded.
+    pub fn position(&self) -> TracePosition {
+        TracePosition {
+            offset: self.offset,
+            line: self.line_no as u64,
+            last_cycle: self.last_cycle,
+            format: self.format,
         }
     }
 
@@ -308,7 +350,7 @@ impl<R: std::io::BufRead> Iterator for TraceReader<R> {
                     self.done = true;
                     return None;
                 }
-                Ok(_) => {}
+                Ok(n) => self.offset += n as u64,
                 Err(e) => {
                     self.done = true;
                     return Some(Err(TraceError {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 8] = *b"NMCPCKPT";
 
 /// The checkpoint format version; a file of another version is refused.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 /// The file a checkpoint directory holds.
 pub const FILE_NAME: &str = "checkpoint.nmcp";
@@ -40,6 +40,9 @@ struct Contents {
     units_total: u32,
     /// Finished units: index to the unit's serialised result.
     units: BTreeMap<u32, Vec<u8>>,
+    /// The serialised middle of a run with no unit boundaries (`nmcp mem`: the memory
+    /// system and the trace position), replaced at every checkpoint.
+    state: Option<Vec<u8>>,
 }
 
 /// Why a checkpoint cannot be used or written.
@@ -147,6 +150,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Summary, CheckpointError> {
         argv: c.argv,
         finished: c.units.len(),
         total: c.units_total,
+        state_bytes: c.state.as_ref().map(Vec::len),
     })
 }
 
@@ -161,6 +165,8 @@ pub struct Summary {
     pub finished: usize,
     /// Units in the run.
     pub total: u32,
+    /// Size of the saved mid-run state, if the mechanism saves one instead of units.
+    pub state_bytes: Option<usize>,
 }
 
 /// Writes the checkpoint file whole or not at all ([`crate::cmd::io::write_atomic`]).
@@ -177,8 +183,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
 pub struct Request {
     /// `--checkpoint-dir`.
     pub dir: Option<PathBuf>,
-    /// `--checkpoint-every` (units).
-    pub every: u32,
+    /// `--checkpoint-every` (units; `nmcp mem`: accepted requests), if given.
+    pub every: Option<u32>,
     /// The command line to store (without the program name).
     pub argv: Vec<String>,
     /// Whether this is `nmcp resume`: the directory must hold a checkpoint.
@@ -192,6 +198,11 @@ pub fn set_request(r: Request) {
     let _ = REQUEST.set(r);
 }
 
+/// Whether the command line asked for a checkpoint (`--checkpoint-dir` or `nmcp resume`).
+pub fn requested() -> bool {
+    REQUEST.get().is_some_and(|r| r.dir.is_some())
+}
+
 /// Refuses checkpoint flags for a command that cannot checkpoint.
 ///
 /// # Errors
@@ -199,7 +210,7 @@ pub fn set_request(r: Request) {
 pub fn unsupported(command: &str) -> Result<(), CheckpointError> {
     match REQUEST.get() {
         Some(r) if r.dir.is_some() => Err(CheckpointError::Mismatch(format!(
-            "`nmcp {command}` does not checkpoint (supported: the `nmcp t3` study)"
+            "`nmcp {command}` does not checkpoint (supported: the `nmcp t3` study, `nmcp mem`, `nmcp goldyloc`, `nmcp lamb`)"
         ))),
         _ => Ok(()),
     }
@@ -226,6 +237,18 @@ impl Session {
         mechanism: &str,
         units_total: u32,
     ) -> Result<Option<Mutex<Session>>, CheckpointError> {
+        Self::start_every(mechanism, units_total, 1)
+    }
+
+    /// [`Session::start`] with the `--checkpoint-every` default of the mechanism.
+    ///
+    /// # Errors
+    /// As [`Session::start`].
+    pub fn start_every(
+        mechanism: &str,
+        units_total: u32,
+        default_every: u32,
+    ) -> Result<Option<Mutex<Session>>, CheckpointError> {
         let Some(r) = REQUEST.get() else {
             return Ok(None);
         };
@@ -251,11 +274,12 @@ impl Session {
                 argv: r.argv.clone(),
                 units_total,
                 units: BTreeMap::new(),
+                state: None,
             }
         };
         Ok(Some(Mutex::new(Session {
             path,
-            every: r.every.max(1),
+            every: r.every.unwrap_or(default_every).max(1),
             since_write: 0,
             contents,
         })))
@@ -301,6 +325,44 @@ impl Session {
         write_atomic(&self.path, &encode(&self.contents))
     }
 
+    /// How many units (or requests, for `nmcp mem`) go between two checkpoints.
+    pub fn every(&self) -> u32 {
+        self.every
+    }
+
+    /// The saved mid-run state, if a resumed checkpoint holds one.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Corrupt`] when it does not decode as `T` (whole, nothing left).
+    pub fn state<T: DeserializeOwned>(&self) -> Result<Option<T>, CheckpointError> {
+        self.contents
+            .state
+            .as_deref()
+            .map(|b| match postcard::take_from_bytes::<T>(b) {
+                Ok((t, [])) => Ok(t),
+                Ok((_, rest)) => Err(CheckpointError::Corrupt(
+                    self.path.clone(),
+                    format!("{} bytes after the saved state", rest.len()),
+                )),
+                Err(e) => Err(CheckpointError::Corrupt(
+                    self.path.clone(),
+                    format!("saved state: {e}"),
+                )),
+            })
+            .transpose()
+    }
+
+    /// Replaces the mid-run state and writes the checkpoint now.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Io`] when the checkpoint cannot be written.
+    pub fn put_state<T: Serialize>(&mut self, state: &T) -> Result<(), CheckpointError> {
+        let bytes = postcard::to_stdvec(state)
+            .map_err(|e| CheckpointError::Mismatch(format!("saved state: {e}")))?;
+        self.contents.state = Some(bytes);
+        self.write()
+    }
+
     /// Units finished so far.
     pub fn finished(&self) -> usize {
         self.contents.units.len()
@@ -318,6 +380,7 @@ mod tests {
             argv: vec!["t3".into(), "--json".into()],
             units_total: 3,
             units: [(1, vec![1, 2, 3])].into_iter().collect(),
+            state: Some(vec![4, 5]),
         }
     }
 
@@ -350,7 +413,7 @@ mod tests {
         let crc = crc32fast::hash(&bytes[..n]);
         bytes[n..].copy_from_slice(&crc.to_le_bytes());
         let e = decode(p, &bytes).unwrap_err().to_string();
-        assert!(e.contains("version 9") && e.contains("version 1"), "{e}");
+        assert!(e.contains("version 9") && e.contains("version 2"), "{e}");
         let mut c = sample();
         c.nmcp_version = "0.0.0-old".into();
         let e = decode(p, &encode(&c)).unwrap_err().to_string();

@@ -21,8 +21,9 @@ mod t3;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Write a checkpoint every N finished units of work (T3: sub-layers) into
-    /// --checkpoint-dir; `nmcp resume DIR` continues a killed run from it.
+    /// Write a checkpoint every N finished units of work into --checkpoint-dir (T3:
+    /// sub-layers; goldyloc: tuning chunks; lamb: runs of the sweep; mem: N accepted
+    /// requests, default 1000000); `nmcp resume DIR` continues a killed run from it.
     #[arg(long, global = true, value_name = "N", requires = "checkpoint_dir",
           value_parser = clap::value_parser!(u32).range(1..))]
     checkpoint_every: Option<u32>,
@@ -103,13 +104,20 @@ pub fn run_cli() -> ExitCode {
 fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
     let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
         let summary = checkpoint::read(&r.dir)?;
-        eprintln!(
-            "nmcp: resuming `nmcp {}`: {} of {} units loaded from {}",
-            summary.argv.join(" "),
-            summary.finished,
-            summary.total,
-            r.dir.display()
-        );
+        match summary.state_bytes {
+            Some(n) => eprintln!(
+                "nmcp: resuming `nmcp {}`: mid-run state ({n} bytes) loaded from {}",
+                summary.argv.join(" "),
+                r.dir.display()
+            ),
+            None => eprintln!(
+                "nmcp: resuming `nmcp {}`: {} of {} units loaded from {}",
+                summary.argv.join(" "),
+                summary.finished,
+                summary.total,
+                r.dir.display()
+            ),
+        }
         let stored = Cli::try_parse_from(
             std::iter::once("nmcp".to_string()).chain(summary.argv.iter().cloned()),
         )
@@ -141,15 +149,20 @@ fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
         max_sim_ps: cli.max_sim_time,
         max_events: cli.max_events,
     });
-    if cli.checkpoint_dir.is_some() && !t3 {
+    let checkpoints = t3
+        || matches!(
+            cli.command,
+            Command::Mem(_) | Command::Goldyloc(_) | Command::Lamb(_)
+        );
+    if cli.checkpoint_dir.is_some() && !checkpoints {
         return Err(Box::new(cmd::UsageError(
-            "--checkpoint-dir: only the `nmcp t3` study checkpoints so far".into(),
+            "--checkpoint-dir: only the `nmcp t3` study, `nmcp mem`, `nmcp goldyloc` and `nmcp lamb` checkpoint so far".into(),
         )));
     }
     checkpoint::set_request(checkpoint::Request {
         resume: resume_dir.is_some(),
         dir: resume_dir.or_else(|| cli.checkpoint_dir.clone()),
-        every: cli.checkpoint_every.unwrap_or(1),
+        every: cli.checkpoint_every,
         argv,
     });
     Ok(cli)

@@ -324,7 +324,14 @@ const CASES: &[Case] = &[
         files: &[],
         args: &["presets", "--checkpoint-dir", "{d}"],
         code: 2,
-        says: &["only the `nmcp t3` study"],
+        says: &["only the `nmcp t3` study, `nmcp mem`"],
+    },
+    Case {
+        id: "checkpoint-mem-threads",
+        files: &[],
+        args: &["mem", "--threads", "2", "--checkpoint-dir", "{d}"],
+        code: 1,
+        says: &["checkpoints only the serial run"],
     },
     Case {
         id: "max-sim-time-no-unit",

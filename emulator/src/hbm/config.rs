@@ -497,7 +497,7 @@ pub fn builtin_toml(name: &str) -> Option<&'static str> {
 
 /// Timing parameters widened to [`super::Cycle`] and combined into the derived delays the
 /// hot path needs, so that no arithmetic beyond one add happens per gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TimingCycles {
     /// CL (see [`Timing`] for the meaning of each plain parameter).
     pub cl: u64,

@@ -17,7 +17,7 @@ use super::config::{HbmPreset, TimingCycles};
 use super::Cycle;
 
 /// A timing constraint, named as in the JEDEC tables (and SPEC 2.1 / 3.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Gate {
     /// Nothing has constrained the command yet.
     None,
@@ -185,7 +185,7 @@ impl fmt::Display for TimingError {
 impl std::error::Error for TimingError {}
 
 /// A "next allowed" cycle and the gate that set it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Gated {
     at: Cycle,
     gate: Gate,
@@ -220,7 +220,25 @@ pub const CLOSED_ROW: u32 = u32::MAX;
 const NO_ROW: u32 = CLOSED_ROW;
 const MAX_BANKS: usize = crate::hbm::config::MAX_BANKS_PER_PSEUDO_CHANNEL as usize;
 
-#[derive(Debug, Clone)]
+/// Serde for the open-row array (serde derives arrays up to 32 elements only): a sequence
+/// of exactly `MAX_BANKS` rows.
+mod open_rows_serde {
+    use super::MAX_BANKS;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(rows: &[u32; MAX_BANKS], s: S) -> Result<S::Ok, S::Error> {
+        rows.as_slice().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u32; MAX_BANKS], D::Error> {
+        let v = Vec::<u32>::deserialize(d)?;
+        let n = v.len();
+        v.try_into()
+            .map_err(|_| serde::de::Error::custom(format!("{n} open rows, expected {MAX_BANKS}")))
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Bank {
     open_row: u32,
     act: Gated,
@@ -253,7 +271,7 @@ impl Bank {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Group {
     act: Gated,
     rd: Gated,
@@ -267,7 +285,7 @@ struct Group {
 /// was ever raised to, and a running maximum updated at each raise is exact. It turns
 /// the all-bank commands' earliest cycle (the NMC engine's hot path: one per column
 /// command) from a walk over every bank into a handful of loads.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 struct GateMax {
     act: Cycle,
     /// Banks only (bank groups have no PRE gate); excludes the shared `all_pre`.
@@ -277,7 +295,7 @@ struct GateMax {
 }
 
 /// Timing and row state of one pseudo-channel.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PseudoChannel {
     t: TimingCycles,
     banks_per_group: usize,
@@ -297,6 +315,7 @@ pub struct PseudoChannel {
     open_banks: u32,
     /// Copy of each bank's open row, packed so the scheduler's queue scans touch one
     /// cache line instead of one per bank.
+    #[serde(with = "open_rows_serde")]
     open_rows: [u32; MAX_BANKS],
     /// PRE gate shared by every bank: all-bank column commands raise it instead of each
     /// bank's own (a bank's PRE gate is the later of the two), so the engine's hot path
@@ -352,6 +371,17 @@ impl PseudoChannel {
     /// Banks in the pseudo-channel.
     pub fn banks(&self) -> usize {
         self.banks.len()
+    }
+
+    /// Whether `other` (a restored state) has this pseudo-channel's timing and geometry,
+    /// so that it can take its place without an index going out of range.
+    pub fn same_shape(&self, other: &PseudoChannel) -> bool {
+        self.t == other.t
+            && self.banks.len() == other.banks.len()
+            && self.groups.len() == other.groups.len()
+            && self.banks_per_group == other.banks_per_group
+            && self.group_shift == other.group_shift
+            && other.faw_next < other.faw.len()
     }
 
     /// Flat index (group-major) of a bank, if it exists.

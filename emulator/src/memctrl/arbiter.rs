@@ -31,7 +31,9 @@ use crate::hbm::{CommandKind, Cycle};
 use super::request::{TrafficClass, TRAFFIC_CLASSES};
 
 /// A set of traffic classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct ClassSet(u8);
 
 impl ClassSet {
@@ -80,7 +82,7 @@ impl ClassSet {
 }
 
 /// What the controller may schedule: `first` before `then`, until `until`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     /// Classes looked at first.
     pub first: ClassSet,

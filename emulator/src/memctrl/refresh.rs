@@ -11,7 +11,7 @@ use crate::hbm::config::RefreshMode;
 use crate::hbm::{Command, Cycle, PseudoChannel};
 
 /// Refresh bookkeeping of one pseudo-channel.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Refresher {
     mode: RefreshMode,
     trefi: Cycle,
@@ -25,7 +25,7 @@ pub struct Refresher {
 }
 
 /// What an outstanding refresh blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RefreshBlock {
     /// An all-bank refresh is due: no new ACT or column command.
     pub all: bool,
@@ -42,6 +42,14 @@ impl RefreshBlock {
 }
 
 impl Refresher {
+    /// Whether `other` (a restored state) has this refresher's mode, interval and banks.
+    pub fn same_shape(&self, other: &Refresher) -> bool {
+        self.mode == other.mode
+            && self.trefi == other.trefi
+            && self.banks == other.banks
+            && other.target.is_none_or(|t| t < self.banks)
+    }
+
     /// Refresh for a pseudo-channel of `banks` banks.
     pub fn new(mode: RefreshMode, trefi: Cycle, banks: usize) -> Self {
         let mut r = Refresher {

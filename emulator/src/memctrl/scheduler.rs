@@ -30,7 +30,7 @@ use super::stats::RowClass;
 
 /// An entry's access kind and traffic class in one byte: bits 0-1 the access index (read,
 /// write, update), bits 2-3 the update's data type, bits 4-5 the class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartKind(u8);
 
 impl PartKind {
@@ -108,7 +108,7 @@ impl Admit for ClassSet {
 }
 
 /// One queued request part: one or two column accesses in the same row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// Arrival order across all banks of the queue.
     pub seq: u64,
@@ -134,7 +134,7 @@ pub struct Entry {
 pub type Slot = (usize, usize);
 
 /// A request queue kept per bank, each bank's entries in arrival order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BankQueues {
     banks: Vec<Vec<Entry>>,
     nonempty: u64,
@@ -150,6 +150,26 @@ pub struct BankQueues {
 }
 
 impl BankQueues {
+    /// Whether `other` (a restored state) has as many banks and at most `depth` entries,
+    /// each in range of `slots` request slots.
+    pub fn same_shape(&self, other: &BankQueues, depth: usize, slots: usize) -> bool {
+        let mask = match self.banks.len() {
+            n if n >= 64 => u64::MAX,
+            n => (1u64 << n) - 1,
+        };
+        other.banks.len() == self.banks.len()
+            && other.hits.len() == self.hits.len()
+            && other.nonempty & !mask == 0
+            && other.hit_mask & !mask == 0
+            && other.len <= depth
+            && other.banks.iter().map(Vec::len).sum::<usize>() == other.len
+            && other
+                .banks
+                .iter()
+                .flatten()
+                .all(|e| (e.tag as usize) < slots && usize::from(e.bank) < self.banks.len())
+    }
+
     /// Empty queues for `banks` banks.
     pub fn new(banks: usize) -> Self {
         BankQueues {

@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use crate::hbm::Cycle;
 
 use super::request::{TrafficClass, ACCESS_KINDS};
@@ -13,7 +11,7 @@ use super::request::{TrafficClass, ACCESS_KINDS};
 pub const ACCESS_NAMES: [&str; ACCESS_KINDS] = ["read", "write", "update"];
 
 /// Counters by access kind (read 0, write 1, update 2) and traffic class.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ByKindClass {
     /// Padded to 4 x 4 so a two-bit index needs no bounds check on the hot path.
     counts: [[u64; 4]; 4],
@@ -67,7 +65,7 @@ impl ByKindClass {
 }
 
 /// How a request found its bank when the controller first looked at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[repr(u8)]
 pub enum RowClass {
     /// The row was open: column command only.
@@ -86,7 +84,7 @@ const SUB_BITS: u32 = LATENCY_SUB_BUCKETS.trailing_zeros();
 
 /// Values below `2 x LATENCY_SUB_BUCKETS` are counted exactly; above, each power of two is
 /// split into [`LATENCY_SUB_BUCKETS`] buckets (an HdrHistogram-like layout in a few lines).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct LogHistogram {
     buckets: Vec<u64>,
     count: u64,
@@ -123,6 +121,11 @@ impl LogHistogram {
         let shift = i / LATENCY_SUB_BUCKETS - 1;
         let sub = i % LATENCY_SUB_BUCKETS + LATENCY_SUB_BUCKETS;
         ((sub + 1) << shift) - 1
+    }
+
+    /// Whether it has the bucket layout [`LogHistogram::new`] gives (for a restored one).
+    pub fn is_well_formed(&self) -> bool {
+        self.buckets.len() == 64 * LATENCY_SUB_BUCKETS as usize
     }
 
     /// Adds one value.
@@ -195,7 +198,7 @@ impl LogHistogram {
 }
 
 /// Time-weighted histogram of a queue's length: `cycles[n]` is how long it held n entries.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Occupancy {
     /// Cycles spent at each length.
     pub cycles: Vec<u64>,
@@ -210,6 +213,17 @@ impl Occupancy {
             cycles: vec![0; depth + 1],
             since: 0,
         }
+    }
+
+    /// The cycle of the last change (not in the serialised form: a checkpoint saves it
+    /// beside, see [`Occupancy::set_since`]).
+    pub fn since(&self) -> Cycle {
+        self.since
+    }
+
+    /// Sets the cycle of the last change (restoring a checkpoint).
+    pub fn set_since(&mut self, since: Cycle) {
+        self.since = since;
     }
 
     /// The queue had `len` entries from the last change until `now`.
@@ -248,7 +262,7 @@ impl Occupancy {
 }
 
 /// Counters of one controller.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ControllerStats {
     /// Read queue entries served (a 64-byte request in one row is one entry).
     pub reads: u64,

@@ -87,7 +87,7 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
 
 fn run_tune(c: &Common) -> CmdResult {
     let p = pipeline::prepare(&c.options())?;
-    let (tuned, secs) = pipeline::tune(&p);
+    let (tuned, secs) = pipeline::tune(&p)?;
     let library: Vec<GemmExt> = tuned.iter().map(|t| t.to_ext(&p.ctx.catalog)).collect();
     if let Some(out) = &c.out {
         std::fs::write(out, serde_json::to_string_pretty(&library)?)
@@ -125,7 +125,7 @@ fn run_tune(c: &Common) -> CmdResult {
 
 fn run_train(c: &Common) -> CmdResult {
     let p = pipeline::prepare(&c.options())?;
-    let (tuned, tune_secs) = pipeline::tune(&p);
+    let (tuned, tune_secs) = pipeline::tune(&p)?;
     let (model, train_secs) = pipeline::train(&p, &tuned, c.seed);
     let out = c
         .out

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use nmcp_emulator::hbm::HbmPreset;
-use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment, LambReport, TS_SWEEP};
+use nmcp_emulator::lamb::experiment::{EngineSetup, LambExperiment, LambReport, TS_SWEEP};
 use nmcp_emulator::lamb::reference::LambHyper;
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::system::NmcSystemConfig;
@@ -208,7 +208,8 @@ pub fn run(a: LambArgs) -> CmdResult {
     if a.json || !a.ts_sweep {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let out = experiment::run(&e, &mut || bar.inc(1))?;
+    // Checkpoint units (--checkpoint-dir): see lamb_checkpoint.rs.
+    let out = super::lamb_checkpoint::run(&e, &mut || bar.inc(1))?;
     bar.finish_and_clear();
     if let (Some(dir), Some(mut ts), Some(got)) = (&a.output, named, out.state) {
         for (t, g) in ts.iter_mut().zip(got) {

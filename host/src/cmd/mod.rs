@@ -7,6 +7,7 @@ pub mod cp;
 pub mod goldyloc;
 pub mod io;
 pub mod lamb;
+pub mod lamb_checkpoint;
 pub mod mem;
 pub mod presets;
 pub mod t3;

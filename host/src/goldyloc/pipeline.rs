@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::cache::{self, Cache};
 use super::eval::{self, EvalReport};
 use super::train::{self, dataset, real_features, PredictorFile, TrainedModel, DEFAULT_SEED};
-use super::tune::{tune_all, TunedGemm};
+use super::tune::{tune_all, tune_all_checkpointed, TunedGemm};
 use super::Context;
 
 /// GEMMs per application kept by `--quick`.
@@ -125,11 +125,15 @@ pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
     })
 }
 
-/// The cached tuning step over every shape; also its wall-clock seconds.
-pub fn tune(p: &Prepared) -> (Vec<TunedGemm>, f64) {
+/// The cached tuning step over every shape, checkpointed in chunks when the command line
+/// asks (`--checkpoint-dir`, see [`tune_all_checkpointed`]); also its wall-clock seconds.
+///
+/// # Errors
+/// The checkpoint cannot be written or does not fit this run.
+pub fn tune(p: &Prepared) -> Result<(Vec<TunedGemm>, f64), crate::checkpoint::CheckpointError> {
     let t0 = Instant::now();
-    let t = tune_all(&p.ctx, &p.shapes);
-    (t, t0.elapsed().as_secs_f64())
+    let t = tune_all_checkpointed(&p.ctx, &p.shapes)?;
+    Ok((t, t0.elapsed().as_secs_f64()))
 }
 
 /// The cached training step (split by `seed`); also its wall-clock seconds.
@@ -176,7 +180,7 @@ pub fn default_predictor(gpu: &str) -> Result<PredictorFile, Box<dyn std::error:
             .as_ref()
             .map_or_else(String::new, |c| c.dir().display().to_string())
     );
-    let (tuned, _) = tune(&p);
+    let (tuned, _) = tune(&p)?;
     let (model, _) = train(&p, &tuned, DEFAULT_SEED);
     Ok(model.fixed)
 }
@@ -244,7 +248,7 @@ pub struct EvalRun {
 /// As [`prepare`].
 pub fn run_eval(o: &Options, seed: u64) -> Result<EvalRun, Box<dyn std::error::Error>> {
     let p = prepare(o)?;
-    let (tuned, tune_seconds) = tune(&p);
+    let (tuned, tune_seconds) = tune(&p)?;
     let (model, train_seconds) = train(&p, &tuned, seed);
     let t0 = Instant::now();
     let report = evaluate(&p, &tuned, &model, false);

@@ -11,6 +11,9 @@ use nmcp_emulator::gpu::sim::{concurrent_time, isolated_time};
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+use crate::checkpoint::{CheckpointError, Session};
 
 /// Resource-constraint divisors: GPU, GPU/2, GPU/4.
 pub const RC_DIVISORS: [u32; 3] = [1, 2, 4];
@@ -225,27 +228,34 @@ fn knn_point(catalog: &Catalog, shape: &GemmShape, iso: u32) -> (f64, f64) {
 /// The tuning shortcut of 7.6.1: exhaustive tuning for 20 % of the GEMMs; for the rest,
 /// isolated tuning only, the preferred RC predicted from the nearest tuned GEMMs in
 /// (output size, isolated tile size), and only that RC tuned.
-fn tune_knn(ctx: &Context, shapes: &[GemmShape], pb: &indicatif::ProgressBar) -> Vec<TunedGemm> {
+fn tune_knn(
+    ctx: &Context,
+    shapes: &[GemmShape],
+    pb: &indicatif::ProgressBar,
+    units: &mut Units<'_>,
+) -> Result<Vec<TunedGemm>, CheckpointError> {
     let (gpu, cal, cat) = (&ctx.gpu, &ctx.cal, &ctx.catalog);
-    let full: Vec<(usize, TunedGemm)> = shapes
-        .par_iter()
+    let exhaustive: Vec<(usize, &GemmShape)> = shapes
+        .iter()
         .enumerate()
         .filter(|(i, _)| i % KNN_STRIDE == 0)
-        .filter_map(|(i, s)| {
-            let r = tune_one(gpu, cal, cat, s).map(|t| (i, t));
-            pb.inc(1);
-            r
-        })
         .collect();
+    let full = units.run(&exhaustive, |s| {
+        let r = tune_one(gpu, cal, cat, s);
+        pb.inc(1);
+        r
+    })?;
     let points: Vec<((f64, f64), usize)> = full
         .iter()
         .map(|(_, t)| (knn_point(cat, &t.shape, t.rc_best[0]), preferred_rc(t)))
         .collect();
-    let rest: Vec<(usize, TunedGemm)> = shapes
-        .par_iter()
+    let predicted: Vec<(usize, &GemmShape)> = shapes
+        .iter()
         .enumerate()
         .filter(|(i, _)| i % KNN_STRIDE != 0)
-        .filter_map(|(i, s)| {
+        .collect();
+    let rest = units.run(&predicted, |s| {
+        let r = (|| {
             let (iso, t_iso) = best_isolated(gpu, cal, cat, s)?;
             let p = knn_point(cat, s, iso);
             let mut near: Vec<(f64, usize)> = points
@@ -266,19 +276,113 @@ fn tune_knn(ctx: &Context, shapes: &[GemmShape], pb: &indicatif::ProgressBar) ->
                     *slot = best_isolated(&gpu.constrained(div), cal, cat, s)?.0;
                 }
             }
-            let r = profile(gpu, cal, cat, s, rc_best, t_iso).map(|t| (i, t));
-            pb.inc(1);
-            r
-        })
-        .collect();
+            profile(gpu, cal, cat, s, rc_best, t_iso)
+        })();
+        pb.inc(1);
+        r
+    })?;
     let mut all: Vec<(usize, TunedGemm)> = full.into_iter().chain(rest).collect();
     all.sort_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, t)| t).collect()
+    Ok(all.into_iter().map(|(_, t)| t).collect())
+}
+
+/// GEMMs per checkpoint unit of the tuning step (a fraction of a second of tuning).
+pub const CHUNK: usize = 8;
+
+/// The tuning step's checkpoint units: chunks of [`CHUNK`] GEMMs, numbered in the order
+/// they are tuned (with `--knn`: the exhaustively tuned GEMMs' chunks, then the rest's).
+/// Without a checkpoint session, every chunk is simply tuned.
+struct Units<'a> {
+    session: Option<&'a Mutex<Session>>,
+    next: u32,
+}
+
+/// A chunk's result: each GEMM's index in the shape list and its tuning (GEMMs no catalog
+/// kernel can run are left out).
+type Chunk = Vec<(usize, TunedGemm)>;
+
+impl Units<'_> {
+    /// Tunes `items` (index, shape) with `f` chunk by chunk (each chunk's GEMMs in
+    /// parallel), loading chunks a resumed checkpoint holds and recording the others.
+    fn run<F>(&mut self, items: &[(usize, &GemmShape)], f: F) -> Result<Chunk, CheckpointError>
+    where
+        F: Fn(&GemmShape) -> Option<TunedGemm> + Sync,
+    {
+        let tune = |c: &[(usize, &GemmShape)]| -> Chunk {
+            c.par_iter()
+                .filter_map(|&(i, s)| f(s).map(|t| (i, t)))
+                .collect()
+        };
+        let Some(session) = self.session else {
+            self.next += items.len().div_ceil(CHUNK) as u32;
+            return Ok(tune(items));
+        };
+        let mut out = Vec::new();
+        for c in items.chunks(CHUNK) {
+            let unit = self.next;
+            self.next += 1;
+            let loaded: Option<Chunk> = lock(session).get(unit)?;
+            let done = match loaded {
+                Some(d) => d,
+                None => {
+                    let d = tune(c);
+                    lock(session).put(unit, &d)?;
+                    d
+                }
+            };
+            out.extend(done);
+        }
+        Ok(out)
+    }
+}
+
+fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Checkpoint units of tuning `n` shapes (with or without the KNN shortcut).
+fn unit_count(n: usize, knn: bool) -> u32 {
+    let chunks = |k: usize| k.div_ceil(CHUNK);
+    let total = if knn {
+        let exhaustive = n.div_ceil(KNN_STRIDE);
+        chunks(exhaustive) + chunks(n - exhaustive)
+    } else {
+        chunks(n)
+    };
+    u32::try_from(total).unwrap_or(u32::MAX)
 }
 
 /// Tunes and profiles every GEMM (in parallel), cached by a hash of all inputs. GEMMs no
-/// catalog kernel can run are left out.
+/// catalog kernel can run are left out. (No checkpoints: see [`tune_all_checkpointed`].)
 pub fn tune_all(ctx: &Context, shapes: &[GemmShape]) -> Vec<TunedGemm> {
+    tune_all_with(ctx, shapes, None).unwrap_or_default()
+}
+
+/// [`tune_all`] under the process's checkpoint request (`--checkpoint-dir`, `nmcp
+/// resume`): when the result is not cached, the tuning is a list of units (chunks of
+/// [`CHUNK`] GEMMs) written to the checkpoint every `--checkpoint-every` chunks, and a
+/// resumed run loads the finished chunks instead of tuning them again. The result is the
+/// same as an uninterrupted run's (each GEMM's tuning is a pure function of its inputs).
+///
+/// # Errors
+/// The checkpoint cannot be written, or the one resumed does not fit this run.
+pub fn tune_all_checkpointed(
+    ctx: &Context,
+    shapes: &[GemmShape],
+) -> Result<Vec<TunedGemm>, CheckpointError> {
+    let session = Session::start("goldyloc-tune", unit_count(shapes.len(), ctx.knn))?;
+    let out = tune_all_with(ctx, shapes, session.as_ref())?;
+    if let Some(s) = &session {
+        lock(s).write()?;
+    }
+    Ok(out)
+}
+
+fn tune_all_with(
+    ctx: &Context,
+    shapes: &[GemmShape],
+    session: Option<&Mutex<Session>>,
+) -> Result<Vec<TunedGemm>, CheckpointError> {
     let key = key_of(
         "tune",
         &TuneKey {
@@ -291,29 +395,28 @@ pub fn tune_all(ctx: &Context, shapes: &[GemmShape]) -> Vec<TunedGemm> {
     );
     if let Some(c) = &ctx.cache {
         if let Some(v) = c.get::<Vec<TunedGemm>>("tune", key) {
-            return v;
+            return Ok(v);
         }
     }
     let pb = ctx.bar(shapes.len(), "tuning");
-    if ctx.knn {
-        let out = tune_knn(ctx, shapes, &pb);
-        pb.finish_and_clear();
-        if let Some(c) = &ctx.cache {
-            c.put("tune", key, &out);
-        }
-        return out;
-    }
-    let out: Vec<TunedGemm> = shapes
-        .par_iter()
-        .filter_map(|s| {
-            let r = tune_one(&ctx.gpu, &ctx.cal, &ctx.catalog, s);
-            pb.inc(1);
-            r
-        })
-        .collect();
+    let mut units = Units { session, next: 0 };
+    let out = if ctx.knn {
+        tune_knn(ctx, shapes, &pb, &mut units)?
+    } else {
+        let all: Vec<(usize, &GemmShape)> = shapes.iter().enumerate().collect();
+        units
+            .run(&all, |s| {
+                let r = tune_one(&ctx.gpu, &ctx.cal, &ctx.catalog, s);
+                pb.inc(1);
+                r
+            })?
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
+    };
     pb.finish_and_clear();
     if let Some(c) = &ctx.cache {
         c.put("tune", key, &out);
     }
-    out
+    Ok(out)
 }
