@@ -192,6 +192,42 @@ fn check_pinned(eval: &serde_json::Value) {
     );
 }
 
+/// `--dtype f32` runs the same sizes in FP32 through tuning, training and the
+/// configurations: at the MI100's FP32 matrix rate (a quarter of FP16's) and twice the
+/// bytes, every GEMM's Sequential time is longer than in FP16.
+#[test]
+fn fp32_runs_the_same_sizes_slower_than_fp16() {
+    let dir = scratch().join("fp32");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let f16 = run(&dir, &["goldyloc", "eval", "--quick", "--json"]);
+    let f32 = run(
+        &dir,
+        &["goldyloc", "eval", "--quick", "--json", "--dtype", "f32"],
+    );
+    let rows = |e: &serde_json::Value| -> Vec<(String, u64, f64)> {
+        e["gemms"]
+            .as_array()
+            .expect("gemms")
+            .iter()
+            .map(|g| {
+                (
+                    g["gemm"].as_str().expect("label").to_string(),
+                    g["n"].as_u64().expect("n"),
+                    g["time_ns"][0].as_f64().expect("sequential"),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (rows(&f16), rows(&f32));
+    assert_eq!(a.len(), b.len());
+    for ((la, na, ta), (lb, nb, tb)) in a.iter().zip(&b) {
+        // The label names a non-FP16 type: `M_N_K_T1T2_f32`.
+        assert_eq!((format!("{la}_f32"), na), (lb.clone(), nb));
+        assert!(tb > ta, "{la} n={na}: f32 {tb} ns vs f16 {ta} ns");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_gemm_csv_is_an_error_with_line_and_column() {
     let dir = scratch().join("bad");

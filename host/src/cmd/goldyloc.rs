@@ -5,7 +5,7 @@ use crate::goldyloc::cache::Cache;
 use crate::goldyloc::eval::{EvalReport, CONFIGS, HETERO_CONFIGS};
 use crate::goldyloc::pipeline::{self, Options};
 use crate::goldyloc::train::DEFAULT_SEED;
-use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
+use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,10 @@ struct Common {
     /// Seed of the train/test split.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
+    /// Run every GEMM in this data type: f16, bf16 or f32 (default: the networks' FP16,
+    /// a --gemms list's own types). The dissertation's main results are FP32.
+    #[arg(long, value_parser = parse_dtype)]
+    dtype: Option<GemmDataType>,
     /// Write the result (tune: GO library of GEMM extension records; train: predictor) as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -72,7 +76,17 @@ impl Common {
             gemms: self.gemms.clone(),
             knn: self.knn,
             progress: !self.json && std::io::stderr().is_terminal(),
+            dtype: self.dtype,
         }
+    }
+}
+
+fn parse_dtype(s: &str) -> Result<GemmDataType, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "f16" | "fp16" => Ok(GemmDataType::F16),
+        "bf16" => Ok(GemmDataType::Bf16),
+        "f32" | "fp32" => Ok(GemmDataType::F32),
+        _ => Err(format!("`{s}` is not a data type (f16, bf16, f32)")),
     }
 }
 

@@ -10,7 +10,7 @@ use nmcp_emulator::gpu::gemm::GemmShape;
 use nmcp_emulator::gpu::workload::{
     dataset_gemms, evaluated_gemms, parse_gemm_csv, unique_shapes, DATASET_SEED, DATASET_SIZE,
 };
-use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
+use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
 use serde::Serialize;
 
 use super::cache::{self, Cache};
@@ -42,6 +42,9 @@ pub struct Options {
     pub knn: bool,
     /// Show progress bars on stderr.
     pub progress: bool,
+    /// Every GEMM (networks, dataset, user list) in this data type; `None`: the networks'
+    /// and dataset's FP16, a user list's own.
+    pub dtype: Option<GemmDataType>,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             gemms: None,
             knn: false,
             progress: false,
+            dtype: None,
         }
     }
 }
@@ -102,7 +106,17 @@ pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
             *n <= QUICK_PER_APP
         });
     }
-    let base = dataset_gemms(DATASET_SIZE, DATASET_SEED);
+    let mut base = dataset_gemms(DATASET_SIZE, DATASET_SEED);
+    if let Some(d) = c.dtype {
+        // Same sizes, another element type: tuning, GO library, labels and the
+        // evaluation all follow (the FP32 matrix rate, twice the bytes per element).
+        for (_, s) in &mut eval {
+            s.dtype = d;
+        }
+        for s in &mut base {
+            s.dtype = d;
+        }
+    }
     let extra: Vec<GemmShape> = if c.quick {
         base.iter().step_by(QUICK_EXTRA_STRIDE).copied().collect()
     } else {
