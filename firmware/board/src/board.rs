@@ -494,6 +494,13 @@ impl DeviceMemory for Board<'_> {
         let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
         (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
     }
+
+    #[inline]
+    fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
+        let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
+        (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
+    }
 }
 
 impl KernelDispatcher for Board<'_> {

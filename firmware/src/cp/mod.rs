@@ -208,6 +208,8 @@ struct CpState {
     /// that shape.
     shape_heads: [u32; MAX_SHAPES],
     shapes: Vec<Shape, MAX_SHAPES>,
+    /// Device address of word 0 of the mapped view the queues' view indices refer to.
+    view_base: DevAddr,
     next_victim: u8,
     completions_this_scan: u32,
     tally: Tally,
@@ -544,6 +546,7 @@ const W_SIGNAL: usize = aql::offset::COMPLETION_SIGNAL / 4;
 const PACKET_WORDS: usize = AQL_PACKET_BYTES / 4;
 
 impl CpState {
+    #[inline(always)]
     fn log(&mut self, queue: u8, dispatch_id: u64, action: CpAction) {
         let rec = CpRecord {
             queue,
@@ -589,7 +592,16 @@ impl CpState {
         // GEMM of a known shape (or that have nothing new) are settled there; the rest
         // take the general path below.
         let slow = match p.mapped_words() {
-            Some((base, words)) if todo != 0 => self.fast_scan(cfg, base, words, todo),
+            Some((base, words)) if todo != 0 => {
+                if base != self.view_base {
+                    // A different view: the queues' indices into it are recomputed.
+                    self.view_base = base;
+                    for q in self.queues.iter_mut() {
+                        q.view_write = u32::MAX;
+                    }
+                }
+                self.fast_scan(cfg, base, words, todo)
+            }
             Some(_) => 0,
             None => todo,
         };
@@ -628,26 +640,40 @@ impl CpState {
         let mut clean = 0u32;
         let mut wait_set = 0u32;
         let mut wait_clear = 0u32;
-        let mut reads = 0u32;
-        let mut inspected = 0u32;
+        let mut heads = 0u32;
+        // Packets settled here: GEMMs of a known shape, and unpublished slots.
+        let mut settled = 0u32;
+        let mut unpublished = 0u32;
         // Queues whose words are not (all) in the view: the general path, not counted
         // as mapped visits.
         let mut unmapped = 0u32;
         let rings = self.rings;
+        let shapes = &self.shapes;
         let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
         // Queue by queue, lowest first (the order does not matter: each queue's head is
         // settled on its own).
-        for (qi, (qc, qs)) in cfg.queues.iter().zip(self.queues.iter_mut()).enumerate() {
-            let qbit = bit(qi);
-            if todo & qbit == 0 {
-                if todo < qbit {
-                    break;
-                }
+        let mut m = todo;
+        let mut qi = 0usize;
+        while m != 0 {
+            if m & 1 == 0 {
+                m >>= 1;
+                qi += 1;
                 continue;
             }
+            m >>= 1;
+            let this = qi;
+            qi += 1;
+            let qbit = bit(this);
+            let Some(qs) = self.queues.get_mut(this) else {
+                break;
+            };
             if qs.view_write == u32::MAX {
                 // First visit since configuration: where the queue's words sit in the
                 // view (kept as 32-bit indices), and the read index.
+                let Some(qc) = cfg.queues.get(this) else {
+                    unmapped |= qbit;
+                    continue;
+                };
                 let ri = word_index(base, qc.read_index_addr);
                 let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
                     word_index(base, qc.write_index_addr),
@@ -666,32 +692,35 @@ impl CpState {
                 }
                 qs.view_write = wi as u32;
                 qs.view_ring = ring as u32;
+                qs.size_packets = qc.size_packets;
                 if !qs.synced {
                     qs.next_id = qs.next_id.max(u64::from(lo) | (u64::from(hi) << 32));
                     qs.synced = true;
                 }
-                reads = reads.wrapping_add(2);
+                self.tally.reads = self.tally.reads.wrapping_add(2);
             }
             let Some(w_lo) = word(qs.view_write as usize) else {
                 unmapped |= qbit;
                 continue;
             };
-            reads = reads.wrapping_add(1);
             let id = qs.next_id as u32;
             let avail = w_lo.wrapping_sub(id);
             if avail == 0 {
                 clean |= qbit;
                 wait_clear |= qbit;
-                set_head(
-                    &mut self.kernel_heads,
-                    &mut self.shape_heads,
-                    qs,
-                    qbit,
-                    HEAD_NONE,
-                );
+                if qs.head != HEAD_NONE {
+                    set_head(
+                        &mut self.kernel_heads,
+                        &mut self.shape_heads,
+                        qs,
+                        qbit,
+                        HEAD_NONE,
+                    );
+                }
                 continue;
             }
-            if avail > qc.size_packets {
+            if avail > qs.size_packets {
+                // Garbage index: the general path reads it whole.
                 slow |= qbit;
                 continue;
             }
@@ -702,7 +731,7 @@ impl CpState {
             }
             // Inside the ring, which lies inside the view (checked when the indices
             // were computed).
-            let slot = id & qc.size_packets.wrapping_sub(1);
+            let slot = id & qs.size_packets.wrapping_sub(1);
             let first = qs.view_ring.wrapping_add(slot << 4) as usize;
             let Some(pkt) = words
                 .get(first..first.wrapping_add(PACKET_WORDS))
@@ -715,8 +744,7 @@ impl CpState {
             let ptype = header & 0xFF;
             if ptype == PacketType::Invalid as u32 {
                 // Not published yet: the producer writes the header last.
-                reads = reads.wrapping_add(1);
-                inspected = inspected.wrapping_add(1);
+                unpublished = unpublished.wrapping_add(1);
                 clean |= qbit;
                 wait_set |= qbit;
                 continue;
@@ -724,38 +752,37 @@ impl CpState {
             let half = |k: usize| u64::from(pkt.get(k).map_or(0, |&w| u32::from_le(w)));
             let dword = |k: usize| half(k) | (half(k.wrapping_add(1)) << 32);
             let ext = dword(W_EXT);
-            if ptype != PacketType::KernelDispatch as u32 || ext == 0 {
-                slow |= qbit;
-                continue;
-            }
-            // The shape: the queue's last one first, then the table.
-            let key = header & !BARRIER_BIT;
-            let matches = |s: &Shape| s.ext_addr == ext && s.packet_word == key;
-            let hint = usize::from(qs.last_shape);
-            let si = if self.shapes.get(hint).is_some_and(matches) {
-                Some(hint)
-            } else {
-                self.shapes.iter().position(matches)
-            };
             let ko = dword(W_KO);
             let signal = dword(W_SIGNAL);
-            // The packet's own kernel object must be one the record lists, and its
-            // signal must lie outside the rings (the general path rejects it otherwise).
-            let Some(si) = si.filter(|&si| {
-                self.shapes.get(si).is_some_and(|s| s.lists(ko)) && !in_rings(rings, signal)
-            }) else {
+            let key = header & !BARRIER_BIT;
+            // The shape: the queue's last one first (then the packet's kernel object is
+            // listed if it is the one validated last time), then the table.
+            let last = usize::from(qs.last_shape);
+            let hit = shapes
+                .get(last)
+                .is_some_and(|s| s.ext_addr == ext && s.packet_word == key);
+            let si = if hit && ko == qs.head_ko {
+                Some(last)
+            } else if ptype == PacketType::KernelDispatch as u32 && ext != 0 {
+                shapes
+                    .iter()
+                    .position(|s| s.ext_addr == ext && s.packet_word == key && s.lists(ko))
+            } else {
+                None
+            };
+            // Its signal must lie outside the rings (the general path rejects it
+            // otherwise).
+            let Some(si) = si.filter(|_| !in_rings(rings, signal)) else {
                 slow |= qbit;
                 continue;
             };
-            reads = reads.wrapping_add(5);
-            inspected = inspected.wrapping_add(1);
+            settled = settled.wrapping_add(1);
             clean |= qbit;
             if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
                 wait_set |= qbit;
                 continue;
             }
-            wait_clear |= qbit;
-            // The head was none (checked above).
+            heads |= qbit;
             if let Some(m) = self.shape_heads.get_mut(si) {
                 *m |= qbit;
             }
@@ -764,15 +791,21 @@ impl CpState {
             qs.last_shape = si as u8;
         }
         self.dirty &= !clean;
-        self.waiting = (self.waiting & !wait_clear) | wait_set;
+        self.waiting = (self.waiting & !(wait_clear | heads)) | wait_set;
         let t = &mut self.tally;
-        t.reads = t.reads.wrapping_add(reads);
-        t.inspected = t.inspected.wrapping_add(inspected);
-        // Every queue of `todo` was visited here but those whose words are not in the
-        // view.
-        t.mapped_visits = t
-            .mapped_visits
-            .wrapping_add((todo & !unmapped).count_ones());
+        // Counted as before: per visit the write index, per GEMM settled 5 words
+        // (header, record address, kernel object), per unpublished slot its header.
+        let visited = (todo & !unmapped).count_ones();
+        t.reads = t
+            .reads
+            .wrapping_add(visited)
+            .wrapping_add(settled.wrapping_mul(5))
+            .wrapping_add(unpublished);
+        t.inspected = t
+            .inspected
+            .wrapping_add(settled)
+            .wrapping_add(unpublished);
+        t.mapped_visits = t.mapped_visits.wrapping_add(visited);
         slow | unmapped
     }
 
@@ -849,6 +882,8 @@ impl CpState {
                     self.set_head(qi, HEAD_KERNEL);
                     if let Some(qs) = self.queues.get_mut(qi) {
                         qs.head_ko = ko;
+                        // `head_ko` is no longer a kernel object validated with it.
+                        qs.last_shape = HEAD_NONE;
                     }
                     return Ok(());
                 }
@@ -1114,6 +1149,11 @@ impl CpState {
             }
             self.dirty |= heads;
             self.pending |= heads != 0;
+            // The fast path's shortcut (same shape and kernel object as last time)
+            // must not outlive the record it was validated with.
+            for q in self.queues.iter_mut().filter(|q| q.last_shape == victim) {
+                q.last_shape = HEAD_NONE;
+            }
             victim
         };
         // Problem ids: the index of the first shape with the same problem.
@@ -1264,6 +1304,43 @@ impl CpState {
         Ok(())
     }
 
+    /// Writes `kernel_object` into the packet `dispatch_id` of queue `qi` through the
+    /// platform's mapped view (two stores), if the queue's words are in it; false when
+    /// the caller must write through [`DeviceMemory::write_u32`].
+    #[inline(always)]
+    fn patch_mapped<P: DeviceMemory>(
+        &mut self,
+        p: &mut P,
+        qi: usize,
+        dispatch_id: u64,
+        kernel_object: u64,
+    ) -> bool {
+        let Some(qs) = self.queues.get(qi) else {
+            return false;
+        };
+        if qs.view_write == u32::MAX {
+            return false;
+        }
+        let Some((base, words)) = p.mapped_words_mut() else {
+            return false;
+        };
+        if base != self.view_base {
+            return false;
+        }
+        let slot = (dispatch_id as u32) & qs.size_packets.wrapping_sub(1);
+        let i = (qs.view_ring.wrapping_add(slot << 4) as usize).wrapping_add(W_KO);
+        let Some([lo, hi]) = words
+            .get_mut(i..i.wrapping_add(2))
+            .and_then(|s| <&mut [u32; 2]>::try_from(s).ok())
+        else {
+            return false;
+        };
+        *lo = (kernel_object as u32).to_le();
+        *hi = ((kernel_object >> 32) as u32).to_le();
+        self.tally.writes = self.tally.writes.wrapping_add(2);
+        true
+    }
+
     /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -1282,7 +1359,7 @@ impl CpState {
         let queue = qi as u8;
         let qb = bit(qi);
         let swapped = kernel_object != own_kernel_object;
-        if swapped {
+        if swapped && !self.patch_mapped(p, qi, dispatch_id, kernel_object) {
             let addr = cfg
                 .queues
                 .get(qi)

@@ -77,11 +77,14 @@ pub(crate) struct QueueState {
     pub view_write: u32,
     /// Word index of ring slot 0 in the mapped view.
     pub view_ring: u32,
+    /// Ring size in packets (the configuration's, copied with the view indices).
+    pub size_packets: u32,
     /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
     /// shape in the CP's shape table.
     pub head: u8,
-    /// Shape of the last GEMM classified on this queue (where the fast path looks
-    /// first); [`HEAD_NONE`] when none.
+    /// Shape of the last GEMM classified on this queue, validated with kernel object
+    /// `head_ko` (where the fast path looks first: a packet with the same record,
+    /// header and kernel object needs no table search); [`HEAD_NONE`] when none.
     pub last_shape: u8,
     /// The read index has been read once since configuration (afterwards the CP, the
     /// queue's packet processor, is the one that advances it and tracks it itself).
@@ -98,6 +101,7 @@ impl Default for QueueState {
             outstanding: 0,
             view_write: u32::MAX,
             view_ring: u32::MAX,
+            size_packets: 0,
             head: HEAD_NONE,
             last_shape: HEAD_NONE,
             synced: false,
