@@ -207,6 +207,8 @@ struct CpState {
     /// Per shape (index into `shapes`): the queues whose classified head is a GEMM of
     /// that shape.
     shape_heads: [u32; MAX_SHAPES],
+    /// Scratch of the decision: per GEMM problem, the queues whose head is one.
+    problem_heads: [u32; MAX_SHAPES],
     shapes: Vec<Shape, MAX_SHAPES>,
     /// Device address of word 0 of the mapped view the queues' view indices refer to.
     view_base: DevAddr,
@@ -366,7 +368,10 @@ impl CommandProcessor {
 
     /// Work done so far.
     pub fn work(&self) -> CpWork {
-        self.state.work
+        let mut work = self.state.work;
+        let mut tally = self.state.tally;
+        tally.fold_into(&mut work);
+        work
     }
 
     /// The oldest undrained log record.
@@ -451,8 +456,9 @@ fn read<P: DeviceMemory>(
     p.read(addr, buf)
 }
 
-/// Counts of the hot path, in 32-bit words (cheap on RV32), folded into [`CpWork`]
-/// once per event.
+/// Counts of the hot path, in 32-bit words (cheap on RV32), added to [`CpWork`]'s
+/// 64-bit totals when read ([`CommandProcessor::work`]) and folded into them only before
+/// a count could wrap.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
     /// 32-bit device-memory reads.
@@ -623,9 +629,15 @@ impl CpState {
             self.pending = true;
         }
         let r = self.dispatch_heads(cfg, p, n);
-        let mut tally = self.tally;
-        tally.fold_into(&mut self.work);
-        self.tally = tally;
+        let t = &self.tally;
+        // One event adds far less than 2^30 to any count.
+        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches)
+            >= 1 << 30
+        {
+            let mut tally = self.tally;
+            tally.fold_into(&mut self.work);
+            self.tally = tally;
+        }
         r
     }
 
@@ -1203,8 +1215,12 @@ impl CpState {
             return Ok(());
         }
         let ns = self.shapes.len().min(MAX_SHAPES);
-        // Per problem (the index of its first shape): its candidates.
-        let mut problem_heads = [0u32; MAX_SHAPES];
+        // Per problem (the index of its first shape, below `ns`): its candidates. Only
+        // the first `ns` entries of the scratch are used, and cleared here.
+        let problem_heads = &mut self.problem_heads;
+        for m in problem_heads.iter_mut().take(ns) {
+            *m = 0;
+        }
         let mut all = 0u32;
         for (shape, &heads) in self.shapes.iter().zip(&self.shape_heads).take(ns) {
             if heads != 0 {
@@ -1239,13 +1255,16 @@ impl CpState {
                 .and_then(|qs| self.shapes.get(usize::from(qs.head)))
                 .map_or(0, |s| s.problem_id);
             let group = rotate(
-                problem_heads.get(usize::from(p0)).copied().unwrap_or(0),
+                self.problem_heads
+                    .get(usize::from(p0))
+                    .copied()
+                    .unwrap_or(0),
                 start,
                 n,
             );
             let mut distinct = 0u32;
             let mut min_pred = u8::MAX;
-            for &m in problem_heads.iter().take(ns) {
+            for &m in self.problem_heads.iter().take(ns) {
                 if m != 0 {
                     distinct += 1;
                     min_pred = min_pred.min(first_pred(self, rotate(m, start, n)));
