@@ -20,7 +20,7 @@ pub mod work;
 use core::fmt;
 
 pub use decision::{
-    decide, decide_by_problem, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD,
+    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD,
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
@@ -1235,59 +1235,23 @@ impl CpState {
             return Ok(());
         }
         // The prediction of a problem is its first candidate's (in priority order).
-        let first_pred = |s: &Self, m: u32| -> u8 {
+        let first_pred = |m: u32| -> u8 {
             let q = unrotate(m.trailing_zeros() as usize, start, n);
-            s.queues
+            self.queues
                 .get(q)
-                .and_then(|qs| s.shapes.get(usize::from(qs.head)))
+                .and_then(|qs| self.shapes.get(usize::from(qs.head)))
                 .map_or(1, |sh| sh.predicted)
         };
-        let n_cand = all.count_ones();
-        let (chosen, cd, predicted) = if n_cand < 2 {
+        let (chosen, cd, predicted) = if all.count_ones() < 2 {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else {
+            let groups = self.problem_heads.iter().take(ns).map(|&m| {
+                let r = rotate(m, start, n);
+                (r, if r != 0 { first_pred(r) } else { 1 })
+            });
+            let (chosen, cd, predicted, _) = decide_masks(groups);
             self.work.decisions = self.work.decisions.saturating_add(1);
-            let first_q = unrotate(all.trailing_zeros() as usize, start, n);
-            let p0 = self
-                .queues
-                .get(first_q)
-                .and_then(|qs| self.shapes.get(usize::from(qs.head)))
-                .map_or(0, |s| s.problem_id);
-            let group = rotate(
-                self.problem_heads
-                    .get(usize::from(p0))
-                    .copied()
-                    .unwrap_or(0),
-                start,
-                n,
-            );
-            let mut distinct = 0u32;
-            let mut min_pred = u8::MAX;
-            for &m in self.problem_heads.iter().take(ns) {
-                if m != 0 {
-                    distinct += 1;
-                    min_pred = min_pred.min(first_pred(self, rotate(m, start, n)));
-                }
-            }
-            let cap = n_cand.min(u32::from(MAX_CD)) as u8;
-            let (members, cd, predicted) = if distinct > 1 && min_pred >= cap {
-                // Every size prefers at least running them all: mixed sizes together.
-                (all, cap, min_pred)
-            } else {
-                // Homogeneous: the first candidate's size decides.
-                let pred = first_pred(self, group).max(1);
-                let members = u8::try_from(group.count_ones()).unwrap_or(u8::MAX);
-                (group, pred.min(members).clamp(1, MAX_CD), pred)
-            };
-            // The first `cd` of them in priority order.
-            let mut chosen = 0u32;
-            let mut m = members;
-            for _ in 0..cd {
-                let low = m & m.wrapping_neg();
-                chosen |= low;
-                m ^= low;
-            }
             let n1 = n.max(1);
             self.rr_start = ((usize::from(self.rr_start) + 1) % n1) as u8;
             (chosen, cd, predicted)
