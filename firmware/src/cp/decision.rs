@@ -195,14 +195,14 @@ pub fn decide_by_problem(problem: &[u8], predicted: &[u8], work: &mut CpWork) ->
 }
 
 /// [`decide_by_problem`]'s rule on bit masks, the firmware's form: bit `j` of a mask is
-/// the `j`-th candidate in priority order. `groups` yields, per distinct size, the mask
-/// of its candidates and its prediction (its first candidate's); the masks are disjoint
-/// and hold two or more candidates together (fewer is the baseline, no decision).
+/// the `j`-th candidate in priority order. `all` is every candidate; `groups` yields, per
+/// distinct size, the mask of its candidates and its prediction (its first candidate's;
+/// any value for an empty mask); the masks are disjoint, their union is `all`, and `all`
+/// holds two or more candidates (fewer is the baseline, no decision).
 /// Returns the candidates to dispatch now (a mask), the CD, the prediction that drove
 /// it and whether mixed sizes run together, as [`decide_by_problem`] would: a test
 /// checks the two agree on every input.
-pub fn decide_masks<I: Iterator<Item = (u32, u8)> + Clone>(groups: I) -> (u32, u8, u8, bool) {
-    let all = groups.clone().fold(0u32, |a, (m, _)| a | m);
+pub fn decide_masks<I: Iterator<Item = (u32, u8)>>(all: u32, groups: I) -> (u32, u8, u8, bool) {
     let first = all & all.wrapping_neg();
     let (mut distinct, mut min_pred) = (0u32, u8::MAX);
     let (mut group, mut first_pred) = (0u32, 1u8);
@@ -364,7 +364,8 @@ mod tests {
                 }
                 g.0 |= 1 << j;
             }
-            let (chosen, cd, pred, mixed) = decide_masks(groups.iter().copied());
+            let all = groups.iter().fold(0u32, |a, g| a | g.0);
+            let (chosen, cd, pred, mixed) = decide_masks(all, groups.iter().copied());
             let want = d.chosen.iter().fold(0u32, |m, &i| m | 1 << i);
             proptest::prop_assert_eq!((chosen, cd, pred, mixed), (want, d.cd, d.predicted, d.mixed));
         }

@@ -20,7 +20,8 @@ pub mod work;
 use core::fmt;
 
 pub use decision::{
-    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD,
+    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES,
+    MAX_CD,
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
@@ -240,9 +241,7 @@ fn active_mask(n: usize) -> u32 {
 #[inline(always)]
 fn rotate(m: u32, start: usize, n: usize) -> u32 {
     let lo = m.checked_shr(start as u32).unwrap_or(0);
-    let hi = m
-        .checked_shl(n.saturating_sub(start) as u32)
-        .unwrap_or(0);
+    let hi = m.checked_shl(n.saturating_sub(start) as u32).unwrap_or(0);
     (lo | hi) & active_mask(n)
 }
 
@@ -631,8 +630,7 @@ impl CpState {
         let r = self.dispatch_heads(cfg, p, n);
         let t = &self.tally;
         // One event adds far less than 2^30 to any count.
-        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches)
-            >= 1 << 30
+        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
         {
             let mut tally = self.tally;
             tally.fold_into(&mut self.work);
@@ -697,8 +695,7 @@ impl CpState {
                     continue;
                 };
                 let ring_end = ring.saturating_add(qc.size_packets as usize * PACKET_WORDS);
-                if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize
-                {
+                if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
                     unmapped |= qbit;
                     continue;
                 }
@@ -813,10 +810,7 @@ impl CpState {
             .wrapping_add(visited)
             .wrapping_add(settled.wrapping_mul(5))
             .wrapping_add(unpublished);
-        t.inspected = t
-            .inspected
-            .wrapping_add(settled)
-            .wrapping_add(unpublished);
+        t.inspected = t.inspected.wrapping_add(settled).wrapping_add(unpublished);
         t.mapped_visits = t.mapped_visits.wrapping_add(visited);
         slow | unmapped
     }
@@ -1250,7 +1244,7 @@ impl CpState {
                 let r = rotate(m, start, n);
                 (r, if r != 0 { first_pred(r) } else { 1 })
             });
-            let (chosen, cd, predicted, _) = decide_masks(groups);
+            let (chosen, cd, predicted, _) = decide_masks(all, groups);
             self.work.decisions = self.work.decisions.saturating_add(1);
             let n1 = n.max(1);
             self.rr_start = ((usize::from(self.rr_start) + 1) % n1) as u8;
