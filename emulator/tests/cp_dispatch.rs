@@ -236,13 +236,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 455 * work.handlers
-            + 197 * work.mapped_visits
-            + 467 * general
-            + 264 * work.dispatches
-            + 10_191 * work.predictions
+            + 573 * work.handlers
+            + 105 * work.mapped_visits
+            + 558 * general
+            + 245 * work.dispatches
+            + 10_134 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 264 * work.completions
+            + 245 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -175,6 +175,13 @@ pub trait DeviceMemory {
         None
     }
 
+    /// The view of [`DeviceMemory::mapped_words`] for stores (the CP patches a packet's
+    /// kernel object through it): the same base and words, or `None` (the default; the
+    /// CP then writes through [`DeviceMemory::write_u32`]).
+    fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        None
+    }
+
     /// Writes the little-endian 32-bit word `value` at `addr`.
     ///
     /// # Errors

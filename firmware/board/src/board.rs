@@ -51,12 +51,12 @@ pub mod map {
     pub const QUEUE_WORDS: usize = 0x500;
     /// Bytes of one queue's words.
     pub const QUEUE_WORDS_STRIDE: usize = 32;
-    /// GEMM extension records, one per queue.
+    /// GEMM extension records, one per shape (shared by the queues running it).
     pub const GEMM_EXTS: usize = 0x900;
     /// Bytes reserved per extension record.
     pub const GEMM_EXT_STRIDE: usize = 128;
     /// Queue rings.
-    pub const RINGS: usize = 0x1900;
+    pub const RINGS: usize = GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE;
     /// Bytes of ring space.
     pub const RING_BYTES: usize = 0x1000;
 
@@ -73,7 +73,7 @@ pub mod map {
     );
     const _: () = assert!(QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE <= GEMM_EXTS);
     const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE);
-    const _: () = assert!(GEMM_EXTS + BOARD_QUEUES * GEMM_EXT_STRIDE <= RINGS);
+    const _: () = assert!(GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE <= RINGS);
 }
 
 /// Why a scenario cannot be laid out or run.
@@ -493,6 +493,13 @@ impl DeviceMemory for Board<'_> {
     fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
         // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
+        (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
+    }
+
+    #[inline]
+    fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
+        let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
         (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
     }
 }

@@ -214,16 +214,90 @@ mod target {
         low
     }
 
+    /// The report channel: the host's stdout over semihosting `SYS_WRITE`, hand-written
+    /// so that no panic path is linked (the `semihosting` crate's `write_all` slices and
+    /// its `stdout()` asserts; `SYS_WRITE0` would reach QEMU's stderr instead).
+    mod semihost {
+        use core::sync::atomic::{AtomicIsize, Ordering};
+
+        /// `SYS_OPEN` (parameter block: name, mode, name length; returns a handle or -1).
+        const SYS_OPEN: usize = 0x01;
+        /// `SYS_WRITE` (parameter block: handle, buffer, length; returns the bytes *not*
+        /// written).
+        const SYS_WRITE: usize = 0x05;
+        /// `SYS_OPEN` mode 4 is "w": opening `:tt` with it gives the console's output.
+        const MODE_W: usize = 4;
+        /// The handle of `:tt` once opened; -1 until then (or when the host refused).
+        static STDOUT: AtomicIsize = AtomicIsize::new(-1);
+
+        /// One semihosting call: operation `op`, parameter register `arg`.
+        ///
+        /// # Safety
+        /// `arg` must be what `op` expects (for the calls here, the address of a
+        /// parameter block that lives across the call, whose buffers are valid).
+        #[inline(never)]
+        unsafe fn call(op: usize, arg: usize) -> isize {
+            let ret: isize;
+            // SAFETY: the RISC-V semihosting sequence (uncompressed, in one 16-byte
+            // aligned group so it cannot straddle a page); the host reads the block
+            // and returns in a0.
+            unsafe {
+                core::arch::asm!(
+                    ".balign 16",
+                    ".option push",
+                    ".option norvc",
+                    "slli x0, x0, 0x1f",
+                    "ebreak",
+                    "srai x0, x0, 0x7",
+                    ".option pop",
+                    inout("a0") op as isize => ret,
+                    in("a1") arg,
+                    options(nostack, preserves_flags),
+                );
+            }
+            ret
+        }
+
+        /// The console's output handle, opened on first use.
+        fn stdout() -> Option<usize> {
+            let h = STDOUT.load(Ordering::Relaxed);
+            if h >= 0 {
+                return Some(h as usize);
+            }
+            let name = b":tt\0";
+            let block = [name.as_ptr() as usize, MODE_W, 3];
+            // SAFETY: a SYS_OPEN block naming a NUL-terminated 3-byte path.
+            let h = unsafe { call(SYS_OPEN, block.as_ptr() as usize) };
+            STDOUT.store(h, Ordering::Relaxed);
+            usize::try_from(h).ok()
+        }
+
+        /// Writes all of `bytes`, looping over partial writes; `Err` when the host
+        /// wrote nothing.
+        pub fn write(bytes: &[u8]) -> Result<(), ()> {
+            let fd = stdout().ok_or(())?;
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let block = [fd, rest.as_ptr() as usize, rest.len()];
+                // SAFETY: a SYS_WRITE block over `rest`, which outlives the call.
+                let left = unsafe { call(SYS_WRITE, block.as_ptr() as usize) };
+                let left = usize::try_from(left).map_err(|_| ())?;
+                let written = rest.len().checked_sub(left).ok_or(())?;
+                if written == 0 {
+                    return Err(());
+                }
+                rest = rest.get(written..).ok_or(())?;
+            }
+            Ok(())
+        }
+    }
+
     struct SemihostingOut;
 
     impl core::fmt::Write for SemihostingOut {
         fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            use semihosting::io::Write as _;
             // Straight to the host's stdout: no second formatting layer.
-            if let Ok(mut out) = semihosting::io::stdout() {
-                let _ = out.write_all(s.as_bytes());
-            }
-            Ok(())
+            semihost::write(s.as_bytes()).map_err(|()| core::fmt::Error)
         }
     }
 

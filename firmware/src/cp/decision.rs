@@ -194,6 +194,49 @@ pub fn decide_by_problem(problem: &[u8], predicted: &[u8], work: &mut CpWork) ->
     d
 }
 
+/// [`decide_by_problem`]'s rule on bit masks, the firmware's form: bit `j` of a mask is
+/// the `j`-th candidate in priority order. `all` is every candidate; `groups` yields, per
+/// distinct size, the mask of its candidates and its prediction (its first candidate's;
+/// any value for an empty mask); the masks are disjoint, their union is `all`, and `all`
+/// holds two or more candidates (fewer is the baseline, no decision).
+/// Returns the candidates to dispatch now (a mask), the CD, the prediction that drove
+/// it and whether mixed sizes run together, as [`decide_by_problem`] would: a test
+/// checks the two agree on every input.
+pub fn decide_masks<I: Iterator<Item = (u32, u8)>>(all: u32, groups: I) -> (u32, u8, u8, bool) {
+    let first = all & all.wrapping_neg();
+    let (mut distinct, mut min_pred) = (0u32, u8::MAX);
+    let (mut group, mut first_pred) = (0u32, 1u8);
+    for (m, pred) in groups {
+        if m != 0 {
+            distinct += 1;
+            min_pred = min_pred.min(pred);
+            if m & first != 0 {
+                group = m;
+                first_pred = pred;
+            }
+        }
+    }
+    let cap = all.count_ones().min(u32::from(MAX_CD)) as u8;
+    let (members, cd, predicted, mixed) = if distinct > 1 && min_pred >= cap {
+        // Every size prefers at least running them all: mixed sizes together.
+        (all, cap, min_pred, true)
+    } else {
+        // Homogeneous: the first candidate's size decides.
+        let pred = first_pred.max(1);
+        let members = u8::try_from(group.count_ones()).unwrap_or(u8::MAX);
+        (group, pred.min(members).clamp(1, MAX_CD), pred, false)
+    };
+    // The first `cd` of them in priority order.
+    let mut chosen = 0u32;
+    let mut m = members;
+    for _ in 0..cd {
+        let low = m & m.wrapping_neg();
+        chosen |= low;
+        m ^= low;
+    }
+    (chosen, cd, predicted, mixed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +340,34 @@ mod tests {
                 }
             }
             proptest::prop_assert!(w.predictions <= 4);
+        }
+    }
+
+    proptest::proptest! {
+        /// The firmware's mask form decides exactly as [`decide_by_problem`]: same
+        /// candidates, CD, prediction and mixed flag, for any sizes and predictions.
+        #[test]
+        fn mask_decision_matches_decide_by_problem(
+            heads in proptest::collection::vec((0u8..5, 0usize..5), 2..=32),
+        ) {
+            let problem: std::vec::Vec<u8> = heads.iter().map(|&(p, _)| p).collect();
+            let predicted: std::vec::Vec<u8> =
+                heads.iter().map(|&(_, c)| [1u8, 2, 4, 8, 16][c]).collect();
+            let mut w = CpWork::default();
+            let d = decide_by_problem(&problem, &predicted, &mut w);
+            // Per size: its candidates' mask and its first candidate's prediction.
+            let mut groups = [(0u32, 0u8); 5];
+            for (j, (&p, &c)) in problem.iter().zip(&predicted).enumerate() {
+                let g = &mut groups[usize::from(p)];
+                if g.0 == 0 {
+                    g.1 = c;
+                }
+                g.0 |= 1 << j;
+            }
+            let all = groups.iter().fold(0u32, |a, g| a | g.0);
+            let (chosen, cd, pred, mixed) = decide_masks(all, groups.iter().copied());
+            let want = d.chosen.iter().fold(0u32, |m, &i| m | 1 << i);
+            proptest::prop_assert_eq!((chosen, cd, pred, mixed), (want, d.cd, d.predicted, d.mixed));
         }
     }
 }

@@ -20,7 +20,8 @@ pub mod work;
 use core::fmt;
 
 pub use decision::{
-    decide, decide_by_problem, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES, MAX_CD,
+    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES,
+    MAX_CD,
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
@@ -189,13 +190,36 @@ pub struct CommandProcessor {
     state: CpState,
 }
 
+/// Per-queue flags are bits (bit `q` for queue `q`) of the masks below, so an event that
+/// touches many queues (a doorbell bitmap, a completion that may release barriers) costs
+/// a word operation, and the decision works on masks rather than on per-queue records.
 #[derive(Debug, Default)]
 struct CpState {
-    /// `[first, end)` of the bytes the queue rings span: a completion signal there would,
-    /// when decremented, rewrite another packet's header (computed at `configure`).
-    rings: (DevAddr, DevAddr),
+    /// The bytes the queue rings span, as `(first - 7, end - (first - 7))` (saturating):
+    /// an 8-byte completion signal at `a` overlaps them iff `a - .0 < .1` (wrapping), one
+    /// compare. A signal there would, when decremented, rewrite another packet's header
+    /// (computed at `configure`).
+    rings: (DevAddr, u64),
     queues: [QueueState; MAX_QUEUES],
+    /// Something may have changed (doorbell, head moved, completion, timer): re-read the
+    /// write index on the next scan. A clean queue costs the scan nothing.
+    dirty: u32,
+    /// The head waits for a signal, the barrier bit or publication.
+    waiting: u32,
+    /// Dispatched; its workgroups are still being placed (the head has not moved).
+    dispatching: u32,
+    /// The queue has a member in the GEMM group in flight.
+    in_group: u32,
+    /// Queues whose classified head is a non-GEMM kernel.
+    kernel_heads: u32,
+    /// Per shape (index into `shapes`): the queues whose classified head is a GEMM of
+    /// that shape.
+    shape_heads: [u32; MAX_SHAPES],
+    /// Scratch of the decision: per GEMM problem, the queues whose head is one.
+    problem_heads: [u32; MAX_SHAPES],
     shapes: Vec<Shape, MAX_SHAPES>,
+    /// Device address of word 0 of the mapped view the queues' view indices refer to.
+    view_base: DevAddr,
     next_victim: u8,
     completions_this_scan: u32,
     tally: Tally,
@@ -205,6 +229,64 @@ struct CpState {
     log: Deque<CpRecord, LOG_CAPACITY>,
     log_dropped: u64,
     pending: bool,
+}
+
+/// Bit of queue `q` in the per-queue masks.
+#[inline(always)]
+fn bit(q: usize) -> u32 {
+    1u32 << (q & 31)
+}
+
+/// The mask of queues `0..n`.
+#[inline(always)]
+fn active_mask(n: usize) -> u32 {
+    1u32.checked_shl(n as u32)
+        .map_or(u32::MAX, |b| b.wrapping_sub(1))
+}
+
+/// `m` (bits `0..n`) in priority order: bit `j` of the result is queue `(start + j) % n`.
+#[inline(always)]
+fn rotate(m: u32, start: usize, n: usize) -> u32 {
+    let lo = m.checked_shr(start as u32).unwrap_or(0);
+    let hi = m.checked_shl(n.saturating_sub(start) as u32).unwrap_or(0);
+    (lo | hi) & active_mask(n)
+}
+
+/// The queue of bit `j` of a [`rotate`]d mask.
+#[inline(always)]
+fn unrotate(j: usize, start: usize, n: usize) -> usize {
+    let q = start.wrapping_add(j);
+    if q >= n {
+        q.wrapping_sub(n)
+    } else {
+        q
+    }
+}
+
+/// Sets queue `qs`'s (bit `qbit`) classified head, keeping the head masks in step.
+#[inline(always)]
+fn set_head(
+    kernel_heads: &mut u32,
+    shape_heads: &mut [u32; MAX_SHAPES],
+    qs: &mut QueueState,
+    qbit: u32,
+    head: u8,
+) {
+    let old = qs.head;
+    if old == head {
+        return;
+    }
+    if old == HEAD_KERNEL {
+        *kernel_heads &= !qbit;
+    } else if let Some(m) = shape_heads.get_mut(usize::from(old)) {
+        *m &= !qbit;
+    }
+    if head == HEAD_KERNEL {
+        *kernel_heads |= qbit;
+    } else if let Some(m) = shape_heads.get_mut(usize::from(head)) {
+        *m |= qbit;
+    }
+    qs.head = head;
 }
 
 impl CommandProcessor {
@@ -241,8 +323,9 @@ impl CommandProcessor {
             })
             .fold((DevAddr::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
         self.config = Some(config);
+        let lo = rings.0.saturating_sub(7);
         self.state = CpState {
-            rings,
+            rings: (lo, rings.1.saturating_sub(lo)),
             ..CpState::default()
         };
         Ok(())
@@ -255,6 +338,12 @@ impl CommandProcessor {
     pub fn restart_queues(&mut self) {
         let s = &mut self.state;
         s.queues = Default::default();
+        s.dirty = 0;
+        s.waiting = 0;
+        s.dispatching = 0;
+        s.in_group = 0;
+        s.kernel_heads = 0;
+        s.shape_heads = [0; MAX_SHAPES];
         s.completions_this_scan = 0;
         s.gemm_group_in_flight = 0;
         s.rr_start = 0;
@@ -285,7 +374,10 @@ impl CommandProcessor {
 
     /// Work done so far.
     pub fn work(&self) -> CpWork {
-        self.state.work
+        let mut work = self.state.work;
+        let mut tally = self.state.tally;
+        tally.fold_into(&mut work);
+        work
     }
 
     /// The oldest undrained log record.
@@ -323,42 +415,37 @@ impl CommandProcessor {
                 // Only the rung queues: this one and those in the platform's doorbell
                 // bitmap (rung while this event waited); the others' write indices have
                 // not moved.
-                let rung = p.take_doorbells() | 1u32.checked_shl(u32::from(queue)).unwrap_or(0);
-                for (i, q) in s.queues.iter_mut().enumerate() {
-                    if rung & (1 << (i & 31)) != 0 {
-                        q.dirty = true;
-                    }
-                }
+                s.dirty |= p.take_doorbells() | 1u32.checked_shl(u32::from(queue)).unwrap_or(0);
             }
             Event::KernelDispatched { queue, dispatch_id } => {
-                if let Some(q) = s.queues.get_mut(usize::from(queue)) {
-                    q.dirty = true;
-                    if q.dispatching == Some(dispatch_id) {
-                        q.dispatching = None;
+                let qi = usize::from(queue);
+                if let Some(q) = s.queues.get(qi) {
+                    let b = bit(qi);
+                    s.dirty |= b;
+                    if s.dispatching & b != 0 && q.dispatching_id == dispatch_id {
+                        s.dispatching &= !b;
                     }
                 }
             }
             Event::KernelCompleted {
                 queue, dispatch_id, ..
             } => {
-                if let Some(q) = s.queues.get_mut(usize::from(queue)) {
+                let qi = usize::from(queue);
+                if let Some(q) = s.queues.get_mut(qi) {
+                    let b = bit(qi);
                     q.outstanding = q.outstanding.saturating_sub(1);
-                    q.dirty = true;
+                    s.dirty |= b;
                     // A group of CD GEMMs runs together; the next group starts when the
                     // whole group has completed (CD 1 serialises).
-                    if q.group_member == Some(dispatch_id) {
-                        q.group_member = None;
+                    if s.in_group & b != 0 && q.group_id == dispatch_id {
+                        s.in_group &= !b;
                         s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
                     }
                 }
                 // A completion signal changed: waiting barriers may resolve.
                 s.mark_waiting_dirty();
             }
-            _ => {
-                for q in s.queues.iter_mut() {
-                    q.dirty = true;
-                }
-            }
+            _ => s.dirty = u32::MAX,
         }
         s.scan(cfg, p)
     }
@@ -375,8 +462,9 @@ fn read<P: DeviceMemory>(
     p.read(addr, buf)
 }
 
-/// Counts of the hot path, in 32-bit words (cheap on RV32), folded into [`CpWork`]
-/// once per event.
+/// Counts of the hot path, in 32-bit words (cheap on RV32), added to [`CpWork`]'s
+/// 64-bit totals when read ([`CommandProcessor::work`]) and folded into them only before
+/// a count could wrap.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
     /// 32-bit device-memory reads.
@@ -446,16 +534,12 @@ fn word_index(base: DevAddr, addr: DevAddr) -> Option<usize> {
     (off & 3 == 0 && off >> 32 == 0).then_some((off >> 2) as usize)
 }
 
-/// The common case of a scan, on directly mapped memory: for every dirty queue, the
-/// write index tells whether anything new is published; a head packet that is a kernel
-/// dispatch whose header and GEMM record match a known shape becomes the queue's head
-/// (a dozen loads and compares, no decode). Returns the queues (bit mask) that need the
-/// general path: anything else at the head, or words outside the view.
-#[allow(clippy::too_many_arguments)]
-/// Whether the 8-byte signal at `addr` overlaps the queue rings `[rings.0, rings.1)`.
+/// Whether the 8-byte signal at `addr` overlaps the queue rings `[first, end)`, given as
+/// `rings = (first - 7, end - (first - 7))` (saturating; `CpState::rings`): the same as
+/// `addr < end && first < addr + 8` (saturating), in one subtraction and one compare.
 #[inline(always)]
-fn in_rings(rings: (DevAddr, DevAddr), addr: u64) -> bool {
-    addr < rings.1 && rings.0 < addr.saturating_add(8)
+fn in_rings(rings: (DevAddr, u64), addr: u64) -> bool {
+    addr.wrapping_sub(rings.0) < rings.1
 }
 
 /// The rejection of a completion signal inside the queue rings.
@@ -467,157 +551,14 @@ fn ring_signal(address: u64) -> RejectReason {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn fast_scan(
-    cfg: &CpConfig,
-    rings: (DevAddr, DevAddr),
-    queues: &mut [QueueState; MAX_QUEUES],
-    shapes: &[Shape],
-    base: DevAddr,
-    words: &[u32],
-    tally: &mut Tally,
-    start: usize,
-    heads: &mut [u8; MAX_QUEUES],
-    nh: &mut usize,
-) -> u32 {
-    let mut slow = 0u32;
-    let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
-    let n = cfg.queues.len().min(MAX_QUEUES);
-    let mut qi = start;
-    for _ in 0..n {
-        if qi >= n {
-            qi = 0;
-        }
-        let this = qi;
-        qi += 1;
-        let (Some(qc), Some(qs)) = (cfg.queues.get(this), queues.get_mut(this)) else {
-            continue;
-        };
-        let mut push = |q: usize| {
-            if let Some(slot) = heads.get_mut(*nh) {
-                *slot = q as u8;
-                *nh += 1;
-            }
-        };
-        if qs.dispatching.is_some() {
-            continue;
-        }
-        if !qs.dirty {
-            if qs.head != HEAD_NONE {
-                push(this);
-            }
-            continue;
-        }
-        let qi = this;
-        let bit = 1u32 << (qi & 31);
-        if qs.view_write == u32::MAX || !qs.synced {
-            // First visit since configuration: where the queue's words sit in the view
-            // (kept as 32-bit indices), and the read index.
-            let ri = word_index(base, qc.read_index_addr);
-            let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
-                word_index(base, qc.write_index_addr),
-                word_index(base, qc.ring_base),
-                ri.and_then(word),
-                ri.and_then(|i| word(i.wrapping_add(1))),
-            ) else {
-                slow |= bit;
-                continue;
-            };
-            let ring_end = ring.saturating_add(qc.size_packets as usize * (AQL_PACKET_BYTES / 4));
-            if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
-                slow |= bit;
-                continue;
-            }
-            qs.view_write = wi as u32;
-            qs.view_ring = ring as u32;
-            qs.next_id = qs.next_id.max(u64::from(lo) | (u64::from(hi) << 32));
-            qs.synced = true;
-            tally.reads = tally.reads.wrapping_add(2);
-        }
-        let wi = qs.view_write as usize;
-        let Some(w_lo) = word(wi) else {
-            slow |= bit;
-            continue;
-        };
-        tally.reads = tally.reads.wrapping_add(1);
-        tally.mapped_visits = tally.mapped_visits.wrapping_add(1);
-        let id = qs.next_id;
-        let avail = w_lo.wrapping_sub(id as u32);
-        if avail == 0 {
-            qs.dirty = false;
-            qs.waiting = false;
-            qs.head = HEAD_NONE;
-            continue;
-        }
-        if avail > qc.size_packets {
-            slow |= bit;
-            continue;
-        }
-        if qs.head != HEAD_NONE && qs.head_id == id {
-            qs.dirty = false;
-            push(qi);
-            continue;
-        }
-        // Inside the ring, which lies inside the view (checked when the indices were
-        // computed).
-        let slot = (id as u32) & qc.size_packets.wrapping_sub(1);
-        let first = qs.view_ring.wrapping_add(slot << 4) as usize;
-        let Some(pkt) = words.get(first..first.wrapping_add(AQL_PACKET_BYTES / 4)) else {
-            slow |= bit;
-            continue;
-        };
-        let header = pkt.first().map_or(0, |&w| u32::from_le(w));
-        let ptype = header & 0xFF;
-        if ptype == PacketType::Invalid as u32 {
-            // Not published yet: the producer writes the header last.
-            tally.reads = tally.reads.wrapping_add(1);
-            tally.inspected = tally.inspected.wrapping_add(1);
-            qs.dirty = false;
-            qs.waiting = true;
-            qs.head = HEAD_NONE;
-            continue;
-        }
-        let ext_word = |k: usize| pkt.get(k).map_or(0, |&w| u64::from(u32::from_le(w)));
-        let ext = ext_word(aql::offset::GEMM_EXT_ADDRESS / 4)
-            | (ext_word(aql::offset::GEMM_EXT_ADDRESS / 4 + 1) << 32);
-        let key = header & !BARRIER_BIT;
-        let shape = if ptype == PacketType::KernelDispatch as u32 && ext != 0 {
-            shapes
-                .iter()
-                .position(|s| s.ext_addr == ext && s.packet_word == key)
-        } else {
-            None
-        };
-        let ko = ext_word(aql::offset::KERNEL_OBJECT / 4)
-            | (ext_word(aql::offset::KERNEL_OBJECT / 4 + 1) << 32);
-        let signal = ext_word(aql::offset::COMPLETION_SIGNAL / 4)
-            | (ext_word(aql::offset::COMPLETION_SIGNAL / 4 + 1) << 32);
-        // The packet's own kernel object must be one the record lists, and its signal
-        // must lie outside the rings (the general path rejects it otherwise).
-        let Some(si) = shape
-            .filter(|&si| shapes.get(si).is_some_and(|s| s.lists(ko)) && !in_rings(rings, signal))
-        else {
-            slow |= bit;
-            continue;
-        };
-        tally.reads = tally.reads.wrapping_add(5);
-        tally.inspected = tally.inspected.wrapping_add(1);
-        qs.dirty = false;
-        if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
-            qs.waiting = true;
-            qs.head = HEAD_NONE;
-            continue;
-        }
-        qs.waiting = false;
-        qs.head = si as u8;
-        qs.head_id = id;
-        qs.head_ko = ko;
-        push(qi);
-    }
-    slow
-}
+/// Word `k` of a packet's 16.
+const W_KO: usize = aql::offset::KERNEL_OBJECT / 4;
+const W_EXT: usize = aql::offset::GEMM_EXT_ADDRESS / 4;
+const W_SIGNAL: usize = aql::offset::COMPLETION_SIGNAL / 4;
+const PACKET_WORDS: usize = AQL_PACKET_BYTES / 4;
 
 impl CpState {
+    #[inline(always)]
     fn log(&mut self, queue: u8, dispatch_id: u64, action: CpAction) {
         let rec = CpRecord {
             queue,
@@ -631,9 +572,22 @@ impl CpState {
         let _ = self.log.push_back(rec);
     }
 
+    #[inline(always)]
     fn mark_waiting_dirty(&mut self) {
-        for q in self.queues.iter_mut().filter(|q| q.waiting) {
-            q.dirty = true;
+        self.dirty |= self.waiting;
+    }
+
+    /// Sets queue `qi`'s classified head (and the head masks).
+    #[inline(always)]
+    fn set_head(&mut self, qi: usize, head: u8) {
+        if let Some(qs) = self.queues.get_mut(qi) {
+            set_head(
+                &mut self.kernel_heads,
+                &mut self.shape_heads,
+                qs,
+                bit(qi),
+                head,
+            );
         }
     }
 
@@ -644,85 +598,246 @@ impl CpState {
     ) -> Result<(), FirmwareError> {
         self.pending = false;
         self.completions_this_scan = 0;
-        let n = cfg.queues.len();
+        let n = cfg.queues.len().min(MAX_QUEUES);
+        let todo = self.dirty & !self.dispatching & active_mask(n);
         // First the word-wise pass over directly mapped memory: queues whose head is a
         // GEMM of a known shape (or that have nothing new) are settled there; the rest
         // take the general path below.
-        let mut heads = [0u8; MAX_QUEUES];
-        let mut nh = 0usize;
-        let start = usize::from(self.rr_start);
         let slow = match p.mapped_words() {
-            Some((base, words)) => fast_scan(
-                cfg,
-                self.rings,
-                &mut self.queues,
-                &self.shapes,
-                base,
-                words,
-                &mut self.tally,
-                start,
-                &mut heads,
-                &mut nh,
-            ),
-            None => u32::MAX,
-        };
-        if slow != 0 {
-            // Some queues need the general path: list the heads again in priority order
-            // (the queues the fast pass settled are clean and cost a test each).
-            let mut budget = MAX_PACKETS_PER_EVENT;
-            nh = 0;
-            let mut qi = start;
-            for _ in 0..n {
-                if qi >= n {
-                    qi = 0;
-                }
-                let has_head = if slow & (1u32 << (qi & 31)) != 0 {
-                    self.head_of(cfg, qi, p, &mut budget)?
-                } else {
-                    self.queues
-                        .get(qi)
-                        .is_some_and(|q| q.head != HEAD_NONE && q.dispatching.is_none())
-                };
-                if has_head {
-                    if let Some(slot) = heads.get_mut(nh) {
-                        *slot = qi as u8;
-                        nh += 1;
+            Some((base, words)) if todo != 0 => {
+                if base != self.view_base {
+                    // A different view: the queues' indices into it are recomputed.
+                    self.view_base = base;
+                    for q in self.queues.iter_mut() {
+                        q.view_write = u32::MAX;
                     }
                 }
-                qi += 1;
+                self.fast_scan(cfg, base, words, todo)
+            }
+            Some(_) => 0,
+            None => todo,
+        };
+        if slow != 0 {
+            // The general path, in priority order (it has a per-event packet budget).
+            let mut budget = MAX_PACKETS_PER_EVENT;
+            let start = usize::from(self.rr_start);
+            let mut m = rotate(slow, start, n);
+            while m != 0 {
+                let j = m.trailing_zeros() as usize;
+                m &= m.wrapping_sub(1);
+                self.head_of(cfg, unrotate(j, start, n), p, &mut budget)?;
             }
         }
-        if self.completions_this_scan > 0 && self.queues.iter().any(|q| q.waiting) {
+        if self.completions_this_scan > 0 && self.waiting != 0 {
             // This scan completed packets whose signals a barrier (possibly in a queue
             // already visited) may wait on: look again in a follow-up event.
             self.mark_waiting_dirty();
             self.pending = true;
         }
-        let r = self.dispatch_heads(cfg, p, heads.get(..nh).unwrap_or_default());
-        let mut tally = self.tally;
-        tally.fold_into(&mut self.work);
-        self.tally = tally;
+        let r = self.dispatch_heads(cfg, p, n);
+        let t = &self.tally;
+        // One event adds far less than 2^30 to any count.
+        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
+        {
+            let mut tally = self.tally;
+            tally.fold_into(&mut self.work);
+            self.tally = tally;
+        }
         r
     }
 
+    /// The common case of a scan, on directly mapped memory: for every queue of `todo`,
+    /// the write index tells whether anything new is published; a head packet that is a
+    /// kernel dispatch whose header and GEMM record match a known shape becomes the
+    /// queue's head (a dozen loads and compares, no decode). Returns the queues (bit
+    /// mask) that need the general path: anything else at the head, or words outside the
+    /// view.
+    fn fast_scan(&mut self, cfg: &CpConfig, base: DevAddr, words: &[u32], todo: u32) -> u32 {
+        let mut slow = 0u32;
+        let mut clean = 0u32;
+        let mut wait_set = 0u32;
+        let mut wait_clear = 0u32;
+        let mut heads = 0u32;
+        // Packets settled here: GEMMs of a known shape, and unpublished slots.
+        let mut settled = 0u32;
+        let mut unpublished = 0u32;
+        // Queues whose words are not (all) in the view: the general path, not counted
+        // as mapped visits.
+        let mut unmapped = 0u32;
+        let rings = self.rings;
+        let shapes = &self.shapes;
+        let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
+        // Queue by queue, lowest first (the order does not matter: each queue's head is
+        // settled on its own).
+        let mut m = todo;
+        let mut qi = 0usize;
+        while m != 0 {
+            if m & 1 == 0 {
+                m >>= 1;
+                qi += 1;
+                continue;
+            }
+            m >>= 1;
+            let this = qi;
+            qi += 1;
+            let qbit = bit(this);
+            let Some(qs) = self.queues.get_mut(this) else {
+                break;
+            };
+            if qs.view_write == u32::MAX {
+                // First visit since configuration: where the queue's words sit in the
+                // view (kept as 32-bit indices), and the read index.
+                let Some(qc) = cfg.queues.get(this) else {
+                    unmapped |= qbit;
+                    continue;
+                };
+                let ri = word_index(base, qc.read_index_addr);
+                let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
+                    word_index(base, qc.write_index_addr),
+                    word_index(base, qc.ring_base),
+                    ri.and_then(word),
+                    ri.and_then(|i| word(i.wrapping_add(1))),
+                ) else {
+                    unmapped |= qbit;
+                    continue;
+                };
+                let ring_end = ring.saturating_add(qc.size_packets as usize * PACKET_WORDS);
+                if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
+                    unmapped |= qbit;
+                    continue;
+                }
+                qs.view_write = wi as u32;
+                qs.view_ring = ring as u32;
+                qs.size_packets = qc.size_packets;
+                if !qs.synced {
+                    qs.next_id = qs.next_id.max(u64::from(lo) | (u64::from(hi) << 32));
+                    qs.synced = true;
+                }
+                self.tally.reads = self.tally.reads.wrapping_add(2);
+            }
+            let Some(w_lo) = word(qs.view_write as usize) else {
+                unmapped |= qbit;
+                continue;
+            };
+            let id = qs.next_id as u32;
+            let avail = w_lo.wrapping_sub(id);
+            if avail == 0 {
+                clean |= qbit;
+                wait_clear |= qbit;
+                if qs.head != HEAD_NONE {
+                    set_head(
+                        &mut self.kernel_heads,
+                        &mut self.shape_heads,
+                        qs,
+                        qbit,
+                        HEAD_NONE,
+                    );
+                }
+                continue;
+            }
+            if avail > qs.size_packets {
+                // Garbage index: the general path reads it whole.
+                slow |= qbit;
+                continue;
+            }
+            if qs.head != HEAD_NONE {
+                // Classified before and still at the head.
+                clean |= qbit;
+                continue;
+            }
+            // Inside the ring, which lies inside the view (checked when the indices
+            // were computed).
+            let slot = id & qs.size_packets.wrapping_sub(1);
+            let first = qs.view_ring.wrapping_add(slot << 4) as usize;
+            let Some(pkt) = words
+                .get(first..first.wrapping_add(PACKET_WORDS))
+                .and_then(|s| <&[u32; PACKET_WORDS]>::try_from(s).ok())
+            else {
+                slow |= qbit;
+                continue;
+            };
+            let header = u32::from_le(pkt[0]);
+            let ptype = header & 0xFF;
+            if ptype == PacketType::Invalid as u32 {
+                // Not published yet: the producer writes the header last.
+                unpublished = unpublished.wrapping_add(1);
+                clean |= qbit;
+                wait_set |= qbit;
+                continue;
+            }
+            let half = |k: usize| u64::from(pkt.get(k).map_or(0, |&w| u32::from_le(w)));
+            let dword = |k: usize| half(k) | (half(k.wrapping_add(1)) << 32);
+            let ext = dword(W_EXT);
+            let ko = dword(W_KO);
+            let signal = dword(W_SIGNAL);
+            let key = header & !BARRIER_BIT;
+            // The shape: the queue's last one first (then the packet's kernel object is
+            // listed if it is the one validated last time), then the table.
+            let last = usize::from(qs.last_shape);
+            let hit = shapes
+                .get(last)
+                .is_some_and(|s| s.ext_addr == ext && s.packet_word == key);
+            let si = if hit && ko == qs.head_ko {
+                Some(last)
+            } else if ptype == PacketType::KernelDispatch as u32 && ext != 0 {
+                shapes
+                    .iter()
+                    .position(|s| s.ext_addr == ext && s.packet_word == key && s.lists(ko))
+            } else {
+                None
+            };
+            // Its signal must lie outside the rings (the general path rejects it
+            // otherwise).
+            let Some(si) = si.filter(|_| !in_rings(rings, signal)) else {
+                slow |= qbit;
+                continue;
+            };
+            settled = settled.wrapping_add(1);
+            clean |= qbit;
+            if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
+                wait_set |= qbit;
+                continue;
+            }
+            heads |= qbit;
+            if let Some(m) = self.shape_heads.get_mut(si) {
+                *m |= qbit;
+            }
+            qs.head = si as u8;
+            qs.head_ko = ko;
+            qs.last_shape = si as u8;
+        }
+        self.dirty &= !clean;
+        self.waiting = (self.waiting & !(wait_clear | heads)) | wait_set;
+        let t = &mut self.tally;
+        // Counted as before: per visit the write index, per GEMM settled 5 words
+        // (header, record address, kernel object), per unpublished slot its header.
+        let visited = (todo & !unmapped).count_ones();
+        t.reads = t
+            .reads
+            .wrapping_add(visited)
+            .wrapping_add(settled.wrapping_mul(5))
+            .wrapping_add(unpublished);
+        t.inspected = t.inspected.wrapping_add(settled).wrapping_add(unpublished);
+        t.mapped_visits = t.mapped_visits.wrapping_add(visited);
+        slow | unmapped
+    }
+
     /// Brings queue `qi`'s head up to date: walks from the first unhandled packet until
-    /// one that must run or wait, rejecting and resolving packets on the way. True when
-    /// the queue has a runnable head (recorded in its state).
+    /// one that must run or wait, rejecting and resolving packets on the way (recorded in
+    /// the queue's state and the head masks).
     fn head_of<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         qi: usize,
         p: &mut P,
         budget: &mut usize,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<(), FirmwareError> {
+        let qb = bit(qi);
         let (Some(qc), Some(qs)) = (cfg.queues.get(qi), self.queues.get_mut(qi)) else {
-            return Ok(false);
+            return Ok(());
         };
-        if qs.dispatching.is_some() {
-            return Ok(false);
-        }
-        if !qs.dirty {
-            return Ok(qs.head != HEAD_NONE);
+        if self.dispatching & qb != 0 || self.dirty & qb == 0 {
+            return Ok(());
         }
         self.tally.visits = self.tally.visits.wrapping_add(1);
         if !qs.synced {
@@ -743,45 +858,47 @@ impl CpState {
         let queue = qi as u8;
         // Bounded: at most the per-event budget of packets.
         while id < write_id {
-            let Some(qs) = self.queues.get_mut(qi) else {
-                return Ok(false);
+            let Some(qs) = self.queues.get(qi) else {
+                return Ok(());
             };
-            if qs.head != HEAD_NONE && qs.head_id == id {
-                qs.dirty = false;
-                return Ok(true);
+            if qs.head != HEAD_NONE {
+                self.dirty &= !qb;
+                return Ok(());
             }
             if *budget == 0 {
                 self.pending = true;
-                return Ok(false);
+                return Ok(());
             }
             *budget -= 1;
             let outstanding = qs.outstanding;
             let class = self.classify(cfg, qc, outstanding, id, p)?;
-            let Some(qs) = self.queues.get_mut(qi) else {
-                return Ok(false);
-            };
             match class {
                 Class::Wait => {
-                    qs.dirty = false;
-                    qs.waiting = true;
-                    qs.head = HEAD_NONE;
-                    return Ok(false);
+                    self.dirty &= !qb;
+                    self.waiting |= qb;
+                    self.set_head(qi, HEAD_NONE);
+                    return Ok(());
                 }
                 Class::Gemm(shape, ko) => {
-                    qs.dirty = false;
-                    qs.waiting = false;
-                    qs.head = shape;
-                    qs.head_id = id;
-                    qs.head_ko = ko;
-                    return Ok(true);
+                    self.dirty &= !qb;
+                    self.waiting &= !qb;
+                    self.set_head(qi, shape);
+                    if let Some(qs) = self.queues.get_mut(qi) {
+                        qs.head_ko = ko;
+                        qs.last_shape = shape;
+                    }
+                    return Ok(());
                 }
                 Class::Kernel(ko) => {
-                    qs.dirty = false;
-                    qs.waiting = false;
-                    qs.head = HEAD_KERNEL;
-                    qs.head_id = id;
-                    qs.head_ko = ko;
-                    return Ok(true);
+                    self.dirty &= !qb;
+                    self.waiting &= !qb;
+                    self.set_head(qi, HEAD_KERNEL);
+                    if let Some(qs) = self.queues.get_mut(qi) {
+                        qs.head_ko = ko;
+                        // `head_ko` is no longer a kernel object validated with it.
+                        qs.last_shape = HEAD_NONE;
+                    }
+                    return Ok(());
                 }
                 Class::Reject(reason) => {
                     p.complete_without_dispatch(queue, id, reason.signal_value())?;
@@ -797,12 +914,10 @@ impl CpState {
                 q.next_id = id;
             }
         }
-        if let Some(qs) = self.queues.get_mut(qi) {
-            qs.dirty = false;
-            qs.waiting = false;
-            qs.head = HEAD_NONE;
-        }
-        Ok(false)
+        self.dirty &= !qb;
+        self.waiting &= !qb;
+        self.set_head(qi, HEAD_NONE);
+        Ok(())
     }
 
     fn completed(&mut self, queue: u8, id: u64, action: CpAction) {
@@ -1033,10 +1148,24 @@ impl CpState {
             if let Some(slot) = self.shapes.get_mut(usize::from(victim)) {
                 *slot = shape;
             }
-            for q in self.queues.iter_mut().filter(|q| q.head == victim) {
-                q.head = HEAD_NONE;
-                q.dirty = true;
-                self.pending = true;
+            let heads = self
+                .shape_heads
+                .get_mut(usize::from(victim))
+                .map_or(0, core::mem::take);
+            let mut m = heads;
+            while m != 0 {
+                let q = m.trailing_zeros() as usize;
+                m &= m.wrapping_sub(1);
+                if let Some(qs) = self.queues.get_mut(q) {
+                    qs.head = HEAD_NONE;
+                }
+            }
+            self.dirty |= heads;
+            self.pending |= heads != 0;
+            // The fast path's shortcut (same shape and kernel object as last time)
+            // must not outlive the record it was validated with.
+            for q in self.queues.iter_mut().filter(|q| q.last_shape == victim) {
+                q.last_shape = HEAD_NONE;
             }
             victim
         };
@@ -1058,74 +1187,142 @@ impl CpState {
     }
 
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
-    /// still running.
+    /// still running. The decision is [`decide_by_problem`]'s rule over the candidates
+    /// in priority order (the rotation), computed on the head masks: one mask per GEMM
+    /// problem, so a homogeneous set costs a few word operations, not a pass over
+    /// per-queue records.
     fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-        heads: &[u8],
+        n: usize,
     ) -> Result<(), FirmwareError> {
-        let mut gemm_q = [0u8; MAX_QUEUES];
-        let mut problem = [0u8; MAX_QUEUES];
-        let mut predicted = [0u8; MAX_QUEUES];
-        let mut ng = 0usize;
-        for &q in heads {
-            let Some(qs) = self.queues.get(usize::from(q)) else {
+        let start = usize::from(self.rr_start);
+        let mut k = rotate(self.kernel_heads, start, n);
+        while k != 0 {
+            let q = unrotate(k.trailing_zeros() as usize, start, n);
+            k &= k.wrapping_sub(1);
+            let Some(&QueueState {
+                next_id, head_ko, ..
+            }) = self.queues.get(q)
+            else {
                 continue;
             };
-            let head = qs.head;
-            if head == HEAD_KERNEL {
-                let (id, ko) = (qs.head_id, qs.head_ko);
-                if !self.dispatch_one(cfg, p, q, id, ko, ko, false, 1, 1)? {
-                    return Ok(());
-                }
-            } else if let Some(s) = self.shapes.get(usize::from(head)) {
-                if let (Some(gq), Some(pi), Some(pp)) = (
-                    gemm_q.get_mut(ng),
-                    problem.get_mut(ng),
-                    predicted.get_mut(ng),
-                ) {
-                    *gq = q;
-                    *pi = s.problem_id;
-                    *pp = s.predicted;
-                    ng += 1;
+            if !self.dispatch_one(cfg, p, q, next_id, head_ko, head_ko, false, 1, 1)? {
+                return Ok(());
+            }
+        }
+        if self.gemm_group_in_flight > 0 {
+            return Ok(());
+        }
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        // Per problem (the index of its first shape, below `ns`): its candidates. Only
+        // the first `ns` entries of the scratch are used, and cleared here.
+        let problem_heads = &mut self.problem_heads;
+        for m in problem_heads.iter_mut().take(ns) {
+            *m = 0;
+        }
+        let mut all = 0u32;
+        for (shape, &heads) in self.shapes.iter().zip(&self.shape_heads).take(ns) {
+            if heads != 0 {
+                all |= heads;
+                if let Some(m) = problem_heads.get_mut(usize::from(shape.problem_id)) {
+                    *m |= heads;
                 }
             }
         }
-        if self.gemm_group_in_flight > 0 || ng == 0 {
+        let all = rotate(all, start, n);
+        if all == 0 {
             return Ok(());
         }
-        let d = decide_by_problem(
-            problem.get(..ng).unwrap_or_default(),
-            predicted.get(..ng).unwrap_or_default(),
-            &mut self.work,
-        );
-        if !d.baseline {
-            let n = cfg.queues.len().max(1);
-            self.rr_start = ((usize::from(self.rr_start) + 1) % n) as u8;
-        }
-        let cd_index = GemmExt::cd_index(d.cd);
-        for &i in d.chosen.iter() {
-            let Some(&q) = gemm_q.get(usize::from(i)) else {
+        // The prediction of a problem is its first candidate's (in priority order).
+        let first_pred = |m: u32| -> u8 {
+            let q = unrotate(m.trailing_zeros() as usize, start, n);
+            self.queues
+                .get(q)
+                .and_then(|qs| self.shapes.get(usize::from(qs.head)))
+                .map_or(1, |sh| sh.predicted)
+        };
+        let (chosen, cd, predicted) = if all.count_ones() < 2 {
+            // Nothing to decide: the packet runs with its own kernel object.
+            (all, 0, 1)
+        } else {
+            let groups = self.problem_heads.iter().take(ns).map(|&m| {
+                let r = rotate(m, start, n);
+                (r, if r != 0 { first_pred(r) } else { 1 })
+            });
+            let (chosen, cd, predicted, _) = decide_masks(all, groups);
+            self.work.decisions = self.work.decisions.saturating_add(1);
+            let n1 = n.max(1);
+            self.rr_start = ((usize::from(self.rr_start) + 1) % n1) as u8;
+            (chosen, cd, predicted)
+        };
+        let baseline = cd == 0;
+        let cd_index = GemmExt::cd_index(cd);
+        let mut m = chosen;
+        while m != 0 {
+            let q = unrotate(m.trailing_zeros() as usize, start, n);
+            m &= m.wrapping_sub(1);
+            let Some(&QueueState {
+                next_id,
+                head_ko: own,
+                head,
+                ..
+            }) = self.queues.get(q)
+            else {
                 continue;
             };
-            let Some(qs) = self.queues.get(usize::from(q)) else {
-                continue;
-            };
-            let (id, head, own) = (qs.head_id, qs.head, qs.head_ko);
             let Some(shape) = self.shapes.get(usize::from(head)) else {
                 continue;
             };
-            let ko = if d.baseline {
-                own
+            let (ko, cd, predicted) = if baseline {
+                (own, 1, 1)
             } else {
-                shape.ko_per_cd.get(cd_index).copied().unwrap_or(own)
+                let ko = shape.ko_per_cd.get(cd_index).copied().unwrap_or(own);
+                (ko, cd, predicted)
             };
-            if !self.dispatch_one(cfg, p, q, id, own, ko, true, d.cd, d.predicted)? {
+            if !self.dispatch_one(cfg, p, q, next_id, own, ko, true, cd, predicted)? {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Writes `kernel_object` into the packet `dispatch_id` of queue `qi` through the
+    /// platform's mapped view (two stores), if the queue's words are in it; false when
+    /// the caller must write through [`DeviceMemory::write_u32`].
+    #[inline(always)]
+    fn patch_mapped<P: DeviceMemory>(
+        &mut self,
+        p: &mut P,
+        qi: usize,
+        dispatch_id: u64,
+        kernel_object: u64,
+    ) -> bool {
+        let Some(qs) = self.queues.get(qi) else {
+            return false;
+        };
+        if qs.view_write == u32::MAX {
+            return false;
+        }
+        let Some((base, words)) = p.mapped_words_mut() else {
+            return false;
+        };
+        if base != self.view_base {
+            return false;
+        }
+        let slot = (dispatch_id as u32) & qs.size_packets.wrapping_sub(1);
+        let i = (qs.view_ring.wrapping_add(slot << 4) as usize).wrapping_add(W_KO);
+        let Some([lo, hi]) = words
+            .get_mut(i..i.wrapping_add(2))
+            .and_then(|s| <&mut [u32; 2]>::try_from(s).ok())
+        else {
+            return false;
+        };
+        *lo = (kernel_object as u32).to_le();
+        *hi = ((kernel_object >> 32) as u32).to_le();
+        self.tally.writes = self.tally.writes.wrapping_add(2);
+        true
     }
 
     /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
@@ -1135,7 +1332,7 @@ impl CpState {
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-        queue: u8,
+        qi: usize,
         dispatch_id: u64,
         own_kernel_object: u64,
         kernel_object: u64,
@@ -1143,9 +1340,10 @@ impl CpState {
         cd: u8,
         predicted_cd: u8,
     ) -> Result<bool, FirmwareError> {
-        let qi = usize::from(queue);
+        let queue = qi as u8;
+        let qb = bit(qi);
         let swapped = kernel_object != own_kernel_object;
-        if swapped {
+        if swapped && !self.patch_mapped(p, qi, dispatch_id, kernel_object) {
             let addr = cfg
                 .queues
                 .get(qi)
@@ -1172,9 +1370,9 @@ impl CpState {
                 self.completed(queue, dispatch_id, CpAction::Rejected(reason));
                 if let Some(q) = self.queues.get_mut(qi) {
                     q.next_id = dispatch_id.wrapping_add(1);
-                    q.head = HEAD_NONE;
-                    q.dirty = true;
                 }
+                self.set_head(qi, HEAD_NONE);
+                self.dirty |= qb;
                 // The queue's next packet (and any barrier on this signal) is looked at
                 // in a follow-up event.
                 self.mark_waiting_dirty();
@@ -1185,16 +1383,18 @@ impl CpState {
         }
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
-            q.dispatching = Some(dispatch_id);
+            q.dispatching_id = dispatch_id;
             if gemm {
-                q.group_member = Some(dispatch_id);
+                q.group_id = dispatch_id;
             }
             q.outstanding = q.outstanding.wrapping_add(1);
             q.next_id = dispatch_id.wrapping_add(1);
-            q.head = HEAD_NONE;
-            q.dirty = true;
         }
+        self.set_head(qi, HEAD_NONE);
+        self.dispatching |= qb;
+        self.dirty |= qb;
         if gemm {
+            self.in_group |= qb;
             self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(1);
         }
         self.log(

@@ -54,55 +54,57 @@ pub(crate) const HEAD_NONE: u8 = 0xFF;
 pub(crate) const HEAD_KERNEL: u8 = 0xFE;
 
 /// What the CP remembers about one queue between events: a few words, so a scan never
-/// copies more than it reads.
+/// copies more than it reads. The queue's flags (something changed, waiting, dispatching,
+/// member of the GEMM group in flight) are bits of masks in the CP's state, so an event
+/// that touches many queues costs one word operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueState {
-    /// First dispatch id the CP has not dispatched or completed.
+    /// First dispatch id the CP has not dispatched or completed; the classified head
+    /// (when `head != HEAD_NONE`) is this packet.
     pub next_id: u64,
-    /// Dispatch id of the classified head (valid when `head != HEAD_NONE`).
-    pub head_id: u64,
-    /// Kernel object of a non-GEMM head (a GEMM head's is read when it dispatches).
+    /// Kernel object of the classified head packet.
     pub head_ko: u64,
-    /// Dispatched; its workgroups are still being placed (the head has not moved).
-    pub dispatching: Option<u64>,
+    /// Dispatch id of the kernel dispatched and not yet placed (valid while the queue's
+    /// bit is set in the CP's `dispatching` mask).
+    pub dispatching_id: u64,
+    /// Dispatch id of this queue's member of the GEMM group in flight (valid while the
+    /// queue's bit is set in the CP's `in_group` mask).
+    pub group_id: u64,
     /// Dispatched kernels not yet completed (for the header's barrier bit).
     pub outstanding: u32,
-    /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
-    /// shape in the CP's shape table.
-    pub head: u8,
-    /// Dispatch id of this queue's member of the GEMM group in flight, until it
-    /// completes.
-    pub group_member: Option<u64>,
-    /// Something may have changed (doorbell, head moved, completion, timer): re-read the
-    /// write index on the next scan. A clean queue costs the scan no memory access.
-    pub dirty: bool,
-    /// The head waits for a signal, the barrier bit or publication.
-    pub waiting: bool,
-    /// The read index has been read once since configuration (afterwards the CP, the
-    /// queue's packet processor, is the one that advances it and tracks it itself).
-    pub synced: bool,
     /// Word index of the write index in the platform's mapped view
     /// ([`crate::platform::DeviceMemory::mapped_words`]); `u32::MAX` until computed.
     pub view_write: u32,
     /// Word index of ring slot 0 in the mapped view.
     pub view_ring: u32,
+    /// Ring size in packets (the configuration's, copied with the view indices).
+    pub size_packets: u32,
+    /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
+    /// shape in the CP's shape table.
+    pub head: u8,
+    /// Shape of the last GEMM classified on this queue, validated with kernel object
+    /// `head_ko` (where the fast path looks first: a packet with the same record,
+    /// header and kernel object needs no table search); [`HEAD_NONE`] when none.
+    pub last_shape: u8,
+    /// The read index has been read once since configuration (afterwards the CP, the
+    /// queue's packet processor, is the one that advances it and tracks it itself).
+    pub synced: bool,
 }
 
 impl Default for QueueState {
     fn default() -> Self {
         Self {
             next_id: 0,
-            head_id: 0,
             head_ko: 0,
-            dispatching: None,
+            dispatching_id: 0,
+            group_id: 0,
             outstanding: 0,
-            head: HEAD_NONE,
-            group_member: None,
-            dirty: false,
-            waiting: false,
-            synced: false,
             view_write: u32::MAX,
             view_ring: u32::MAX,
+            size_packets: 0,
+            head: HEAD_NONE,
+            last_shape: HEAD_NONE,
+            synced: false,
         }
     }
 }

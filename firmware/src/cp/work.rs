@@ -147,13 +147,13 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 455,
-            instr_per_mapped_visit: 197,
-            instr_per_visit: 467,
-            instr_per_dispatch: 264,
-            instr_per_shape: 10_191,
+            instr_per_handler: 573,
+            instr_per_mapped_visit: 105,
+            instr_per_visit: 558,
+            instr_per_dispatch: 245,
+            instr_per_shape: 10_134,
             instr_per_decode: 270,
-            instr_per_completion: 264,
+            instr_per_completion: 245,
         }
     }
 }
