@@ -141,6 +141,7 @@ fn speedup_never_exceeds_the_physical_bound() {
         breakdown: false,
         ts_sweep: true,
         setups: all,
+        program: Default::default(),
     };
     let r = experiment::run(&e, &mut || {}).unwrap().report;
     assert!(

@@ -5,6 +5,7 @@ pub mod lamb;
 
 pub use lamb::{
     lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, SequencerWork,
+    SequencerCostModel, Stage1Program,
     TensorDesc, TensorPlacement,
 };
 
