@@ -197,7 +197,11 @@ pub fn run_lamb_suite(
     };
     measured(out, per)?;
     writeln!(out)?;
-    for (blob, (name, _)) in blobs.lamb_more.iter().zip(scenario::lamb_scenarios().iter().skip(2)) {
+    for (blob, (name, _)) in blobs
+        .lamb_more
+        .iter()
+        .zip(scenario::lamb_scenarios().iter().skip(2))
+    {
         let s: LambScenario = postcard::from_bytes(blob).map_err(RunError::Decode)?;
         run_lamb(seq, board, meter, name, &s, out)?;
     }
@@ -733,8 +737,7 @@ mod tests {
                 program_words: f("program_words"),
                 scalar_writes: f("scalar_writes"),
                 reductions: f("reductions"),
-                bytes_read: f("descriptors")
-                    * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u32,
+                bytes_read: f("descriptors") * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u32,
             };
             let measured = f64::from(f("instructions"));
             let modelled = work.instructions(&model) as f64;

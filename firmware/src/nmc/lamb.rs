@@ -1050,11 +1050,7 @@ impl LambSequencer {
         }
     }
 
-    fn reduce<P: NmcController>(
-        &mut self,
-        norm: Norm,
-        p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    fn reduce<P: NmcController>(&mut self, norm: Norm, p: &mut P) -> Result<bool, FirmwareError> {
         if self.pending.is_full() {
             return Ok(false);
         }
@@ -1131,7 +1127,10 @@ impl LambSequencer {
         match norm {
             Norm::Global => {
                 self.global_norm = libm::sqrtf(sum.max(0.0));
-                let params = self.job.map(|j| j.params).ok_or(SequencerError::UnexpectedResult)?;
+                let params = self
+                    .job
+                    .map(|j| j.params)
+                    .ok_or(SequencerError::UnexpectedResult)?;
                 self.clip = clip_divisor(&params, self.global_norm);
                 debug!(
                     "global gradient norm {}, clip divisor {}",
@@ -1243,8 +1242,7 @@ impl LambSequencer {
             0 => {
                 // The scalar write is idempotent: if the engine is full, both are simply
                 // repeated on the next event.
-                self.write_scalar(7, self.clip, p)?
-                    && self.submit(Kind::Stage1, &t, 0, i, p)?
+                self.write_scalar(7, self.clip, p)? && self.submit(Kind::Stage1, &t, 0, i, p)?
             }
             1 => self.submit(Kind::SumOfSquares, &t, t.w_row, i, p)?,
             2 => self.reduce(Norm::Weight(i), p)?,

@@ -197,9 +197,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
             "four-slot" => Stage1Program::FourSlot,
             "three-slot" => Stage1Program::ThreeSlot,
             other => {
-                return Err(
-                    format!("--program {other}: expected four-slot or three-slot").into(),
-                )
+                return Err(format!("--program {other}: expected four-slot or three-slot").into())
             }
         },
     };
