@@ -415,14 +415,16 @@ impl SequencerWork {
 
 /// What the sequencer's work costs: rv32imac instructions per operation kind, measured on
 /// the board (`nmcp board run`, lines `lamb_*` of `firmware/board/expected/virt.txt`), plus
-/// the CP's memory stall per device access. The split: `instr_per_word`,
-/// `instr_per_descriptor`, `instr_per_scalar_write` and `instr_per_reduction` are the
-/// per-call instruction counts of the functions that do that work (QEMU `-d exec`
-/// profile: `Instr::encode`; `TensorDesc::decode` + the read; the platform's
-/// `write_scalar` / `reduce_partials`); `instr_per_step`, `instr_per_handler` and
-/// `instr_per_command` are a least-squares fit (relative) of the remainder over the five
-/// board lines (docs/calibration.md). `cost_model_matches_board_figures` (nmcp-board)
-/// checks every line within 10 %.
+/// the CP's memory stall per device access. The split: `instr_per_command`,
+/// `instr_per_word`, `instr_per_descriptor`, `instr_per_scalar_write` and
+/// `instr_per_reduction` are per-call instruction counts of the functions doing that work
+/// in a QEMU `-d in_asm,exec,nochain` profile of the measured regions (template patch,
+/// header/phase encoding and validation, the platform call; `Instr::encode`;
+/// `TensorDesc::decode` and the read; the platform's `write_scalar` / `reduce_partials`,
+/// net of the board's hashing); `instr_per_step` and `instr_per_handler` are a
+/// least-squares fit (relative) of the remainder over the five board lines
+/// (docs/calibration.md). `cost_model_matches_board_figures`-style test in nmcp-board
+/// (`sequencer_cost_model_matches_board_figures`) checks every line within 10 %.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SequencerCostModel {
@@ -465,11 +467,11 @@ impl Default for SequencerCostModel {
     /// Fitted to the board (docs/calibration.md, "NMC sequencer cost").
     fn default() -> Self {
         Self {
-            instr_per_step: 1_597,
-            instr_per_handler: 653,
-            instr_per_command: 353,
+            instr_per_step: 2_458,
+            instr_per_handler: 358,
+            instr_per_command: 590,
             instr_per_word: 37,
-            instr_per_scalar_write: 44,
+            instr_per_scalar_write: 30,
             instr_per_reduction: 32,
             instr_per_descriptor: 130,
             stall_per_access: 30,
