@@ -423,8 +423,8 @@ impl SequencerWork {
 /// `TensorDesc::decode` and the read; the platform's `write_scalar` / `reduce_partials`,
 /// net of the board's hashing); `instr_per_step` and `instr_per_handler` are a
 /// least-squares fit (relative) of the remainder over the five board lines
-/// (docs/calibration.md). `cost_model_matches_board_figures`-style test in nmcp-board
-/// (`sequencer_cost_model_matches_board_figures`) checks every line within 10 %.
+/// (docs/calibration.md). `sequencer_cost_model_matches_board_figures` (nmcp-board)
+/// checks the model against every line within 10 %.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SequencerCostModel {
