@@ -1307,6 +1307,83 @@ mod tests {
         ts_entries: 16,
     };
 
+    /// A patched template is the command built from scratch for that tensor, for every
+    /// program, with and without weight decay, tensor after tensor.
+    #[test]
+    fn patched_templates_equal_freshly_built_commands() {
+        for program in [Stage1Program::FourSlot, Stage1Program::ThreeSlot] {
+            for wd in [0.0, 0.01] {
+                let job = LambJob {
+                    table: 0,
+                    tensors: 3,
+                    geometry: G,
+                    params: LambParams {
+                        lr: 1e-3,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        eps: 1e-6,
+                        weight_decay: wd,
+                        max_grad_norm: 1.0,
+                        bias_correction: true,
+                        step: 1,
+                        trust_clamp: 0.0,
+                    },
+                    program,
+                };
+                let mut t = Templates::default();
+                t.build(&job).unwrap();
+                let mut row = 0;
+                for (i, elements) in [1u64, 65_537, 3 << 20].into_iter().enumerate() {
+                    let d = lay_out(&G, elements, row).unwrap();
+                    row = d.next_row;
+                    let d = d.desc;
+                    let i = i as u32;
+                    let fresh = programs::stage1(&G, &d, i, wd != 0.0, program).unwrap();
+                    assert_eq!(t.patch(Kind::Stage1, &G, &d, 0, i).unwrap(), &fresh);
+                    let fresh = programs::stage2(&G, &d, i).unwrap();
+                    assert_eq!(t.patch(Kind::Stage2, &G, &d, 0, i).unwrap(), &fresh);
+                    let fresh = programs::sum_of_squares(&G, &d, d.w_row, i).unwrap();
+                    let got = t.patch(Kind::SumOfSquares, &G, &d, d.w_row, i).unwrap();
+                    assert_eq!(got, &fresh);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn three_slot_stage1_uses_three_slots_and_longer_chunks() {
+        let d = lay_out(&G, 1 << 20, 0).unwrap().desc;
+        let four = programs::stage1(&G, &d, 0, true, Stage1Program::FourSlot).unwrap();
+        let three = programs::stage1(&G, &d, 0, true, Stage1Program::ThreeSlot).unwrap();
+        assert_eq!((four.chunk, three.chunk), (4, 5));
+        assert_eq!(four.program.len(), three.program.len());
+        let max_slot = |c: &MacroCommand| {
+            c.program
+                .iter()
+                .flat_map(|i| {
+                    let mut v = std::vec::Vec::new();
+                    if let Instr::Binary {
+                        dst, src0, src1, ..
+                    } = *i
+                    {
+                        v.extend([Src::from(dst), src0]);
+                        if let SrcImm::Ts(t) = src1 {
+                            v.push(Src::Ts(t));
+                        }
+                    }
+                    v
+                })
+                .filter_map(|s| match s {
+                    Src::Ts(t) => Some(t.get()),
+                    _ => None,
+                })
+                .max()
+                .unwrap()
+        };
+        assert_eq!(max_slot(&four), 3);
+        assert_eq!(max_slot(&three), 2);
+    }
+
     #[test]
     fn lay_out_puts_five_arrays_on_consecutive_stripes() {
         // A stripe is 32 x 32 x 16 x 16 B = 256 KiB = 65536 FP32 values.
