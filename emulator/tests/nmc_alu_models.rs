@@ -13,6 +13,7 @@ use nmcp_emulator::memctrl::LoggedCommand;
 use nmcp_emulator::memory::DeviceMemory;
 use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
 use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_firmware::nmc::Stage1Program;
 use nmcp_isa::asm::parse_macro;
 use nmcp_isa::nmc::MacroCommand;
 use proptest::prelude::*;
@@ -41,6 +42,15 @@ fn setups() -> Vec<EngineSetup> {
 /// w, m, v after `steps` functional LAMB steps under `setup`, the worst error against the
 /// FP32 reference (in term scales), the last global norm and the step cycles.
 fn lamb_under(setup: EngineSetup, steps: usize) -> (Vec<TensorState>, f64, f32, u64) {
+    lamb_with(setup, Stage1Program::FourSlot, steps)
+}
+
+/// [`lamb_under`] with the firmware's stage-1 program `program`.
+fn lamb_with(
+    setup: EngineSetup,
+    program: Stage1Program,
+    steps: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
     let sizes = [7usize, 1029, 4099, 20_000];
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
     let state: Vec<TensorState> = sizes
@@ -62,6 +72,7 @@ fn lamb_under(setup: EngineSetup, steps: usize) -> (Vec<TensorState>, f64, f32, 
             ..NmcSystemConfig::default()
         },
         hyper,
+        program,
         ..LambRunConfig::default()
     };
     let preset = HbmPreset::builtin("hbm2-2000").unwrap();
@@ -115,6 +126,32 @@ fn outputs_are_identical_across_models_and_policies() {
     }
 }
 
+/// The three-slot stage-1 program computes the same bits as the default four-slot one under
+/// every engine setup (only the chunk, so the row visits and the timing, differ).
+#[test]
+fn outputs_are_identical_across_stage1_programs() {
+    let (base, _, base_norm, _) = lamb_under(EngineSetup::COLUMN_TRIGGERED, 2);
+    for setup in setups() {
+        let (state, err, norm, _) = lamb_with(setup, Stage1Program::ThreeSlot, 2);
+        let name = setup.name();
+        assert!(
+            err <= 1e-5,
+            "three-slot {name}: error {err} of the term scale"
+        );
+        assert_eq!(
+            norm.to_bits(),
+            base_norm.to_bits(),
+            "three-slot {name}: norm"
+        );
+        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a.w), bits(&b.w), "three-slot {name}: tensor {i} w");
+            assert_eq!(bits(&a.m), bits(&b.m), "three-slot {name}: tensor {i} m");
+            assert_eq!(bits(&a.v), bits(&b.v), "three-slot {name}: tensor {i} v");
+        }
+    }
+}
+
 /// No engine setup, at any TS size, beats the bank-parallelism bound (8x on `lamb-ch6`),
 /// and none beats its own program bound; the time split adds up to the step.
 #[test]
@@ -126,6 +163,17 @@ fn speedup_never_exceeds_the_physical_bound() {
         alu_model: AluModel::Pipelined { ops_per_tck: 16 },
         row_policy: RowPolicy::Staged,
     });
+    for program in [Stage1Program::FourSlot, Stage1Program::ThreeSlot] {
+        bounds_hold(&model, &preset, all.clone(), program);
+    }
+}
+
+fn bounds_hold(
+    model: &ModelPreset,
+    preset: &HbmPreset,
+    all: Vec<EngineSetup>,
+    program: Stage1Program,
+) {
     let e = LambExperiment {
         model: model.name.clone(),
         preset: preset.clone(),
@@ -141,6 +189,7 @@ fn speedup_never_exceeds_the_physical_bound() {
         breakdown: false,
         ts_sweep: true,
         setups: all,
+        program,
     };
     let r = experiment::run(&e, &mut || {}).unwrap().report;
     assert!(

@@ -37,12 +37,10 @@ fn main() {
         "cp_32q.postcard",
         postcard::to_slice(&scenario::canned_cp(), &mut buf).expect("cp scenario fits"),
     );
-    write(
-        "lamb_1t.postcard",
-        postcard::to_slice(&scenario::canned_lamb(1), &mut buf).expect("lamb scenario fits"),
-    );
-    write(
-        "lamb_4t.postcard",
-        postcard::to_slice(&scenario::canned_lamb(4), &mut buf).expect("lamb scenario fits"),
-    );
+    for (name, s) in scenario::lamb_scenarios() {
+        write(
+            &format!("{name}.postcard"),
+            postcard::to_slice(&s, &mut buf).expect("lamb scenario fits"),
+        );
+    }
 }

@@ -9,7 +9,9 @@
 use std::collections::VecDeque;
 
 use libfuzzer_sys::fuzz_target;
-use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, NmcSequencer, TensorDesc};
+use nmcp_firmware::nmc::{
+    LambJob, LambParams, NmcGeometry, NmcSequencer, Stage1Program, TensorDesc,
+};
 use nmcp_firmware::platform::{
     ChannelSet, DevAddr, DeviceMemory, MemoryError, NmcController, NmcError, NmcTicket,
 };
@@ -174,6 +176,12 @@ fuzz_target!(|data: &[u8]| {
         table.extend_from_slice(&bytes);
         descs.push(d);
     }
+    // Read last, so the existing corpus keeps its meaning (an exhausted input reads 0).
+    let program = if b.u8() & 1 == 1 {
+        Stage1Program::ThreeSlot
+    } else {
+        Stage1Program::FourSlot
+    };
     let mut stub = Stub {
         table,
         geometry,
@@ -190,6 +198,7 @@ fuzz_target!(|data: &[u8]| {
         tensors,
         geometry,
         params,
+        program,
     };
     let mut seq = NmcSequencer::default();
     if seq.start_lamb(job, &mut stub).is_err() {

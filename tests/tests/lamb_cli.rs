@@ -163,3 +163,36 @@ fn npy_in_and_out() {
     assert!(!out2.exists(), "output written despite the error");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--program three-slot` computes the same numbers as the default program (the global
+/// norm and the error against the reference are bit-for-bit the same) under every bound;
+/// an unknown program is refused by name.
+#[test]
+fn three_slot_program_matches_the_default_and_respects_bounds() {
+    let mut base = SMALL.to_vec();
+    base.extend(["--functional", "--steps", "2"]);
+    let four = json(&base);
+    let mut args = base.clone();
+    args.extend(["--program", "three-slot"]);
+    let three = json(&args);
+    assert_eq!(four["program"], "four-slot");
+    assert_eq!(three["program"], "three-slot");
+    for k in ["max_error_vs_term_scale", "global_norm"] {
+        assert_eq!(four[k], three[k], "{k}");
+    }
+    let bound = three["physical_bound"].as_f64().unwrap();
+    for m in three["alu_models"].as_array().unwrap() {
+        let s = m["speedup"][0].as_f64().unwrap();
+        assert!(s <= m["row_cycle_bound"].as_f64().unwrap(), "{m}");
+        assert!(s <= bound, "{m}");
+    }
+    let mut bad = SMALL.to_vec();
+    bad.extend(["--program", "two-slot"]);
+    let out = nmcp_tests::nmcp(NMCP, &bad);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--program two-slot"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

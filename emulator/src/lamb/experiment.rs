@@ -19,6 +19,7 @@ use crate::lamb::{IdealGpu, ARRAY_PASSES};
 use crate::nmc::engine::{AluModel, EngineStats, RowPolicy};
 use crate::nmc::system::{NmcSystemConfig, NmcTotals};
 use crate::node::FirmwareCost;
+use nmcp_firmware::nmc::Stage1Program;
 
 /// TS sizes the sweep visits.
 pub const TS_SWEEP: [usize; 7] = [4, 8, 16, 32, 64, 128, 256];
@@ -120,6 +121,8 @@ pub struct LambExperiment {
     /// step and sets the report's top-level figures. Empty means
     /// [`EngineSetup::COLUMN_TRIGGERED`] alone.
     pub setups: Vec<EngineSetup>,
+    /// The firmware's stage-1 program (identical results; different chunks).
+    pub program: Stage1Program,
 }
 
 /// Where one engine's time goes, in seconds of the step(s), averaged over the
@@ -226,6 +229,8 @@ pub struct LambReport {
     pub steps: u32,
     /// TS entries per bank ALU.
     pub ts_entries: usize,
+    /// The firmware's stage-1 program (`four-slot` or `three-slot`).
+    pub program: &'static str,
     /// NMC time of all steps.
     pub nmc_seconds: f64,
     /// NMC cycles (tCK) of all steps.
@@ -449,6 +454,7 @@ impl LambExperiment {
                 ..NmcSystemConfig::default()
             },
             hyper: self.hyper,
+            program: self.program,
             ..LambRunConfig::default()
         }
     }
@@ -518,7 +524,7 @@ impl LambExperiment {
         let cap = usize::from(nmcp_isa::nmc::MAX_CHUNK)
             .min(self.preset.organisation.columns_per_row as usize)
             .max(1);
-        let slots = usize::from(nmcp_firmware::nmc::lamb::programs::STAGE1_SLOTS);
+        let slots = usize::from(self.program.slots());
         ((ts / slots).clamp(1, cap), ts.clamp(1, cap))
     }
 
@@ -709,6 +715,7 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         parameters: params,
         steps: e.steps,
         ts_entries: e.ts_entries,
+        program: e.program.name(),
         nmc_seconds: nmc_s,
         nmc_cycles: main.cycles,
         ideal_gpu_seconds: gpu_s,

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, TensorDesc};
+use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, Stage1Program, TensorDesc};
 use nmcp_firmware::{Firmware, FirmwareError};
 
 use crate::gpu::NoGpu;
@@ -36,6 +36,13 @@ pub struct LambRunConfig {
     /// commands a handler issues take effect when it ends).
     #[serde(skip)]
     pub cost: FirmwareCost,
+    /// The firmware's stage-1 program (both compute identical values).
+    #[serde(serialize_with = "serialize_program")]
+    pub program: Stage1Program,
+}
+
+fn serialize_program<S: serde::Serializer>(p: &Stage1Program, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.name())
 }
 
 /// A firmware error and, when an engine caused it, the engine's reason.
@@ -217,6 +224,7 @@ pub fn lamb_job(preset: &HbmPreset, layout: &Layout, config: &LambRunConfig, k: 
         tensors: layout.tensors.len() as u32,
         geometry,
         params: params(&h),
+        program: config.program,
     }
 }
 

@@ -7,31 +7,12 @@
 //! launches, NMC commands) take effect when it ends.
 
 use nmcp_firmware::cp::{CpCostModel, CpWork};
-use nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES;
 use nmcp_firmware::nmc::SequencerWork;
 use nmcp_firmware::Firmware;
 
 use crate::sim::ClockDomain;
 
-/// How the NMC sequencer's work turns into CP cycles: every device-memory access (a
-/// tensor descriptor read) and every NMC platform call (one uncached MMIO write of a
-/// macro-command, scalar or reduction request) waits for the CP's memory latency; the
-/// sequencer does little arithmetic next to that.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SequencerCostModel {
-    /// Cycles per device-memory access or MMIO write.
-    pub access_cycles: u64,
-}
-
-impl Default for SequencerCostModel {
-    /// The CP model's 31-cycle memory latency (dissertation 7.4.4.2), so the sequencer
-    /// and the CP are charged alike.
-    fn default() -> Self {
-        Self {
-            access_cycles: CpCostModel::default().mem_latency_cycles,
-        }
-    }
-}
+pub use nmcp_firmware::nmc::SequencerCostModel;
 
 /// The firmware's work counters, all subsystems.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,19 +32,12 @@ impl FirmwareWork {
         }
     }
 
-    /// Field-wise `self - earlier`: the work of one handler. The sequencer's counters
-    /// restart with every LAMB step, so a smaller value means a new step began.
+    /// Field-wise `self - earlier`: the work of one handler (the sequencer's counters
+    /// count up across steps).
     pub fn since(&self, earlier: &Self) -> Self {
-        let d = |now: u32, then: u32| if now >= then { now - then } else { now };
-        let (s, e) = (&self.sequencer, &earlier.sequencer);
         Self {
             cp: self.cp.since(&earlier.cp),
-            sequencer: SequencerWork {
-                macro_commands: d(s.macro_commands, e.macro_commands),
-                scalar_writes: d(s.scalar_writes, e.scalar_writes),
-                reductions: d(s.reductions, e.reductions),
-                bytes_read: d(s.bytes_read, e.bytes_read),
-            },
+            sequencer: self.sequencer.since(&earlier.sequencer),
         }
     }
 }
@@ -82,7 +56,7 @@ impl FirmwareCost {
     pub fn free() -> Self {
         Self {
             cp: CpCostModel::FREE,
-            sequencer: SequencerCostModel { access_cycles: 0 },
+            sequencer: SequencerCostModel::FREE,
         }
     }
 
@@ -93,14 +67,9 @@ impl FirmwareCost {
 
     /// CP cycles of `work`.
     pub fn cycles(&self, work: &FirmwareWork) -> u64 {
-        let s = &work.sequencer;
-        let accesses = u64::from(s.bytes_read) / TENSOR_DESC_BYTES as u64
-            + u64::from(s.macro_commands)
-            + u64::from(s.scalar_writes)
-            + u64::from(s.reductions);
         work.cp
             .cycles(&self.cp)
-            .saturating_add(self.sequencer.access_cycles.saturating_mul(accesses))
+            .saturating_add(work.sequencer.cycles(&self.sequencer))
     }
 }
 
@@ -109,28 +78,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sequencer_work_is_charged_per_access() {
+    fn sequencer_work_is_charged_per_kind_and_access() {
         let c = FirmwareCost::default();
         let w = FirmwareWork {
             cp: CpWork::default(),
             sequencer: SequencerWork {
+                steps: 0,
+                handlers: 1,
                 macro_commands: 5,
+                program_words: 20,
                 scalar_writes: 1,
                 reductions: 2,
-                bytes_read: TENSOR_DESC_BYTES as u32,
+                bytes_read: nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u32,
             },
         };
-        assert_eq!(c.cycles(&w), 31 * 9);
+        let m = SequencerCostModel::default();
+        let instr = m.instr_per_handler
+            + 5 * m.instr_per_command
+            + 20 * m.instr_per_word
+            + m.instr_per_scalar_write
+            + 2 * m.instr_per_reduction
+            + m.instr_per_descriptor;
+        assert_eq!(c.cycles(&w), instr + 9 * m.stall_per_access);
         assert_eq!(FirmwareCost::free().cycles(&w), 0);
     }
 
     #[test]
-    fn a_new_step_restarts_the_sequencer_counters() {
+    fn sequencer_work_counts_up_across_steps() {
         let mut a = FirmwareWork::default();
         a.sequencer.macro_commands = 100;
         let mut b = FirmwareWork::default();
-        b.sequencer.macro_commands = 3;
+        b.sequencer.macro_commands = 103;
         assert_eq!(b.since(&a).sequencer.macro_commands, 3);
-        assert_eq!(a.since(&b).sequencer.macro_commands, 97);
+        assert_eq!(a.since(&b).sequencer.macro_commands, 0);
     }
 }

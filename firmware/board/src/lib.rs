@@ -141,6 +141,10 @@ pub struct Blobs<'a> {
     pub lamb_1t: &'a [u8],
     /// A postcard-encoded four-tensor [`LambScenario`].
     pub lamb_4t: &'a [u8],
+    /// The further LAMB scenarios of [`scenario::lamb_scenarios`] after the first two
+    /// (8 tensors, 4 without weight decay, 4 with the three-slot program), in that order;
+    /// fewer (or none) simply skips the rest.
+    pub lamb_more: &'a [&'a [u8]],
 }
 
 /// Runs every scenario and writes the report lines.
@@ -178,8 +182,8 @@ pub fn run_lamb_suite(
 ) -> Result<(), RunError> {
     let l1: LambScenario = postcard::from_bytes(blobs.lamb_1t).map_err(RunError::Decode)?;
     let l4: LambScenario = postcard::from_bytes(blobs.lamb_4t).map_err(RunError::Decode)?;
-    let m1 = run_lamb(seq, board, meter, &l1, out)?;
-    let m4 = run_lamb(seq, board, meter, &l4, out)?;
+    let m1 = run_lamb(seq, board, meter, "lamb_1t", &l1, out)?;
+    let m4 = run_lamb(seq, board, meter, "lamb_4t", &l4, out)?;
     // The marginal cost of a tensor: the fixed part of a step (global norm, scalars)
     // cancels in the difference.
     write!(out, "lamb_per_tensor")?;
@@ -193,6 +197,14 @@ pub fn run_lamb_suite(
     };
     measured(out, per)?;
     writeln!(out)?;
+    for (blob, (name, _)) in blobs
+        .lamb_more
+        .iter()
+        .zip(scenario::lamb_scenarios().iter().skip(2))
+    {
+        let s: LambScenario = postcard::from_bytes(blob).map_err(RunError::Decode)?;
+        run_lamb(seq, board, meter, name, &s, out)?;
+    }
     writeln!(out, "t3_program_gemm skipped=no-t3-firmware")?;
     write!(out, "stack")?;
     if let Some(peak) = meter.stack_peak() {
@@ -495,11 +507,13 @@ pub fn run_lamb(
     seq: &mut NmcSequencer,
     board: &mut Board<'_>,
     meter: &mut impl Meter,
+    name: &str,
     s: &LambScenario,
     out: &mut impl Write,
 ) -> Result<Option<Measured>, RunError> {
     board.reset();
     let job = board.lay_out_lamb(s)?;
+    let work_before = seq.lamb.work();
     let mut total: Option<Measured> = None;
     let mut acc = |m: Option<Measured>| {
         if let Some(m) = m {
@@ -526,15 +540,23 @@ pub fn run_lamb(
         return Err(RunError::LambStuck);
     }
     let st = board.stats;
-    write!(out, "lamb_{}t", s.tensors.len())?;
+    // The board's own hashing inside the platform calls is not the firmware's work.
+    let total = total.map(|m| Measured {
+        instructions: m.instructions.saturating_sub(st.bookkeeping_ticks),
+        cycles: m.cycles.saturating_sub(st.bookkeeping_ticks),
+    });
+    let work = seq.lamb.work().since(&work_before);
+    write!(out, "{name}")?;
     measured(out, total)?;
     writeln!(
         out,
         " events={events} macro_commands={} scalar_writes={} reductions={} \
-         global_norm_milli={} nmc_hash={:#010x}",
+         descriptors={} program_words={} global_norm_milli={} nmc_hash={:#010x}",
         st.macro_commands,
         st.scalar_writes,
         st.reductions,
+        work.descriptors(),
+        work.program_words,
         // Integer thousandths: no float formatting code in the board's flash.
         (seq.lamb.global_norm() * 1000.0) as u32,
         st.nmc_hash,
@@ -549,6 +571,18 @@ mod tests {
     fn blob<T: serde::Serialize>(v: &T) -> std::vec::Vec<u8> {
         let mut buf = [0u8; scenario::MAX_SCENARIO_BYTES];
         postcard::to_slice(v, &mut buf).unwrap().to_vec()
+    }
+
+    fn more_blobs() -> std::vec::Vec<std::vec::Vec<u8>> {
+        scenario::lamb_scenarios()
+            .iter()
+            .skip(2)
+            .map(|(_, s)| blob(s))
+            .collect()
+    }
+
+    fn more_refs(more: &[std::vec::Vec<u8>]) -> std::vec::Vec<&[u8]> {
+        more.iter().map(|b| b.as_slice()).collect()
     }
 
     /// Drops the measurement fields (and nothing else) from a report.
@@ -583,10 +617,12 @@ mod tests {
             blob(&scenario::canned_lamb(1)),
             blob(&scenario::canned_lamb(4)),
         );
+        let more = more_blobs();
         let blobs = Blobs {
             cp: &cp,
             lamb_1t: &l1,
             lamb_4t: &l4,
+            lamb_more: &more_refs(&more),
         };
         let mut out = String::new();
         run_all(&mut fw, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
@@ -680,6 +716,43 @@ mod tests {
         assert_eq!(n, 11, "every CP decision line checked");
     }
 
+    /// The NMC sequencer's cost model (`SequencerCostModel::default()`) against every
+    /// measured LAMB step of the committed QEMU report (1, 4, 8 tensors; without weight
+    /// decay; three-slot program): within 10 %.
+    #[test]
+    fn sequencer_cost_model_matches_board_figures() {
+        use nmcp_firmware::nmc::{SequencerCostModel, SequencerWork};
+        let model = SequencerCostModel::default();
+        let qemu = include_str!("../expected/virt.txt");
+        let mut n = 0;
+        for line in qemu
+            .lines()
+            .filter(|l| l.starts_with("lamb_") && l.contains(" events="))
+        {
+            let f = |k: &str| -> u32 {
+                line.split(' ')
+                    .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+                    .and_then(|v| v.parse().ok())
+                    .expect("field missing or not a number")
+            };
+            let work = SequencerWork {
+                steps: 1,
+                handlers: f("events"),
+                macro_commands: f("macro_commands"),
+                program_words: f("program_words"),
+                scalar_writes: f("scalar_writes"),
+                reductions: f("reductions"),
+                bytes_read: f("descriptors") * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u32,
+            };
+            let measured = f64::from(f("instructions"));
+            let modelled = work.instructions(&model) as f64;
+            let err = (modelled - measured).abs() / measured;
+            assert!(err <= 0.10, "{line}: model {modelled} vs board {measured}");
+            n += 1;
+        }
+        assert_eq!(n, 5, "every LAMB step line checked");
+    }
+
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
@@ -722,10 +795,12 @@ mod tests {
             blob(&scenario::canned_lamb(1)),
             blob(&scenario::canned_lamb(4)),
         );
+        let more = more_blobs();
         let blobs = Blobs {
             cp: &[],
             lamb_1t: &l1,
             lamb_4t: &l4,
+            lamb_more: &more_refs(&more),
         };
         let mut out = String::new();
         run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
@@ -776,6 +851,7 @@ mod tests {
             cp: &[0xFF, 0xFF],
             lamb_1t: &l,
             lamb_4t: &l,
+            lamb_more: &[],
         };
         let mut out = String::new();
         let e = run_all(&mut fw, &mut board, &mut NoMeter, &blobs, &mut out).unwrap_err();

@@ -46,6 +46,11 @@ mod target {
     static CP_BLOB: &[u8] = &[];
     static LAMB_1T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_1t.postcard"));
     static LAMB_4T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t.postcard"));
+    static LAMB_MORE_BLOBS: [&[u8]; 3] = [
+        include_bytes!(concat!(env!("OUT_DIR"), "/lamb_8t.postcard")),
+        include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t_nodecay.postcard")),
+        include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t_3slot.postcard")),
+    ];
 
     /// The device-memory window and the firmware live in `.bss`, so the ELF's section
     /// sizes show what the board must provide.
@@ -352,6 +357,7 @@ mod target {
             cp: CP_BLOB,
             lamb_1t: LAMB_1T_BLOB,
             lamb_4t: LAMB_4T_BLOB,
+            lamb_more: &LAMB_MORE_BLOBS,
         };
         #[cfg(not(feature = "hifive1"))]
         let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);

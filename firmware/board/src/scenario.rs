@@ -86,6 +86,8 @@ pub struct LambScenario {
     pub max_grad_norm: f32,
     /// Step number.
     pub step: u32,
+    /// Run the three-slot stage-1 program instead of the default four-slot one.
+    pub three_slot: bool,
     /// What every cross-bank reduction returns (the board has no banks; a constant keeps
     /// the run deterministic and exercises the clip path when its root exceeds
     /// `max_grad_norm`).
@@ -155,6 +157,30 @@ pub fn canned_lamb(tensors: usize) -> LambScenario {
         weight_decay: 0.01,
         max_grad_norm: 1.0,
         step: 1,
+        three_slot: false,
         reduction_sum: 4.0,
     }
+}
+
+/// [`canned_lamb`] without weight decay (stage 1 drops its weight phase: two instruction
+/// words fewer) or with the three-slot stage-1 program: more points for the sequencer's
+/// cost model.
+pub fn canned_lamb_variant(tensors: usize, weight_decay: bool, three_slot: bool) -> LambScenario {
+    let mut s = canned_lamb(tensors);
+    if !weight_decay {
+        s.weight_decay = 0.0;
+    }
+    s.three_slot = three_slot;
+    s
+}
+
+/// The LAMB scenarios of the board report, in order: report name and scenario.
+pub fn lamb_scenarios() -> [(&'static str, LambScenario); 5] {
+    [
+        ("lamb_1t", canned_lamb(1)),
+        ("lamb_4t", canned_lamb(4)),
+        ("lamb_8t", canned_lamb(8)),
+        ("lamb_4t_nodecay", canned_lamb_variant(4, false, false)),
+        ("lamb_4t_3slot", canned_lamb_variant(4, true, true)),
+    ]
 }

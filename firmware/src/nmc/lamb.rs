@@ -140,7 +140,15 @@ impl NmcGeometry {
             * u64::from(self.banks_per_pc);
         // Saturating: a corrupted descriptor's element count must not panic here; the
         // sequencer refuses a tensor whose columns do not fit a command.
-        elements.saturating_mul(4).div_ceil(stripe.max(1))
+        let bytes = elements.saturating_mul(4);
+        if stripe.is_power_of_two() {
+            // Every real geometry: a shift instead of a 64-bit division (`__udivdi3` on
+            // RV32, a few hundred instructions). Same result as the division below.
+            let shift = stripe.trailing_zeros();
+            (bytes >> shift) + u64::from(bytes & (stripe - 1) != 0)
+        } else {
+            bytes.div_ceil(stripe.max(1))
+        }
     }
 
     /// Bytes of one row stripe: one row in every bank of the device.
@@ -230,6 +238,40 @@ pub struct LambParams {
     pub trust_clamp: f32,
 }
 
+/// Which stage-1 program the sequencer runs. Both compute the same values with the same
+/// operations in the same order (bit-identical results); they differ in how many TS slots
+/// a column needs, hence in the chunk (columns per row visit) a TS size allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Stage1Program {
+    /// g', m, v and a scratch slot: chunk = TS / 4 (16 entries: 4 columns).
+    #[default]
+    FourSlot,
+    /// The scratch's role moves: v takes g''s slot once g' is dead (its last use is
+    /// `(1-b2) g' * g'`), so a column needs g'/v, m and one scratch: chunk = TS / 3
+    /// (16 entries: 5 columns, 64 entries: 21).
+    ThreeSlot,
+}
+
+impl Stage1Program {
+    /// TS slots one column of stage 1 occupies.
+    pub const fn slots(self) -> u16 {
+        match self {
+            Self::FourSlot => 4,
+            Self::ThreeSlot => 3,
+        }
+    }
+
+    /// Name used on command lines and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::FourSlot => "four-slot",
+            Self::ThreeSlot => "three-slot",
+        }
+    }
+}
+
 /// One LAMB step to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -242,6 +284,8 @@ pub struct LambJob {
     pub geometry: NmcGeometry,
     /// Hyperparameters.
     pub params: LambParams,
+    /// The stage-1 program.
+    pub program: Stage1Program,
 }
 
 /// Errors of the NMC sequencer.
@@ -319,19 +363,28 @@ struct Front {
     sub: u8,
 }
 
-/// Norms of a tensor in the lookahead window.
+/// A tensor in the lookahead window: its descriptor (read once, at the front) and its
+/// norms as they come back.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-struct NormPair {
+struct Window {
+    desc: TensorDesc,
     weight_sq: Option<f32>,
     update_sq: Option<f32>,
 }
 
-/// Work counters for charging the firmware's time.
+/// Work counters for charging the firmware's time. They count up across steps (a new
+/// step does not reset them), so the work of a handler is a plain difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SequencerWork {
+    /// Steps started.
+    pub steps: u32,
+    /// Handler calls: `start` and every `NmcDone` / `PartialsReady` the sequencer saw.
+    pub handlers: u32,
     /// Macro-commands submitted.
     pub macro_commands: u32,
+    /// Instruction words in the submitted macro-commands (what encoding them costs).
+    pub program_words: u32,
     /// Scalar-register writes.
     pub scalar_writes: u32,
     /// Reductions requested.
@@ -340,22 +393,217 @@ pub struct SequencerWork {
     pub bytes_read: u32,
 }
 
+impl SequencerWork {
+    /// Field-wise `self - earlier` (saturating).
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            steps: self.steps.saturating_sub(earlier.steps),
+            handlers: self.handlers.saturating_sub(earlier.handlers),
+            macro_commands: self.macro_commands.saturating_sub(earlier.macro_commands),
+            program_words: self.program_words.saturating_sub(earlier.program_words),
+            scalar_writes: self.scalar_writes.saturating_sub(earlier.scalar_writes),
+            reductions: self.reductions.saturating_sub(earlier.reductions),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+        }
+    }
+
+    /// Descriptors read.
+    pub fn descriptors(&self) -> u32 {
+        self.bytes_read / TENSOR_DESC_BYTES as u32
+    }
+}
+
+/// What the sequencer's work costs: rv32imac instructions per operation kind, measured on
+/// the board (`nmcp board run`, lines `lamb_*` of `firmware/board/expected/virt.txt`), plus
+/// the CP's memory stall per device access. The split: `instr_per_command`,
+/// `instr_per_word`, `instr_per_descriptor`, `instr_per_scalar_write` and
+/// `instr_per_reduction` are per-call instruction counts of the functions doing that work
+/// in a QEMU `-d in_asm,exec,nochain` profile of the measured regions (template patch,
+/// header/phase encoding and validation, the platform call; `Instr::encode`;
+/// `TensorDesc::decode` and the read; the platform's `write_scalar` / `reduce_partials`,
+/// net of the board's hashing); `instr_per_step` and `instr_per_handler` are a
+/// least-squares fit (relative) of the remainder over the five board lines
+/// (docs/calibration.md). `sequencer_cost_model_matches_board_figures` (nmcp-board)
+/// checks the model against every line within 10 %.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SequencerCostModel {
+    /// Instructions per step (`start`: the three program templates, the scalars).
+    pub instr_per_step: u64,
+    /// Instructions per handler call (event dispatch, the pipeline's bookkeeping).
+    pub instr_per_handler: u64,
+    /// Instructions per macro-command (template patch, validation and encoding of the
+    /// command's header and phases into the NMC command window).
+    pub instr_per_command: u64,
+    /// Instructions per instruction word encoded into the command window.
+    pub instr_per_word: u64,
+    /// Instructions per scalar-register write.
+    pub instr_per_scalar_write: u64,
+    /// Instructions per reduction request.
+    pub instr_per_reduction: u64,
+    /// Instructions per tensor descriptor read and decoded.
+    pub instr_per_descriptor: u64,
+    /// Stall cycles per device access (descriptor read, MMIO command, scalar write or
+    /// reduction request) on top of its instructions: the CP model's 31-cycle latency
+    /// less the access's own instruction (the board's RAM has no latency to measure).
+    pub stall_per_access: u64,
+}
+
+impl SequencerCostModel {
+    /// A model that charges nothing.
+    pub const FREE: Self = Self {
+        instr_per_step: 0,
+        instr_per_handler: 0,
+        instr_per_command: 0,
+        instr_per_word: 0,
+        instr_per_scalar_write: 0,
+        instr_per_reduction: 0,
+        instr_per_descriptor: 0,
+        stall_per_access: 0,
+    };
+}
+
+impl Default for SequencerCostModel {
+    /// Fitted to the board (docs/calibration.md, "NMC sequencer cost").
+    fn default() -> Self {
+        Self {
+            instr_per_step: 2_458,
+            instr_per_handler: 358,
+            instr_per_command: 590,
+            instr_per_word: 37,
+            instr_per_scalar_write: 30,
+            instr_per_reduction: 32,
+            instr_per_descriptor: 130,
+            stall_per_access: 30,
+        }
+    }
+}
+
+impl SequencerWork {
+    /// Instructions of this work under `m`.
+    pub fn instructions(&self, m: &SequencerCostModel) -> u64 {
+        let n = |c: u32, per: u64| u64::from(c).saturating_mul(per);
+        n(self.steps, m.instr_per_step)
+            .saturating_add(n(self.handlers, m.instr_per_handler))
+            .saturating_add(n(self.macro_commands, m.instr_per_command))
+            .saturating_add(n(self.program_words, m.instr_per_word))
+            .saturating_add(n(self.scalar_writes, m.instr_per_scalar_write))
+            .saturating_add(n(self.reductions, m.instr_per_reduction))
+            .saturating_add(n(self.descriptors(), m.instr_per_descriptor))
+    }
+
+    /// Device accesses: descriptor reads and NMC platform calls.
+    pub fn accesses(&self) -> u64 {
+        u64::from(self.descriptors())
+            .saturating_add(u64::from(self.macro_commands))
+            .saturating_add(u64::from(self.scalar_writes))
+            .saturating_add(u64::from(self.reductions))
+    }
+
+    /// CP cycles of this work under `m` (one instruction per cycle plus the stalls).
+    pub fn cycles(&self, m: &SequencerCostModel) -> u64 {
+        self.instructions(m)
+            .saturating_add(self.accesses().saturating_mul(m.stall_per_access))
+    }
+}
+
+/// Which program a submission uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    SumOfSquares,
+    Stage1,
+    Stage2,
+}
+
+/// The step's three programs, built once per step; a submission only writes the tensor's
+/// rows and column count into one of them (building a command costs ~1,000 instructions
+/// of moves on RV32, patching one a few dozen).
+#[derive(Debug, Clone)]
+struct Templates {
+    sum_of_squares: MacroCommand,
+    stage1: MacroCommand,
+    stage2: MacroCommand,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Self {
+            sum_of_squares: programs::empty(),
+            stage1: programs::empty(),
+            stage2: programs::empty(),
+        }
+    }
+}
+
+impl Templates {
+    /// Builds the step's programs in place.
+    fn build(&mut self, job: &LambJob) -> Result<(), SequencerError> {
+        // A placeholder tensor: rows and columns are patched per submission.
+        let t = TensorDesc {
+            elements: 1,
+            ..TensorDesc::default()
+        };
+        let g = &job.geometry;
+        let decay = job.params.weight_decay != 0.0;
+        programs::sum_of_squares_into(&mut self.sum_of_squares, g, &t, 0, 0)?;
+        programs::stage1_into(&mut self.stage1, g, &t, 0, decay, job.program)?;
+        programs::stage2_into(&mut self.stage2, g, &t, 0)
+    }
+
+    /// The program of `kind` for tensor `t` (`row`: the array a sum of squares reads).
+    fn patch(
+        &mut self,
+        kind: Kind,
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        row: u32,
+        index: u32,
+    ) -> Result<&MacroCommand, SequencerError> {
+        let cols = programs::cols(g, t, index)?;
+        let (cmd, rows): (&mut MacroCommand, [u32; 5]) = match kind {
+            Kind::SumOfSquares => (&mut self.sum_of_squares, [row, 0, 0, 0, 0]),
+            Kind::Stage2 => (&mut self.stage2, [t.u_row, t.w_row, 0, 0, 0]),
+            Kind::Stage1 => {
+                // Phases g, m, v, (w,) u: the weight phase only with weight decay.
+                let with_decay = self.stage1.phases.len() == 5;
+                let rows = if with_decay {
+                    [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row]
+                } else {
+                    [t.g_row, t.m_row, t.v_row, t.u_row, 0]
+                };
+                (&mut self.stage1, rows)
+            }
+        };
+        for (phase, r) in cmd.phases.iter_mut().zip(rows) {
+            phase.base_row = r;
+        }
+        cmd.col_count = cols;
+        Ok(cmd)
+    }
+}
+
 /// The LAMB state machine.
 #[derive(Debug)]
 pub struct LambSequencer {
     job: Option<LambJob>,
+    /// The job's tensor count, table and channels, copied out of `job` at the start (so
+    /// the handlers do not copy the 72-byte job each time).
+    tensors: u32,
+    table: DevAddr,
+    channels: ChannelRange,
     stage: Stage,
     front: Front,
     /// Next tensor whose stage 2 is due.
     s2_next: u32,
-    norms: [NormPair; LOOKAHEAD as usize + 1],
+    window: [Window; LOOKAHEAD as usize + 1],
     pending: Deque<(NmcTicket, Norm), MAX_PENDING_REDUCTIONS>,
     last_ticket: Option<NmcTicket>,
     global_norm: f32,
     clip: f32,
-    /// The descriptor of the tensor the pipeline front is on (read once, used by five
-    /// emissions).
-    front_desc: Option<(u32, TensorDesc)>,
+    /// Whether the front tensor's descriptor is in its window slot (read once, used by
+    /// six emissions, stage 2 included).
+    front_read: bool,
+    templates: Templates,
     work: SequencerWork,
 }
 
@@ -363,15 +611,19 @@ impl Default for LambSequencer {
     fn default() -> Self {
         Self {
             job: None,
+            tensors: 0,
+            table: 0,
+            channels: ChannelRange { first: 0, count: 0 },
             stage: Stage::Idle,
             front: Front::default(),
             s2_next: 0,
-            norms: [NormPair::default(); LOOKAHEAD as usize + 1],
+            window: [Window::default(); LOOKAHEAD as usize + 1],
             pending: Deque::new(),
             last_ticket: None,
             global_norm: 0.0,
             clip: 1.0,
-            front_desc: None,
+            front_read: false,
+            templates: Templates::default(),
             work: SequencerWork::default(),
         }
     }
@@ -413,31 +665,44 @@ fn mov(dst: Loc, s: Loc) -> Instr {
 pub mod programs {
     use super::*;
 
-    /// TS slots stage 1 uses.
-    pub const STAGE1_SLOTS: u16 = 4;
+    /// TS slots the default stage-1 program ([`Stage1Program::FourSlot`]) uses.
+    pub const STAGE1_SLOTS: u16 = Stage1Program::FourSlot.slots();
 
-    struct Builder {
-        phases: Vec<Phase, { nmcp_isa::nmc::MAX_PHASES }>,
-        program: Vec<Instr, { nmcp_isa::nmc::MAX_PROGRAM }>,
+    /// An empty command (no phases, no program) to build into.
+    pub fn empty() -> MacroCommand {
+        MacroCommand {
+            channels: ChannelRange { first: 0, count: 0 },
+            mode: BankMode::AllBank,
+            col_start: 0,
+            col_count: 0,
+            chunk: 1,
+            phases: Vec::new(),
+            program: Vec::new(),
+        }
     }
 
-    impl Builder {
-        fn new() -> Self {
-            Self {
-                phases: Vec::new(),
-                program: Vec::new(),
-            }
+    /// Builds a command in place (no command-sized temporaries on the stack).
+    struct Builder<'a> {
+        cmd: &'a mut MacroCommand,
+    }
+
+    impl<'a> Builder<'a> {
+        fn new(cmd: &'a mut MacroCommand) -> Self {
+            cmd.phases.clear();
+            cmd.program.clear();
+            Self { cmd }
         }
 
         fn phase(&mut self, row: u32, instrs: &[Instr]) -> Result<(), SequencerError> {
-            let first = u8::try_from(self.program.len()).map_err(|_| SequencerError::Capacity)?;
+            let first =
+                u8::try_from(self.cmd.program.len()).map_err(|_| SequencerError::Capacity)?;
             let len = u8::try_from(instrs.len()).map_err(|_| SequencerError::Capacity)?;
-            for i in instrs {
-                self.program
-                    .push(*i)
-                    .map_err(|_| SequencerError::Capacity)?;
-            }
-            self.phases
+            self.cmd
+                .program
+                .extend_from_slice(instrs)
+                .map_err(|_| SequencerError::Capacity)?;
+            self.cmd
+                .phases
                 .push(Phase {
                     base_row: row,
                     first,
@@ -446,26 +711,21 @@ pub mod programs {
                 .map_err(|_| SequencerError::Capacity)
         }
 
-        fn finish(self, g: &NmcGeometry, cols: u32, chunk: u16) -> MacroCommand {
+        fn finish(self, g: &NmcGeometry, cols: u32, chunk: u16) {
             // A chunk longer than a row cannot save an activation (every phase crosses
             // into the next row anyway), so it is capped at the row as well as at the
             // command's limit.
             let row = u16::try_from(g.cols_per_row).unwrap_or(u16::MAX);
             let cap = u16::from(MAX_CHUNK).min(row).max(1);
-            let chunk = u8::try_from(chunk.clamp(1, cap)).unwrap_or(MAX_CHUNK);
-            MacroCommand {
-                channels: g.channels(),
-                mode: BankMode::AllBank,
-                col_start: 0,
-                col_count: cols,
-                chunk,
-                phases: self.phases,
-                program: self.program,
-            }
+            self.cmd.chunk = u8::try_from(chunk.clamp(1, cap)).unwrap_or(MAX_CHUNK);
+            self.cmd.channels = g.channels();
+            self.cmd.mode = BankMode::AllBank;
+            self.cmd.col_start = 0;
+            self.cmd.col_count = cols;
         }
     }
 
-    fn cols(g: &NmcGeometry, t: &TensorDesc, index: u32) -> Result<u32, SequencerError> {
+    pub(super) fn cols(g: &NmcGeometry, t: &TensorDesc, index: u32) -> Result<u32, SequencerError> {
         u32::try_from(g.columns_per_bank(t.elements))
             .map_err(|_| SequencerError::TooLarge { index })
     }
@@ -477,7 +737,21 @@ pub mod programs {
         row: u32,
         index: u32,
     ) -> Result<MacroCommand, SequencerError> {
-        let mut b = Builder::new();
+        let mut c = empty();
+        sum_of_squares_into(&mut c, g, t, row, index)?;
+        Ok(c)
+    }
+
+    /// [`sum_of_squares`], built into `cmd`.
+    pub fn sum_of_squares_into(
+        cmd: &mut MacroCommand,
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        row: u32,
+        index: u32,
+    ) -> Result<(), SequencerError> {
+        let cols = cols(g, t, index)?;
+        let mut b = Builder::new(cmd);
         b.phase(
             row,
             &[Instr::Reduce {
@@ -486,19 +760,44 @@ pub mod programs {
                 src: Loc::Mem,
             }],
         )?;
-        Ok(b.finish(g, cols(g, t, index)?, u16::from(MAX_CHUNK)))
+        b.finish(g, cols, u16::from(MAX_CHUNK));
+        Ok(())
     }
 
     /// Stage 1: m, v and u (with weight decay when `with_decay`); g is divided by `s7`.
+    /// `program` picks the TS slots (the instructions, their operands' order and so the
+    /// results are the same for both; see [`Stage1Program`]).
     pub fn stage1(
         g: &NmcGeometry,
         t: &TensorDesc,
         index: u32,
         with_decay: bool,
+        program: Stage1Program,
     ) -> Result<MacroCommand, SequencerError> {
-        let (g0, m1, v2, x3) = (ts(0)?, ts(1)?, ts(2)?, ts(3)?);
+        let mut c = empty();
+        stage1_into(&mut c, g, t, index, with_decay, program)?;
+        Ok(c)
+    }
+
+    /// [`stage1`], built into `cmd`.
+    pub fn stage1_into(
+        cmd: &mut MacroCommand,
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        index: u32,
+        with_decay: bool,
+        program: Stage1Program,
+    ) -> Result<(), SequencerError> {
+        let cols = cols(g, t, index)?;
+        // g0: g'; m1: m, then the update; v2: v; p2: (1-b2) g' (in v's slot when v has its
+        // own, in the scratch when v reuses g''s slot, which it may only overwrite with the
+        // product that is g''s last use); x3: scratch.
+        let (g0, m1, v2, p2, x3) = match program {
+            Stage1Program::FourSlot => (ts(0)?, ts(1)?, ts(2)?, ts(2)?, ts(3)?),
+            Stage1Program::ThreeSlot => (ts(0)?, ts(1)?, ts(0)?, ts(2)?, ts(2)?),
+        };
         let mem = Loc::Mem;
-        let mut b = Builder::new();
+        let mut b = Builder::new(cmd);
         // Always a division, as Apex does (`g / clip` with clip = 1 when not clipping):
         // exact either way, and the step's timing does not depend on the data.
         let load_g = Instr::Div {
@@ -519,8 +818,8 @@ pub mod programs {
         b.phase(
             t.v_row,
             &[
-                bin(BinaryOp::Mul, v2, src(g0), sreg(4)?),
-                bin(BinaryOp::Mul, v2, src(v2), src(g0)),
+                bin(BinaryOp::Mul, p2, src(g0), sreg(4)?),
+                bin(BinaryOp::Mul, v2, src(p2), src(g0)),
                 bin(BinaryOp::Mul, x3, src(mem), sreg(3)?),
                 bin(BinaryOp::Add, v2, src(x3), src(v2)),
                 mov(mem, v2),
@@ -548,11 +847,12 @@ pub mod programs {
             )?;
         }
         b.phase(t.u_row, &[mov(mem, m1)])?;
-        let chunk = g.ts_entries / STAGE1_SLOTS;
+        let chunk = g.ts_entries / program.slots();
         if chunk == 0 {
             return Err(SequencerError::Geometry);
         }
-        Ok(b.finish(g, cols(g, t, index)?, chunk))
+        b.finish(g, cols, chunk);
+        Ok(())
     }
 
     /// Stage 2: w += s7 * u.
@@ -561,9 +861,22 @@ pub mod programs {
         t: &TensorDesc,
         index: u32,
     ) -> Result<MacroCommand, SequencerError> {
+        let mut c = empty();
+        stage2_into(&mut c, g, t, index)?;
+        Ok(c)
+    }
+
+    /// [`stage2`], built into `cmd`.
+    pub fn stage2_into(
+        cmd: &mut MacroCommand,
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        index: u32,
+    ) -> Result<(), SequencerError> {
+        let cols = cols(g, t, index)?;
         let x0 = ts(0)?;
         let mem = Loc::Mem;
-        let mut b = Builder::new();
+        let mut b = Builder::new(cmd);
         b.phase(t.u_row, &[bin(BinaryOp::Mul, x0, src(mem), sreg(7)?)])?;
         b.phase(
             t.w_row,
@@ -572,7 +885,8 @@ pub mod programs {
         if g.ts_entries == 0 {
             return Err(SequencerError::Geometry);
         }
-        Ok(b.finish(g, cols(g, t, index)?, g.ts_entries))
+        b.finish(g, cols, g.ts_entries);
+        Ok(())
     }
 }
 
@@ -629,7 +943,9 @@ impl LambSequencer {
     /// returns the error to report: the sequencer is idle again and a new step may start.
     pub fn abort(&mut self, e: crate::platform::NmcError) -> FirmwareError {
         warn!("LAMB step abandoned: {}", e);
-        *self = Self::default();
+        self.job = None;
+        self.stage = Stage::Idle;
+        self.pending.clear();
         e.into()
     }
 
@@ -643,7 +959,7 @@ impl LambSequencer {
         self.global_norm
     }
 
-    /// Work done so far.
+    /// Work done so far (all steps).
     pub fn work(&self) -> SequencerWork {
         self.work
     }
@@ -651,7 +967,9 @@ impl LambSequencer {
     /// Starts a step and emits as many commands as the engines take.
     ///
     /// # Errors
-    /// [`SequencerError::Busy`] if a step is running; platform errors other than `Busy`.
+    /// [`SequencerError::Busy`] if a step is running; [`SequencerError::NoTensors`],
+    /// [`SequencerError::Geometry`] for a job that cannot run; platform errors other than
+    /// `Busy`.
     pub fn start<P: NmcController + DeviceMemory>(
         &mut self,
         job: LambJob,
@@ -664,25 +982,38 @@ impl LambSequencer {
         if job.tensors == 0 {
             return Err(SequencerError::NoTensors.into());
         }
-        if job.geometry.ts_entries < programs::STAGE1_SLOTS {
+        if job.geometry.ts_entries < job.program.slots() {
             return Err(SequencerError::Geometry.into());
         }
-        *self = Self {
-            job: Some(job),
-            stage: Stage::GradNorm { next: 0 },
-            ..Self::default()
-        };
+        // Field by field, not `*self = Self { .. }`: the templates stay in place (no
+        // kilobyte temporaries on a 2 KiB stack).
+        self.job = None;
+        self.templates.build(&job)?;
+        self.tensors = job.tensors;
+        self.table = job.table;
+        self.channels = job.geometry.channels();
+        self.job = Some(job);
+        self.stage = Stage::GradNorm { next: 0 };
+        self.front = Front::default();
+        self.s2_next = 0;
+        self.window = [Window::default(); LOOKAHEAD as usize + 1];
+        self.pending.clear();
+        self.last_ticket = None;
+        self.global_norm = 0.0;
+        self.clip = 1.0;
+        self.front_read = false;
+        self.work.steps = self.work.steps.saturating_add(1);
+        self.work.handlers = self.work.handlers.saturating_add(1);
         self.pump(p)
     }
 
     fn read_desc<P: DeviceMemory>(
         &mut self,
-        job: &LambJob,
         index: u32,
         p: &mut P,
     ) -> Result<TensorDesc, FirmwareError> {
         let mut b = [0u8; TENSOR_DESC_BYTES];
-        let addr = job
+        let addr = self
             .table
             .checked_add(u64::from(index) * TENSOR_DESC_BYTES as u64)
             .ok_or(SequencerError::BadDescriptor { index })?;
@@ -694,16 +1025,26 @@ impl LambSequencer {
         Ok(TensorDesc::decode(&b, index)?)
     }
 
-    /// Submits `cmd`; `Ok(false)` when the engine is full (retry on the next event).
+    /// Submits program `kind` for tensor `t`; `Ok(false)` when the engine is full (retry
+    /// on the next event).
     fn submit<P: NmcController>(
         &mut self,
-        cmd: &MacroCommand,
+        kind: Kind,
+        t: &TensorDesc,
+        row: u32,
+        index: u32,
         p: &mut P,
     ) -> Result<bool, FirmwareError> {
+        let Some(job) = self.job.as_ref() else {
+            return Err(SequencerError::UnexpectedResult.into());
+        };
+        let cmd = self.templates.patch(kind, &job.geometry, t, row, index)?;
+        let words = u32::try_from(cmd.program.len()).unwrap_or(u32::MAX);
         match p.submit(cmd) {
-            Ok(t) => {
-                self.last_ticket = Some(t);
+            Ok(ticket) => {
+                self.last_ticket = Some(ticket);
                 self.work.macro_commands = self.work.macro_commands.saturating_add(1);
+                self.work.program_words = self.work.program_words.saturating_add(words);
                 Ok(true)
             }
             Err(crate::platform::NmcError::Busy) => Ok(false),
@@ -711,16 +1052,11 @@ impl LambSequencer {
         }
     }
 
-    fn reduce<P: NmcController>(
-        &mut self,
-        job: &LambJob,
-        norm: Norm,
-        p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    fn reduce<P: NmcController>(&mut self, norm: Norm, p: &mut P) -> Result<bool, FirmwareError> {
         if self.pending.is_full() {
             return Ok(false);
         }
-        match p.reduce_partials(job.geometry.channels()) {
+        match p.reduce_partials(self.channels) {
             Ok(t) => {
                 self.pending
                     .push_back((t, norm))
@@ -736,12 +1072,11 @@ impl LambSequencer {
 
     fn write_scalar<P: NmcController>(
         &mut self,
-        job: &LambJob,
         reg: u8,
         v: f32,
         p: &mut P,
     ) -> Result<bool, FirmwareError> {
-        match p.write_scalar(job.geometry.channels(), reg, v.to_bits()) {
+        match p.write_scalar(self.channels, reg, v.to_bits()) {
             Ok(()) => {
                 self.work.scalar_writes = self.work.scalar_writes.saturating_add(1);
                 Ok(true)
@@ -751,8 +1086,8 @@ impl LambSequencer {
         }
     }
 
-    fn slot(&mut self, tensor: u32) -> Option<&mut NormPair> {
-        self.norms.get_mut((tensor % (LOOKAHEAD + 1)) as usize)
+    fn slot(&mut self, tensor: u32) -> Option<&mut Window> {
+        self.window.get_mut((tensor % (LOOKAHEAD + 1)) as usize)
     }
 
     /// Handles `NmcDone` and `PartialsReady` for this sequencer.
@@ -764,6 +1099,7 @@ impl LambSequencer {
         ticket: NmcTicket,
         p: &mut P,
     ) -> Result<(), FirmwareError> {
+        self.work.handlers = self.work.handlers.saturating_add(1);
         if self.stage == Stage::Draining && self.last_ticket == Some(ticket) {
             self.stage = Stage::Done;
             return Ok(());
@@ -782,6 +1118,7 @@ impl LambSequencer {
         sum: f32,
         p: &mut P,
     ) -> Result<(), FirmwareError> {
+        self.work.handlers = self.work.handlers.saturating_add(1);
         let Some(&(t, norm)) = self.pending.front() else {
             return Err(SequencerError::UnexpectedResult.into());
         };
@@ -792,16 +1129,19 @@ impl LambSequencer {
         match norm {
             Norm::Global => {
                 self.global_norm = libm::sqrtf(sum.max(0.0));
-                let job = self.job.ok_or(SequencerError::UnexpectedResult)?;
-                self.clip = clip_divisor(&job.params, self.global_norm);
+                let params = self
+                    .job
+                    .map(|j| j.params)
+                    .ok_or(SequencerError::UnexpectedResult)?;
+                self.clip = clip_divisor(&params, self.global_norm);
                 debug!(
                     "global gradient norm {}, clip divisor {}",
                     self.global_norm, self.clip
                 );
-                for (reg, v) in (0u8..).zip(stage1_scalars(&job.params)) {
+                for (reg, v) in (0u8..).zip(stage1_scalars(&params)) {
                     // Scalar writes queue behind nothing but reductions here; the engines
                     // always accept them (they are ordered markers, not commands).
-                    if !self.write_scalar(&job, reg, v, p)? {
+                    if !self.write_scalar(reg, v, p)? {
                         return Err(SequencerError::Capacity.into());
                     }
                 }
@@ -823,29 +1163,30 @@ impl LambSequencer {
 
     /// Emits whatever can be emitted now.
     fn pump<P: NmcController + DeviceMemory>(&mut self, p: &mut P) -> Result<(), FirmwareError> {
-        let Some(job) = self.job else { return Ok(()) };
+        if self.job.is_none() {
+            return Ok(());
+        }
         // Every iteration either emits one thing or returns, and the number of things a
         // step emits is bounded by 8 per tensor plus 8, so this loop is bounded.
         loop {
             match self.stage {
                 Stage::Idle | Stage::Done | Stage::AwaitGlobal | Stage::Draining => return Ok(()),
                 Stage::GradNorm { next } => {
-                    if next == job.tensors {
-                        if !self.reduce(&job, Norm::Global, p)? {
+                    if next == self.tensors {
+                        if !self.reduce(Norm::Global, p)? {
                             return Ok(());
                         }
                         self.stage = Stage::AwaitGlobal;
                         continue;
                     }
-                    let t = self.read_desc(&job, next, p)?;
-                    let cmd = programs::sum_of_squares(&job.geometry, &t, t.g_row, next)?;
-                    if !self.submit(&cmd, p)? {
+                    let t = self.read_desc(next, p)?;
+                    if !self.submit(Kind::SumOfSquares, &t, t.g_row, next, p)? {
                         return Ok(());
                     }
                     self.stage = Stage::GradNorm { next: next + 1 };
                 }
                 Stage::Tensors => {
-                    if !self.step_tensors(&job, p)? {
+                    if !self.step_tensors(p)? {
                         return Ok(());
                     }
                 }
@@ -856,29 +1197,31 @@ impl LambSequencer {
     /// One emission of the per-tensor pipeline; `Ok(false)` when nothing can be emitted.
     fn step_tensors<P: NmcController + DeviceMemory>(
         &mut self,
-        job: &LambJob,
         p: &mut P,
     ) -> Result<bool, FirmwareError> {
         // Stage 2 of the oldest tensor as soon as its norms are back.
         if self.s2_next < self.front.tensor {
             let i = self.s2_next;
-            let pair = self.slot(i).map(|s| *s).unwrap_or_default();
-            if let (Some(w), Some(u)) = (pair.weight_sq, pair.update_sq) {
-                let ratio = trust_ratio(&job.params, w, u);
-                if !self.write_scalar(job, 7, -job.params.lr * ratio, p)? {
+            let norms = self.slot(i).map(|s| (s.weight_sq, s.update_sq));
+            if let Some((Some(wsq), Some(usq))) = norms {
+                let operand = match &self.job {
+                    Some(j) => -j.params.lr * trust_ratio(&j.params, wsq, usq),
+                    None => return Err(SequencerError::UnexpectedResult.into()),
+                };
+                if !self.write_scalar(7, operand, p)? {
                     return Ok(false);
                 }
-                let t = self.read_desc(job, i, p)?;
-                let cmd = programs::stage2(&job.geometry, &t, i)?;
-                if !self.submit(&cmd, p)? {
+                // The descriptor was read when the tensor was at the front.
+                let desc = self.slot(i).map(|s| s.desc).unwrap_or_default();
+                if !self.submit(Kind::Stage2, &desc, 0, i, p)? {
                     // The scalar write is idempotent; it is simply repeated next time.
                     return Ok(false);
                 }
                 if let Some(s) = self.slot(i) {
-                    *s = NormPair::default();
+                    *s = Window::default();
                 }
                 self.s2_next += 1;
-                if self.s2_next == job.tensors {
+                if self.s2_next == self.tensors {
                     self.stage = Stage::Draining;
                 }
                 return Ok(true);
@@ -886,29 +1229,27 @@ impl LambSequencer {
         }
         // Otherwise run ahead with the next tensor's stage 1 and norms.
         let i = self.front.tensor;
-        if i >= job.tensors || i - self.s2_next >= LOOKAHEAD {
+        if i >= self.tensors || i - self.s2_next >= LOOKAHEAD {
             return Ok(false);
         }
-        let t = match self.front_desc {
-            Some((j, d)) if j == i => d,
-            _ => {
-                let d = self.read_desc(job, i, p)?;
-                self.front_desc = Some((i, d));
-                d
+        if !self.front_read {
+            let d = self.read_desc(i, p)?;
+            if let Some(s) = self.slot(i) {
+                s.desc = d;
             }
-        };
+            self.front_read = true;
+        }
+        let t = self.slot(i).map(|s| s.desc).unwrap_or_default();
         let ok = match self.front.sub {
             0 => {
-                let decay = job.params.weight_decay != 0.0;
-                let cmd = programs::stage1(&job.geometry, &t, i, decay)?;
                 // The scalar write is idempotent: if the engine is full, both are simply
                 // repeated on the next event.
-                self.write_scalar(job, 7, self.clip, p)? && self.submit(&cmd, p)?
+                self.write_scalar(7, self.clip, p)? && self.submit(Kind::Stage1, &t, 0, i, p)?
             }
-            1 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.w_row, i)?, p)?,
-            2 => self.reduce(job, Norm::Weight(i), p)?,
-            3 => self.submit(&programs::sum_of_squares(&job.geometry, &t, t.u_row, i)?, p)?,
-            _ => self.reduce(job, Norm::Update(i), p)?,
+            1 => self.submit(Kind::SumOfSquares, &t, t.w_row, i, p)?,
+            2 => self.reduce(Norm::Weight(i), p)?,
+            3 => self.submit(Kind::SumOfSquares, &t, t.u_row, i, p)?,
+            _ => self.reduce(Norm::Update(i), p)?,
         };
         if !ok {
             return Ok(false);
@@ -918,6 +1259,7 @@ impl LambSequencer {
                 tensor: i + 1,
                 sub: 0,
             };
+            self.front_read = false;
         } else {
             self.front.sub += 1;
         }
@@ -964,6 +1306,83 @@ mod tests {
         column_bytes: 32,
         ts_entries: 16,
     };
+
+    /// A patched template is the command built from scratch for that tensor, for every
+    /// program, with and without weight decay, tensor after tensor.
+    #[test]
+    fn patched_templates_equal_freshly_built_commands() {
+        for program in [Stage1Program::FourSlot, Stage1Program::ThreeSlot] {
+            for wd in [0.0, 0.01] {
+                let job = LambJob {
+                    table: 0,
+                    tensors: 3,
+                    geometry: G,
+                    params: LambParams {
+                        lr: 1e-3,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        eps: 1e-6,
+                        weight_decay: wd,
+                        max_grad_norm: 1.0,
+                        bias_correction: true,
+                        step: 1,
+                        trust_clamp: 0.0,
+                    },
+                    program,
+                };
+                let mut t = Templates::default();
+                t.build(&job).unwrap();
+                let mut row = 0;
+                for (i, elements) in [1u64, 65_537, 3 << 20].into_iter().enumerate() {
+                    let d = lay_out(&G, elements, row).unwrap();
+                    row = d.next_row;
+                    let d = d.desc;
+                    let i = i as u32;
+                    let fresh = programs::stage1(&G, &d, i, wd != 0.0, program).unwrap();
+                    assert_eq!(t.patch(Kind::Stage1, &G, &d, 0, i).unwrap(), &fresh);
+                    let fresh = programs::stage2(&G, &d, i).unwrap();
+                    assert_eq!(t.patch(Kind::Stage2, &G, &d, 0, i).unwrap(), &fresh);
+                    let fresh = programs::sum_of_squares(&G, &d, d.w_row, i).unwrap();
+                    let got = t.patch(Kind::SumOfSquares, &G, &d, d.w_row, i).unwrap();
+                    assert_eq!(got, &fresh);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn three_slot_stage1_uses_three_slots_and_longer_chunks() {
+        let d = lay_out(&G, 1 << 20, 0).unwrap().desc;
+        let four = programs::stage1(&G, &d, 0, true, Stage1Program::FourSlot).unwrap();
+        let three = programs::stage1(&G, &d, 0, true, Stage1Program::ThreeSlot).unwrap();
+        assert_eq!((four.chunk, three.chunk), (4, 5));
+        assert_eq!(four.program.len(), three.program.len());
+        let max_slot = |c: &MacroCommand| {
+            c.program
+                .iter()
+                .flat_map(|i| {
+                    let mut v = std::vec::Vec::new();
+                    if let Instr::Binary {
+                        dst, src0, src1, ..
+                    } = *i
+                    {
+                        v.extend([Src::from(dst), src0]);
+                        if let SrcImm::Ts(t) = src1 {
+                            v.push(Src::Ts(t));
+                        }
+                    }
+                    v
+                })
+                .filter_map(|s| match s {
+                    Src::Ts(t) => Some(t.get()),
+                    _ => None,
+                })
+                .max()
+                .unwrap()
+        };
+        assert_eq!(max_slot(&four), 3);
+        assert_eq!(max_slot(&three), 2);
+    }
 
     #[test]
     fn lay_out_puts_five_arrays_on_consecutive_stripes() {

@@ -4,8 +4,8 @@
 pub mod lamb;
 
 pub use lamb::{
-    lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerError, SequencerWork,
-    TensorDesc, TensorPlacement,
+    lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerCostModel, SequencerError,
+    SequencerWork, Stage1Program, TensorDesc, TensorPlacement,
 };
 
 use crate::platform::{DeviceMemory, NmcController};

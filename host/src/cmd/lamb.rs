@@ -7,6 +7,7 @@ use nmcp_emulator::lamb::experiment::{EngineSetup, LambExperiment, LambReport, T
 use nmcp_emulator::lamb::reference::LambHyper;
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::system::NmcSystemConfig;
+use nmcp_firmware::nmc::Stage1Program;
 
 use super::CmdResult;
 use crate::lamb::npy_io;
@@ -99,6 +100,11 @@ pub struct LambArgs {
         value_delimiter = ','
     )]
     alu_models: Vec<String>,
+    /// The firmware's stage-1 program: `four-slot` (g', m, v, scratch: chunk = TS / 4) or
+    /// `three-slot` (v reuses g''s slot: chunk = TS / 3); identical results
+    /// (docs/decisions/nmc-alu-issue.md).
+    #[arg(long, default_value = "four-slot")]
+    program: String,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -187,6 +193,13 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         breakdown: a.breakdown,
         ts_sweep: a.ts_sweep,
         setups,
+        program: match a.program.as_str() {
+            "four-slot" => Stage1Program::FourSlot,
+            "three-slot" => Stage1Program::ThreeSlot,
+            other => {
+                return Err(format!("--program {other}: expected four-slot or three-slot").into())
+            }
+        },
     };
     Ok((e, named))
 }
@@ -240,8 +253,8 @@ fn print_report(r: &LambReport) {
         r.steps
     );
     println!(
-        "memory: {} ({:.0} GB/s peak), TS {} entries x 256 bit per bank",
-        r.preset, r.peak_gbps, r.ts_entries
+        "memory: {} ({:.0} GB/s peak), TS {} entries x 256 bit per bank, {} stage-1 program",
+        r.preset, r.peak_gbps, r.ts_entries, r.program
     );
     println!();
     println!("{:<34} {:>12} {:>10}", "", "time", "NMC speedup");
