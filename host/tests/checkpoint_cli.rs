@@ -39,27 +39,10 @@ fn a_killed_t3_study_resumes_to_the_uninterrupted_output() {
     );
 
     let mut args = whole.clone();
-    let ck_s = ck.to_str().unwrap();
-    args.extend(["--checkpoint-every", "1", "--checkpoint-dir", ck_s]);
-    let mut child = Command::new(BIN)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let file = ck.join("checkpoint.nmcp");
-    let started = Instant::now();
-    while !file.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no checkpoint written"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap(); // SIGKILL
-    let killed_early = child.wait().unwrap().code().is_none();
+    args.extend(["--checkpoint-every", "1"]);
+    let killed_early = kill_after_first_checkpoint(&args, &ck);
 
-    let resumed = run(&["resume", ck_s]);
+    let resumed = run(&["resume", ck.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{err}");
     assert!(err.contains("units loaded"), "{err}");

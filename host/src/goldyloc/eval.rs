@@ -428,6 +428,18 @@ impl<'a> ConfigRun<'a> {
     }
 }
 
+/// Sequential, Default, GO-Kernels and GOLDYLOC on the whole GPU, for the baseline
+/// library `base` and the GO library `go` (one record per distinct GEMM).
+fn shared_configs<'a>(base: &'a [GemmExt], go: &'a [GemmExt]) -> [ConfigRun<'a>; 4] {
+    let shared = GpuSplit::Shared;
+    [
+        ConfigRun::new("Sequential", base, Cp::Baseline, shared).one_stream(),
+        ConfigRun::new("Default", base, Cp::Baseline, shared),
+        ConfigRun::new("GO-Kernels", go, Cp::Constant(MAX_CD), shared),
+        ConfigRun::new("GOLDYLOC", go, Cp::Trained, shared),
+    ]
+}
+
 /// [`CpMode`] without the predictor's lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cp {
@@ -475,13 +487,13 @@ fn evaluate_one(
     } else {
         1
     };
-    let shared = GpuSplit::Shared;
+    let [seq, default, go_kernels, goldyloc_run] = shared_configs(&base, &go);
     let configs = [
-        ConfigRun::new("Sequential", &base, Cp::Baseline, shared).one_stream(),
-        ConfigRun::new("Default", &base, Cp::Baseline, shared),
-        ConfigRun::new("GO-Kernels", &go, Cp::Constant(MAX_CD), shared),
-        ConfigRun::new("GOLDYLOC", &go, Cp::Trained, shared),
-        ConfigRun::new("Oracle", &go, Cp::Constant(oracle_cd), shared),
+        seq,
+        default,
+        go_kernels,
+        goldyloc_run,
+        ConfigRun::new("Oracle", &go, Cp::Constant(oracle_cd), GpuSplit::Shared),
         ConfigRun::new(
             "CU-Partition",
             &base,
@@ -903,13 +915,7 @@ fn evaluate_mix(
     ];
     let go = [ta.to_ext(&ctx.catalog), tb.to_ext(&ctx.catalog)];
     let packets: Vec<usize> = (0..n as usize).map(|i| i % 2).collect();
-    let shared = GpuSplit::Shared;
-    let configs = [
-        ConfigRun::new("Sequential", &base, Cp::Baseline, shared).one_stream(),
-        ConfigRun::new("Default", &base, Cp::Baseline, shared),
-        ConfigRun::new("GO-Kernels", &go, Cp::Constant(MAX_CD), shared),
-        ConfigRun::new("GOLDYLOC", &go, Cp::Trained, shared),
-    ];
+    let configs = shared_configs(&base, &go);
     let mut time_ns = [0.0; 4];
     let mut mixed = false;
     for (slot, c) in time_ns.iter_mut().zip(&configs) {
