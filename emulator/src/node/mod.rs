@@ -724,17 +724,37 @@ impl<E: KernelEngine> GpuNode<E> {
         }
         let launches = std::mem::take(&mut self.parts.pending_launches);
         if !launches.is_empty() {
+            // The CP issues a handler's dispatches one after another as its last work,
+            // each costing one dispatch (its instructions and the two word writes of the
+            // kernel-object patch), the last at the handler's end: kernels of one
+            // decision reach the GPU staggered, in dispatch order, and the first fills
+            // the free slots first (the hardware dispatcher is first come, first served).
+            let per_dispatch = self.parts.cp_clock.ticks(
+                CpWork {
+                    dispatches: 1,
+                    mem_accesses: 2,
+                    ..CpWork::default()
+                }
+                .cycles(&self.parts.cost.cp),
+            );
+            let last = launches.len().saturating_sub(1);
             let mut out = Vec::new();
-            self.parts.gpu.advance(end_ns, &mut out);
-            self.gpu_events(&out, q);
-            for (tag, l) in launches {
+            for (k, (tag, l)) in launches.into_iter().enumerate() {
+                let back = per_dispatch.saturating_mul((last - k) as u64);
+                let at = tick_to_ns(end.saturating_sub(back).max(start));
+                out.clear();
+                self.parts.gpu.advance(at, &mut out);
+                self.gpu_events(&out, q);
                 if let Some(info) = self.parts.launched.get(&tag).copied() {
                     if let Some(o) = self.parts.outcomes.get_mut(&(info.queue, info.dispatch_id)) {
-                        o.launched_at = Some(end_ns);
+                        o.launched_at = Some(at);
                     }
                 }
-                self.parts.gpu.launch(end_ns, tag, &l);
+                self.parts.gpu.launch(at, tag, &l);
             }
+            out.clear();
+            self.parts.gpu.advance(end_ns, &mut out);
+            self.gpu_events(&out, q);
         }
         self.run_nmc_ops(end, q);
         if self.firmware.has_pending_work() {

@@ -4,8 +4,9 @@ use serde::{de::DeserializeOwned, Serialize};
 use std::path::PathBuf;
 
 /// Bumped when a step's output format or semantics change or the GEMM model's results
-/// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`).
-const CACHE_VERSION: u32 = 2;
+/// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`; 3: concurrent
+/// kernels launched one CP dispatch apart).
+const CACHE_VERSION: u32 = 3;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]
