@@ -25,18 +25,34 @@ fn run(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().expect("runs nmcp")
 }
 
+/// Runs nmcp and asserts it succeeded.
+fn run_ok(args: &[&str]) -> std::process::Output {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Kills `args` after its first checkpoint in `ck`, resumes it, and asserts the resume
+/// succeeded: (killed before finishing, the resume's output, its stderr).
+fn kill_and_resume(args: &[&str], ck: &Path) -> (bool, std::process::Output, String) {
+    let killed_early = kill_after_first_checkpoint(args, ck);
+    let resumed = run(&["resume", ck.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&resumed.stderr).to_string();
+    assert!(resumed.status.success(), "{err}");
+    (killed_early, resumed, err)
+}
+
 #[test]
 fn a_killed_t3_study_resumes_to_the_uninterrupted_output() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
     let mut whole: Vec<&str> = STUDY.to_vec();
     whole.push("--json");
-    let reference = run(&whole);
-    assert!(
-        reference.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reference.stderr)
-    );
+    let reference = run_ok(&whole);
 
     let mut args = whole.clone();
     args.extend(["--checkpoint-every", "1"]);
@@ -120,17 +136,9 @@ fn a_killed_mem_trace_run_resumes_to_the_uninterrupted_output() {
         "--checkpoint-every",
         "100000",
     ];
-    let reference = run(&args[..4]);
-    assert!(
-        reference.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reference.stderr)
-    );
+    let reference = run_ok(&args[..4]);
     let ck = dir.path().join("ck");
-    let killed_early = kill_after_first_checkpoint(&args, &ck);
-    let resumed = run(&["resume", ck.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&resumed.stderr);
-    assert!(resumed.status.success(), "{err}");
+    let (killed_early, resumed, err) = kill_and_resume(&args, &ck);
     assert!(err.contains("mid-run state"), "{err}");
     assert_eq!(mem_json(&resumed.stdout), mem_json(&reference.stdout));
     assert!(
@@ -223,12 +231,7 @@ fn a_killed_goldyloc_tuning_resumes_without_retuning_finished_chunks() {
         ]
     };
     let a = tune(&lib_ref);
-    let reference = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(
-        reference.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reference.stderr)
-    );
+    let reference = run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
     let ck = dir.path().join("ck");
     let a = tune(&lib);
     let killed_early =
@@ -258,17 +261,9 @@ fn a_killed_goldyloc_tuning_resumes_without_retuning_finished_chunks() {
 fn a_killed_lamb_sweep_resumes_to_the_uninterrupted_output() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["lamb", "--ts-sweep", "--breakdown", "--json"];
-    let reference = run(&args);
-    assert!(
-        reference.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reference.stderr)
-    );
+    let reference = run_ok(&args);
     let ck = dir.path().join("ck");
-    let killed_early = kill_after_first_checkpoint(&args, &ck);
-    let resumed = run(&["resume", ck.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&resumed.stderr);
-    assert!(resumed.status.success(), "{err}");
+    let (killed_early, resumed, err) = kill_and_resume(&args, &ck);
     assert!(err.contains("units loaded"), "{err}");
     if killed_early {
         assert!(!err.contains(": 0 of 2 units"), "{err}");
