@@ -688,22 +688,29 @@ impl MemorySystem {
                 }
                 head = source.next();
             }
-            let mut next = self.next;
-            if let Some(r) = head {
-                if r.arrival > self.now {
-                    next = next.min(r.arrival);
-                }
-            } else if self.all_idle() {
+            let Some(next) = self.next_cycle(head.as_ref()) else {
                 break;
-            }
-            if next == Cycle::MAX {
-                // Nothing can happen any more (cannot occur with a well-formed preset).
-                break;
-            }
+            };
             self.now = next.max(self.now);
         }
         progress(accepted);
         self.finish_run(keep_meta)
+    }
+
+    /// The cycle a run loop steps to next: the controllers' next event or the next
+    /// request's arrival (`head`, the first request not yet admitted); `None` when the run
+    /// is over (no request left and every queue empty, or nothing can happen any more —
+    /// the latter cannot occur with a well-formed preset).
+    #[inline]
+    fn next_cycle(&self, head: Option<&Request>) -> Option<Cycle> {
+        let mut next = self.next;
+        match head {
+            Some(r) if r.arrival > self.now => next = next.min(r.arrival),
+            Some(_) => {}
+            None if self.all_idle() => return None,
+            None => {}
+        }
+        (next != Cycle::MAX).then_some(next)
     }
 
     /// The changing state, for a checkpoint: call it from the hook of
@@ -1017,17 +1024,9 @@ impl MemorySystem {
                 }
                 head = buffered.pop_front().or_else(|| source.next());
             }
-            let mut next = self.next;
-            if let Some(r) = head {
-                if r.arrival > self.now {
-                    next = next.min(r.arrival);
-                }
-            } else if self.all_idle() {
+            let Some(next) = self.next_cycle(head.as_ref()) else {
                 break;
-            }
-            if next == Cycle::MAX {
-                break;
-            }
+            };
             // A window can start when nothing is left at this cycle and the stream is not
             // stalled.
             let free = self.next > self.now && head.is_none_or(|r| r.arrival > self.now);
