@@ -20,7 +20,6 @@ use nmcp_emulator::gpu::gemm::GemmShape;
 use nmcp_emulator::gpu::queue::{demo, sample};
 use nmcp_emulator::gpu::FixedTimeEngine;
 use nmcp_emulator::node::GpuNodeConfig;
-use nmcp_emulator::system::System;
 use nmcp_firmware::cp::features::{CuResources, FEATURE_COUNT, FRAC_BITS};
 use nmcp_firmware::cp::{CdPredictor, CpCostModel, GemmCandidate, CLASS_COUNT, MAX_CD};
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
@@ -188,57 +187,32 @@ pub fn cp_charge(n: u32, cd: u8, resources: &CuResources) -> CpCharge {
         return charge;
     };
     let cfg = GpuNodeConfig {
-        queues: n.clamp(1, 32) as usize,
         ring_packets: 16,
         predictor,
         resources: *resources,
         ..GpuNodeConfig::default()
     };
-    let Ok(mut sys) = System::single(cfg, FixedTimeEngine::new(resources.cus, 8, 1000.0)) else {
-        return charge;
+    let records = [sample::gemm_ext(1024, 1024, 1024, demo::KO_BASE)];
+    let packets = vec![0usize; n.clamp(1, 32) as usize];
+    let work = Workload {
+        records: &records,
+        packets: &packets,
+        one_stream: false,
     };
-    let ext = sample::gemm_ext(1024, 1024, 1024, demo::KO_BASE);
-    let ext_addr = demo::EXT_BASE;
-    if sys
-        .node_mut(0)
-        .memory_mut()
-        .write(ext_addr, &ext.encode())
-        .is_err()
-    {
-        return charge;
-    }
-    // Two iterations of the same GEMMs on the same queues, as in a training loop: the
-    // first teaches the CP the shape (record decode, features, prediction: the
-    // first-sight cost); the second is the steady state GOLDYLOC is charged.
-    let mut at = 0.0;
-    let mut last = None;
-    for iteration in 0..2u64 {
-        for q in 0..n.min(32) {
-            let sig = demo::SIGNAL_BASE + (iteration * 32 + u64::from(q)) * 8;
-            let q8 = u8::try_from(q).unwrap_or(0);
-            if sys
-                .enqueue(0, q8, &sample::gemm_dispatch(&ext, ext_addr, sig), at)
-                .is_err()
-                || sys.ring_doorbell(0, q8, at).is_err()
-            {
-                return charge;
-            }
-        }
-        let before = sys.node(0).cp_work();
-        let summary = sys.run(1_000_000);
-        at = summary.end;
-        last = Some(sys.node(0).cp_work().since(&before));
-    }
-    let Some(work) = last else {
+    // Two iterations of the same GEMMs on the same queues, as in a training loop; the
+    // second (the shape known: the steady state) is the one read off.
+    let engine = FixedTimeEngine::new(resources.cus, 8, 1000.0);
+    let Ok(run) = in_loop::run_on(cfg, &work, engine) else {
         return charge;
     };
     // The node charges its handlers with the default model: the same cycles.
     let model = CpCostModel::default();
-    charge.cycles = work.cycles(&model);
-    charge.decisions = work.decisions;
+    let w = run.cp_work;
+    charge.cycles = w.cycles(&model);
+    charge.decisions = w.decisions;
     charge.busy_ns = charge.cycles as f64 * 1e9 / model.clock_hz as f64;
-    charge.per_decision_ns = charge.busy_ns / work.decisions.max(1) as f64;
-    charge.mem_accesses = work.mem_accesses;
+    charge.per_decision_ns = charge.busy_ns / w.decisions.max(1) as f64;
+    charge.mem_accesses = w.mem_accesses;
     charge
 }
 

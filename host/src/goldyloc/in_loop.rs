@@ -32,7 +32,7 @@ use nmcp_emulator::gpu::sim::GpuSim;
 use nmcp_emulator::gpu::{KernelEngine, PartitionedGpu};
 use nmcp_emulator::node::{GpuNodeConfig, NodeError};
 use nmcp_emulator::system::System;
-use nmcp_firmware::cp::{CdPredictor, CpAction};
+use nmcp_firmware::cp::{CdPredictor, CpAction, CpWork};
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, AQL_PACKET_BYTES};
 use nmcp_isa::gemm_ext::GemmExt;
 
@@ -87,8 +87,8 @@ pub struct LoopRun {
     pub makespan_ns: f64,
     /// The CP's busy time over the run, ns.
     pub cp_busy_ns: f64,
-    /// Concurrency decisions the CP took.
-    pub decisions: u64,
+    /// The CP's work over the measured iteration (its decisions, accesses, ...).
+    pub cp_work: CpWork,
     /// Per packet (enqueue order): the CD it was dispatched at and the CD predicted.
     pub dispatched: Vec<(u8, u8)>,
 }
@@ -227,7 +227,12 @@ fn partitions(gpu: &GpuConfig, cal: Calibration, n: u32) -> PartitionedGpu<GpuSi
     PartitionedGpu::new((0..n).map(|_| GpuSim::new(part.clone(), cal)).collect())
 }
 
-fn run_on<E: KernelEngine>(
+/// [`run`] on a node configured by the caller (`cfg`: device, predictor, resources, ring
+/// size; the queue count follows `work`) and a kernel engine of its choice.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_on<E: KernelEngine>(
     cfg: GpuNodeConfig,
     work: &Workload<'_>,
     engine: E,
@@ -288,7 +293,7 @@ fn run_on<E: KernelEngine>(
         result = Some(LoopRun {
             makespan_ns: end - start,
             cp_busy_ns: summary.cp_busy_ns - busy_before,
-            decisions: node.cp_work().since(&before).decisions,
+            cp_work: node.cp_work().since(&before),
             dispatched,
         });
         start = summary.end.max(end);
@@ -371,7 +376,7 @@ mod tests {
             &copies(4, &rec, false),
         )
         .expect("runs");
-        assert_eq!(r.decisions, 0, "{r:?}");
+        assert_eq!(r.cp_work.decisions, 0, "{r:?}");
         assert_eq!(r.dispatched, vec![(1, 1); 4], "no CD, no prediction");
         assert!(r.cp_busy_ns > 0.0);
         // All four run together: faster than the one-stream run that serialises them.
