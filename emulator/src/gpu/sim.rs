@@ -862,13 +862,7 @@ pub fn makespan_with_port<P: MemoryPort>(
 /// as the emulator's node charges them. About 0.2 us at 1.5 GHz.
 pub fn dispatch_stagger_ns() -> Nanos {
     let model = nmcp_firmware::cp::CpCostModel::default();
-    let cycles = nmcp_firmware::cp::CpWork {
-        dispatches: 1,
-        mem_accesses: 2,
-        ..nmcp_firmware::cp::CpWork::default()
-    }
-    .cycles(&model);
-    cycles as f64 * 1e9 / model.clock_hz.max(1) as f64
+    model.dispatch_cycles() as f64 * 1e9 / model.clock_hz.max(1) as f64
 }
 
 /// Launches `runs` on separate queues of an idle `sim` as one CP decision does — run `i`

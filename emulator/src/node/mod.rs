@@ -729,14 +729,10 @@ impl<E: KernelEngine> GpuNode<E> {
             // kernel-object patch), the last at the handler's end: kernels of one
             // decision reach the GPU staggered, in dispatch order, and the first fills
             // the free slots first (the hardware dispatcher is first come, first served).
-            let per_dispatch = self.parts.cp_clock.ticks(
-                CpWork {
-                    dispatches: 1,
-                    mem_accesses: 2,
-                    ..CpWork::default()
-                }
-                .cycles(&self.parts.cost.cp),
-            );
+            let per_dispatch = self
+                .parts
+                .cp_clock
+                .ticks(self.parts.cost.cp.dispatch_cycles());
             let last = launches.len().saturating_sub(1);
             let mut out = Vec::new();
             for (k, (tag, l)) in launches.into_iter().enumerate() {

@@ -126,6 +126,17 @@ pub struct CpCostModel {
 }
 
 impl CpCostModel {
+    /// Cycles of one dispatch: its instructions and the two word writes of the
+    /// kernel-object patch. A decision's dispatches follow one another this far apart.
+    pub fn dispatch_cycles(&self) -> u64 {
+        CpWork {
+            dispatches: 1,
+            mem_accesses: 2,
+            ..CpWork::default()
+        }
+        .cycles(self)
+    }
+
     /// A model that charges nothing (a CP infinitely fast next to the hardware).
     pub const FREE: Self = Self {
         clock_hz: 1_500_000_000,
