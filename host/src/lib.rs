@@ -12,6 +12,7 @@ mod cmd;
 mod cp_replay;
 mod goldyloc;
 mod lamb;
+mod reproduce;
 pub mod limits;
 mod t3;
 
@@ -68,6 +69,9 @@ enum Command {
     /// T3: fused GEMM + reduce-scatter across simulated GPUs (the Table 8.2 sub-layer
     /// study; `check` with real data; `rs` a plain ring reduce-scatter).
     T3(cmd::t3::T3Args),
+    /// Regenerate the dissertation's figures (LAMB, GOLDYLOC, T3) into report/: index.html,
+    /// README.md, SVG plots, each next to the dissertation's number.
+    Reproduce(cmd::reproduce::ReproduceArgs),
     /// Continue a run killed after writing a checkpoint (--checkpoint-dir): the same
     /// command line, finished units loaded, the rest run; output as if never stopped.
     Resume(ResumeArgs),
@@ -180,6 +184,7 @@ fn dispatch(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Cp(a) => cmd::cp::run(a),
         Command::Board(a) => cmd::board::run(a),
         Command::T3(a) => cmd::t3::run(a),
+        Command::Reproduce(a) => cmd::reproduce::run(a),
         Command::Resume(_) => Err("nmcp resume: nothing to resume".into()),
     }
 }

@@ -10,6 +10,7 @@ pub mod lamb;
 pub mod lamb_checkpoint;
 pub mod mem;
 pub mod presets;
+pub mod reproduce;
 pub mod t3;
 
 /// What a subcommand returns on failure: a message that says what and where.

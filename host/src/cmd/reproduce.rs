@@ -1,0 +1,56 @@
+//! `nmcp reproduce`: the dissertation's figures regenerated into `report/` (see
+//! [`crate::reproduce`]).
+
+use std::path::PathBuf;
+
+use super::io::emit;
+use super::CmdResult;
+use crate::reproduce::{self, Mechanism, Scale};
+
+/// Arguments of `nmcp reproduce`.
+#[derive(clap::Args, Debug)]
+pub struct ReproduceArgs {
+    /// Directory of the report (index.html, README.md, the plots, and each run's JSON in
+    /// data/).
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// Short runs for CI and a first look (same as --scale quick).
+    #[arg(long, conflicts_with = "scale")]
+    quick: bool,
+    /// How much of each study runs.
+    #[arg(long, value_enum, default_value_t = Scale::Full)]
+    scale: Scale,
+    /// Mechanisms to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "lamb,goldyloc,t3")]
+    only: Vec<Mechanism>,
+    /// T3 sub-layers simulated at once (default: the machine's cores).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: Option<u32>,
+    /// No progress bar and no summary table (the report is still written).
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs `nmcp reproduce`.
+pub fn run(a: ReproduceArgs) -> CmdResult {
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(256) as u32)
+    });
+    let o = reproduce::Options {
+        out: a.out.clone(),
+        scale: if a.quick { Scale::Quick } else { a.scale },
+        mechanisms: a.only,
+        jobs,
+        quiet: a.quiet,
+    };
+    let sections = reproduce::run(&o)?;
+    if a.quiet {
+        return Ok(());
+    }
+    emit(&format!(
+        "{}\nreport: {} and {}\n",
+        reproduce::page::summary(&sections),
+        a.out.join("index.html").display(),
+        a.out.join("README.md").display()
+    ))
+}

@@ -1,0 +1,210 @@
+//! `nmcp reproduce` end to end on its smoke scale: the report's files, its headline
+//! figures against the runs' own JSON, and the page in a real headless browser (Debian's
+//! Chromium) with every plot loaded.
+//!
+//! The browser part runs when `chromium` is on the PATH; with `NMCP_BROWSER_TEST=1` (set
+//! by `.ci/run`, which installs it) a missing browser fails the test instead of skipping.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp");
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nmcp-reproduce-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    d
+}
+
+fn nmcp(dir: &Path, args: &[&str]) -> Output {
+    Command::new(NMCP)
+        .args(args)
+        .env("NMCP_CACHE", dir.join("cache"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {NMCP}: {e}"))
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Every `src="..."` of an `<img>` in `html`.
+fn images(html: &str) -> Vec<String> {
+    html.split("<img src=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next().map(str::to_string))
+        .collect()
+}
+
+fn browser() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn smoke_report_has_every_figure_and_loads_in_a_browser() {
+    let dir = scratch("smoke");
+    let out = dir.join("report");
+    let o = nmcp(
+        &dir,
+        &[
+            "reproduce",
+            "--scale",
+            "smoke",
+            "--out",
+            out.to_str().unwrap_or_default(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "reproduce failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary = String::from_utf8_lossy(&o.stdout);
+    for ch in ["ch. 6 LAMB", "ch. 7 GOLDYLOC", "ch. 8 T3"] {
+        assert!(summary.contains(ch), "summary lacks {ch}:\n{summary}");
+    }
+
+    // The pages name the same plots, and every plot is an SVG file.
+    let html = read(&out.join("index.html"));
+    let md = read(&out.join("README.md"));
+    let imgs = images(&html);
+    assert!(imgs.len() >= 10, "only {} plots: {imgs:?}", imgs.len());
+    for f in &imgs {
+        let svg = read(&out.join(f));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{f}");
+        assert!(md.contains(&format!("]({f})")), "README.md lacks {f}");
+    }
+    for f in ["lamb-ts.svg", "lamb-time.svg", "goldyloc-accuracy.svg", "t3/t3-speedup.svg"] {
+        assert!(imgs.iter().any(|i| i == f), "no {f} in {imgs:?}");
+    }
+
+    // Headline figures are the runs' own numbers, next to the dissertation's.
+    let heads: serde_json::Value =
+        serde_json::from_str(&read(&out.join("data/headlines.json"))).unwrap_or_default();
+    let lamb: serde_json::Value =
+        serde_json::from_str(&read(&out.join("data/lamb.json"))).unwrap_or_default();
+    let heads = heads.as_array().cloned().unwrap_or_default();
+    let find = |f: &str| {
+        heads
+            .iter()
+            .find(|h| h["figure"].as_str() == Some(f))
+            .unwrap_or_else(|| panic!("no headline {f:?}"))
+            .clone()
+    };
+    let h = find("LAMB step, NMC over ideal GPU at peak (pipelined)");
+    let m = lamb["alu_models"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["name"] == "pipelined"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(h["ours"], m["speedup"][0]);
+    assert_eq!(h["dissertation"], 3.8);
+    let acc = find("predictor accuracy, 16 GEMMs (held out by size)");
+    assert!(acc["baseline"]
+        .as_str()
+        .is_some_and(|b| b.starts_with("majority class")));
+    let t3 = find("T3-MCA over Sequential, geomean");
+    assert!(t3["ours"].as_f64().is_some_and(|x| x > 0.5 && x < 3.0), "{t3}");
+
+    // The page in a real browser: it loads, and every image decoded.
+    let required = std::env::var("NMCP_BROWSER_TEST").is_ok_and(|v| v == "1");
+    let Some(chromium) = browser() else {
+        assert!(!required, "NMCP_BROWSER_TEST=1 but no chromium on the PATH");
+        eprintln!("browser check skipped: no chromium on the PATH (apt-get install chromium)");
+        return;
+    };
+    let url = format!("file://{}", out.join("index.html").display());
+    let o = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("chromium").display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap_or_else(|e| panic!("chromium: {e}"));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let body = dom
+        .split("<body")
+        .nth(1)
+        .and_then(|b| b.split('>').next())
+        .unwrap_or("");
+    let want = format!(
+        "data-images-total=\"{n}\" data-images-loaded=\"{n}\"",
+        n = imgs.len()
+    );
+    assert!(
+        body.contains(&want),
+        "browser: <body{body}>, want {want}; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_broken_image_is_seen_by_the_page_check() {
+    // The check above can fail: a page whose plot is missing reports fewer loaded images.
+    let Some(chromium) = browser() else {
+        assert!(
+            std::env::var("NMCP_BROWSER_TEST").map_or(true, |v| v != "1"),
+            "NMCP_BROWSER_TEST=1 but no chromium on the PATH"
+        );
+        return;
+    };
+    let dir = scratch("broken");
+    let page = dir.join("index.html");
+    let meta = "<script>window.addEventListener('load',function(){var i=document.images,o=0;\
+                for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)o++;}\
+                document.body.setAttribute('data-images-loaded',o);});</script>";
+    std::fs::write(
+        &page,
+        format!("<html><body><img src=\"missing.svg\">{meta}</body></html>"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let o = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("chromium").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("chromium: {e}"));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(dom.contains("data-images-loaded=\"0\""), "{dom}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_report_directory_that_is_a_file_is_refused_with_its_name() {
+    let dir = scratch("file");
+    let f = dir.join("not-a-dir");
+    std::fs::write(&f, "x").unwrap_or_else(|e| panic!("{e}"));
+    let o = nmcp(
+        &dir,
+        &["reproduce", "--scale", "smoke", "--only", "lamb", "--out", f.to_str().unwrap_or_default()],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not-a-dir"), "{err}");
+    assert_eq!(std::fs::read_to_string(&f).ok().as_deref(), Some("x"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
