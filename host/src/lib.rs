@@ -12,8 +12,8 @@ mod cmd;
 mod cp_replay;
 mod goldyloc;
 mod lamb;
-mod reproduce;
 pub mod limits;
+mod reproduce;
 mod t3;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
@@ -72,6 +72,9 @@ enum Command {
     /// Regenerate the dissertation's figures (LAMB, GOLDYLOC, T3) into report/: index.html,
     /// README.md, SVG plots, each next to the dissertation's number.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Speed and memory figures: DRAM requests/s, NMC commands/s, LAMB step, GEMM
+    /// workgroups/s, T3 set, CP instructions, peak RSS (docs/PERFORMANCE.md).
+    Bench(cmd::bench::BenchArgs),
     /// Continue a run killed after writing a checkpoint (--checkpoint-dir): the same
     /// command line, finished units loaded, the rest run; output as if never stopped.
     Resume(ResumeArgs),
@@ -89,6 +92,7 @@ struct ResumeArgs {
 pub fn run_cli() -> ExitCode {
     let cli = Cli::parse();
     let result = prepare(cli).and_then(dispatch);
+    cmd::bench::report_usage_if_asked();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -185,6 +189,7 @@ fn dispatch(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Board(a) => cmd::board::run(a),
         Command::T3(a) => cmd::t3::run(a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Resume(_) => Err("nmcp resume: nothing to resume".into()),
     }
 }

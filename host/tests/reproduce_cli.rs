@@ -75,10 +75,18 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
     assert!(imgs.len() >= 10, "only {} plots: {imgs:?}", imgs.len());
     for f in &imgs {
         let svg = read(&out.join(f));
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{f}");
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{f}"
+        );
         assert!(md.contains(&format!("]({f})")), "README.md lacks {f}");
     }
-    for f in ["lamb-ts.svg", "lamb-time.svg", "goldyloc-accuracy.svg", "t3/t3-speedup.svg"] {
+    for f in [
+        "lamb-ts.svg",
+        "lamb-time.svg",
+        "goldyloc-accuracy.svg",
+        "t3/t3-speedup.svg",
+    ] {
         assert!(imgs.iter().any(|i| i == f), "no {f} in {imgs:?}");
     }
 
@@ -108,7 +116,10 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
         .as_str()
         .is_some_and(|b| b.starts_with("majority class")));
     let t3 = find("T3-MCA over Sequential, geomean");
-    assert!(t3["ours"].as_f64().is_some_and(|x| x > 0.5 && x < 3.0), "{t3}");
+    assert!(
+        t3["ours"].as_f64().is_some_and(|x| x > 0.5 && x < 3.0),
+        "{t3}"
+    );
 
     // The page in a real browser: it loads, and every image decoded.
     let required = std::env::var("NMCP_BROWSER_TEST").is_ok_and(|v| v == "1");
@@ -130,7 +141,10 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
             "--disable-sync",
             "--virtual-time-budget=5000",
         ])
-        .arg(format!("--user-data-dir={}", dir.join("chromium").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium").display()
+        ))
         .arg("--dump-dom")
         .arg(&url)
         .output()
@@ -183,7 +197,10 @@ fn a_broken_image_is_seen_by_the_page_check() {
             "--disable-sync",
             "--virtual-time-budget=3000",
         ])
-        .arg(format!("--user-data-dir={}", dir.join("chromium").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium").display()
+        ))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
@@ -200,11 +217,47 @@ fn a_report_directory_that_is_a_file_is_refused_with_its_name() {
     std::fs::write(&f, "x").unwrap_or_else(|e| panic!("{e}"));
     let o = nmcp(
         &dir,
-        &["reproduce", "--scale", "smoke", "--only", "lamb", "--out", f.to_str().unwrap_or_default()],
+        &[
+            "reproduce",
+            "--scale",
+            "smoke",
+            "--only",
+            "lamb",
+            "--out",
+            f.to_str().unwrap_or_default(),
+        ],
     );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not-a-dir"), "{err}");
     assert_eq!(std::fs::read_to_string(&f).ok().as_deref(), Some("x"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn usage_report_on_exit_when_asked() {
+    let o = Command::new(NMCP)
+        .args(["mem", "--requests", "1000", "--json"])
+        .env("NMCP_REPORT_USAGE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("nmcp-usage: peak_rss_kib="))
+        .unwrap_or_else(|| panic!("no usage line in {err}"));
+    let kib: u64 = line
+        .split("peak_rss_kib=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(kib > 1000, "{line}");
+    // Without the variable, nothing extra on stderr.
+    let o = Command::new(NMCP)
+        .args(["mem", "--requests", "1000", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("nmcp-usage"));
 }

@@ -2,6 +2,7 @@
 
 pub mod aql;
 pub mod asm;
+pub mod bench;
 pub mod board;
 pub mod cp;
 pub mod goldyloc;

@@ -21,7 +21,12 @@ pub struct ReproduceArgs {
     #[arg(long, value_enum, default_value_t = Scale::Full)]
     scale: Scale,
     /// Mechanisms to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "lamb,goldyloc,t3")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "lamb,goldyloc,t3"
+    )]
     only: Vec<Mechanism>,
     /// T3 sub-layers simulated at once (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]

@@ -433,7 +433,11 @@ pub fn t3(rows: &[Value]) -> Result<Vec<Headline>, FigureError> {
     }
     for (figure, diss, xs) in [
         ("RS reads, Sequential over T3-MCA, geomean", 2.4, &rs_reads),
-        ("GEMM reads, Sequential over T3-MCA, geomean", 1.6, &gemm_reads),
+        (
+            "GEMM reads, Sequential over T3-MCA, geomean",
+            1.6,
+            &gemm_reads,
+        ),
     ] {
         if let Some(v) = geomean(xs) {
             out.push(Headline {
@@ -459,8 +463,14 @@ mod tests {
     fn paths_name_the_document_and_where_they_stopped() {
         let d = json!({"a": [{"b": 2.5}]});
         assert_eq!(num(&d, "doc", "a.0.b").ok(), Some(2.5));
-        let e = num(&d, "doc", "a.1.b").err().map(|e| e.0).unwrap_or_default();
-        assert!(e.contains("doc") && e.contains("a.1.b") && e.contains("`1`"), "{e}");
+        let e = num(&d, "doc", "a.1.b")
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        assert!(
+            e.contains("doc") && e.contains("a.1.b") && e.contains("`1`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -88,7 +88,11 @@ pub fn stages(scale: Scale, mechanisms: &[Mechanism], out: &Path, jobs: u32) -> 
         let dtypes: &[(&'static str, &str, &'static str)] = match scale {
             Scale::Smoke => &[("goldyloc-f16", "f16", "GOLDYLOC: FP16 evaluation")],
             _ => &[
-                ("goldyloc-f32", "f32", "GOLDYLOC: FP32 evaluation (main results)"),
+                (
+                    "goldyloc-f32",
+                    "f32",
+                    "GOLDYLOC: FP32 evaluation (main results)",
+                ),
                 ("goldyloc-f16", "f16", "GOLDYLOC: FP16 evaluation"),
             ],
         };
@@ -277,12 +281,14 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
                     .unwrap_or("")
                     .trim_end_matches(" (held out by size)")
                     .to_string();
-                let push = |groups: &mut Vec<plot::BarGroup>, series: Vec<(String, f64)>| {
-                    match groups.iter_mut().find(|g| g.0 == n) {
+                let push =
+                    |groups: &mut Vec<plot::BarGroup>, series: Vec<(String, f64)>| match groups
+                        .iter_mut()
+                        .find(|g| g.0 == n)
+                    {
                         Some(g) => g.1.extend(series),
                         None => groups.push((n.clone(), series)),
-                    }
-                };
+                    };
                 if x.figure.starts_with("predictor accuracy") {
                     let maj = x
                         .baseline
