@@ -244,6 +244,7 @@ fn run_eval(c: &Common) -> CmdResult {
     );
     print_scenarios(report);
     print_cp_charges(report);
+    print_end_to_end(report);
     print_hetero(report);
     print_vs_dissertation(report);
     print_accuracy(report);
@@ -318,6 +319,33 @@ fn print_scenarios(report: &EvalReport) {
             }
             println!();
         }
+    }
+}
+
+fn print_end_to_end(report: &EvalReport) {
+    if report.end_to_end.is_empty() {
+        return;
+    }
+    println!("\n== End to end: iteration speedup over Default from the GEMM share (1 / (1 - f + f / s)) ==");
+    for e in &report.end_to_end {
+        println!(
+            "  {:<5} {:>2} GEMMs: f = {:.2}, GEMMs {:.3}x -> iteration {:+.1} % (dissertation: {})",
+            e.app,
+            e.n,
+            e.gemm_share,
+            e.gemm_speedup,
+            (e.speedup - 1.0) * 100.0,
+            e.dissertation
+        );
+    }
+    let mut sources: Vec<&str> = report
+        .end_to_end
+        .iter()
+        .map(|e| e.share_source.as_str())
+        .collect();
+    sources.dedup();
+    for s in sources {
+        println!("  f: {s}");
     }
 }
 
