@@ -308,14 +308,14 @@ pub fn goldyloc(doc: &Value, label: &str) -> Result<Vec<Headline>, FigureError> 
         .filter_map(|s| s.get("split"))
         .collect();
     if !splits.is_empty() {
-        for (i, (what, diss)) in [("improve", 0.64), ("unchanged", 0.29), ("degrade", 0.07)]
+        for (i, (what, diss)) in [("improved", 0.64), ("unchanged", 0.29), ("degraded", 0.07)]
             .into_iter()
             .enumerate()
         {
             let xs: Vec<f64> = splits.iter().filter_map(|s| s.get(i)?.as_f64()).collect();
             out.push(Headline {
                 chapter: CH,
-                figure: format!("GEMMs that {what} under GOLDYLOC vs Default (mean over n)"),
+                figure: format!("share of GEMMs {what} by GOLDYLOC vs Default (mean over n)"),
                 dissertation: Some(diss),
                 ours: xs.iter().sum::<f64>() / xs.len().max(1) as f64,
                 unit: Unit::Percent,
