@@ -13,7 +13,17 @@ mod cp_replay;
 mod goldyloc;
 mod lamb;
 pub mod limits;
+pub mod scenario;
+mod sweep;
 mod t3;
+
+/// The CLI's clap description (for scenario files and sweeps), built: global options are
+/// on every subcommand.
+pub(crate) fn cli_command() -> clap::Command {
+    let mut c = <Cli as clap::CommandFactory>::command();
+    c.build();
+    c
+}
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]
@@ -68,6 +78,10 @@ enum Command {
     /// T3: fused GEMM + reduce-scatter across simulated GPUs (the Table 8.2 sub-layer
     /// study; `check` with real data; `rs` a plain ring reduce-scatter).
     T3(cmd::t3::T3Args),
+    /// Scenario files: `nmcp scenario init <command>` writes a commented template.
+    Scenario(scenario::ScenarioArgs),
+    /// Run a parameter grid over any command in parallel, sharded; merge the results.
+    Sweep(sweep::SweepArgs),
     /// Continue a run killed after writing a checkpoint (--checkpoint-dir): the same
     /// command line, finished units loaded, the rest run; output as if never stopped.
     Resume(ResumeArgs),
@@ -83,8 +97,12 @@ struct ResumeArgs {
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
 /// worked, the message on stderr what went wrong.
 pub fn run_cli() -> ExitCode {
-    let cli = Cli::parse();
-    let result = prepare(cli).and_then(dispatch);
+    // `--config FILE` / `--scenario FILE` (any subcommand) is applied here, generically.
+    let (cli, argv) = match scenario::parse_command_line::<Cli>(std::env::args_os()) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let result = prepare(cli, argv).and_then(dispatch);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -101,7 +119,7 @@ pub fn run_cli() -> ExitCode {
 /// Records what the command line asks of limits and checkpoints. For `nmcp resume`, the
 /// command line stored in the checkpoint, parsed, is the command to run (with its own
 /// caps), and the resumed directory is where the checkpoint goes on being written.
-fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
+fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error>> {
     let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
         let summary = checkpoint::read(&r.dir)?;
         match summary.state_bytes {
@@ -132,7 +150,7 @@ fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
         }
         (stored, Some(r.dir.clone()), summary.argv)
     } else {
-        (cli, None, std::env::args().skip(1).collect())
+        (cli, None, argv)
     };
     if let Some(b) = cli.max_memory {
         limits::set_memory_cap(b);
@@ -180,6 +198,8 @@ fn dispatch(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Cp(a) => cmd::cp::run(a),
         Command::Board(a) => cmd::board::run(a),
         Command::T3(a) => cmd::t3::run(a),
+        Command::Scenario(a) => scenario::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::Resume(_) => Err("nmcp resume: nothing to resume".into()),
     }
 }
