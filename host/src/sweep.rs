@@ -738,6 +738,9 @@ fn cell(v: &Json) -> String {
     }
 }
 
+/// A merged row: the point's index and parameters, then its result's leaves.
+type Row = (Vec<Json>, Vec<(String, Json)>);
+
 /// Runs `nmcp sweep merge`.
 fn merge(m: &MergeArgs) -> CmdResult {
     let ext = m
@@ -782,7 +785,7 @@ fn merge(m: &MergeArgs) -> CmdResult {
     columns.extend(man.keys.iter().cloned());
     let key_count = columns.len();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut rows: Vec<(Vec<Json>, Vec<(String, Json)>)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     let mut missing = Vec::new();
     let mut used_drop = vec![false; m.drop.len()];
     for (index, hash, params) in &man.points {
@@ -805,7 +808,7 @@ fn merge(m: &MergeArgs) -> CmdResult {
         };
         let Some(path) = found else {
             missing.push(format!(
-                "point {index} ({}): no points/{hash}.json",
+                "point {index} ({}): no points/{hash}.json in any directory",
                 describe()
             ));
             continue;
