@@ -1146,6 +1146,18 @@ struct ShowArgs {
     file: PathBuf,
 }
 
+/// A word as a POSIX shell would need it (single-quoted unless plain).
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=,+-@%".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// Runs `nmcp scenario`.
 ///
 /// # Errors
@@ -1192,7 +1204,8 @@ pub(crate) fn run(a: ScenarioArgs) -> Result<(), Box<dyn std::error::Error>> {
             let mut words = vec!["nmcp".to_string()];
             words.extend(path.iter().cloned());
             words.extend(args);
-            crate::cmd::io::emit(&format!("{}\n", words.join(" ")))
+            let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
+            crate::cmd::io::emit(&format!("{}\n", quoted.join(" ")))
         }
     }
 }

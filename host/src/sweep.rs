@@ -330,6 +330,11 @@ fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
                 "{loc}: `json`: a sweep runs every point with --json itself"
             ));
         }
+        if key == "checkpoint-dir" || key == "checkpoint-every" {
+            return Err(format!(
+                "{loc}: `{key}`: the points of a sweep would share one checkpoint directory; a sweep's unit of restart is the point (finished points are skipped)"
+            ));
+        }
     }
     if let Some((s, loc)) = seeds {
         if scenario::find_key(cmd, "seed").is_none() {

@@ -284,7 +284,11 @@ fn a_failing_point_is_reported_with_its_parameters_and_the_others_are_kept() {
 fn bad_sweep_files_and_options_say_what_and_where() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let cases: [(&str, &str); 8] = [
+    let cases: [(&str, &str); 9] = [
+        (
+            "command = \"mem\"\n[base]\ncheckpoint-dir = \"ck\"\n",
+            "s.toml:3:1: `checkpoint-dir`: the points of a sweep would share one checkpoint directory",
+        ),
         (
             "command = \"mem\"\n[grid]\npatern = [\"stream\"]\n",
             "s.toml:3:1: unknown key `patern` for `nmcp mem`; did you mean `pattern`?",
