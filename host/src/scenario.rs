@@ -1209,3 +1209,35 @@ pub(crate) fn run(a: ScenarioArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_and_wrap() {
+        assert_eq!(distance("patern", "pattern"), 1);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("abc", "abc"), 0);
+        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("a-very-long-word x", 4), ["a-very-long-word", "x"]);
+    }
+
+    #[test]
+    fn locations_are_one_based_lines_and_columns() {
+        let src = Source {
+            path: "s.toml".into(),
+            text: "a = 1\nbé = 2\n".into(),
+        };
+        assert_eq!(src.loc(&(0..1)).0, "s.toml:1:1");
+        assert_eq!(src.loc(&(10..11)).0, "s.toml:2:4");
+    }
+
+    #[test]
+    fn shell_words_are_quoted_when_needed() {
+        assert_eq!(shell_word("--pattern=random"), "--pattern=random");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

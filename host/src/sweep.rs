@@ -911,3 +911,75 @@ fn merge(m: &MergeArgs) -> CmdResult {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_matches_the_reference_vectors() {
+        // From the FNV reference (http://www.isthe.com/chongo/tech/comp/fnv/).
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn shards_are_i_of_n_from_zero() {
+        assert_eq!(parse_shard("0/4"), Ok((0, 4)));
+        assert_eq!(parse_shard("3/4"), Ok((3, 4)));
+        assert!(parse_shard("4/4").is_err());
+        assert!(parse_shard("0/0").is_err());
+        assert!(parse_shard("1").is_err());
+        assert!(parse_shard("a/2").is_err());
+    }
+
+    #[test]
+    fn the_hash_depends_on_every_input_but_not_on_key_order() {
+        let v = |s: &str| Value::One(scenario::Scalar::Str(s.into()));
+        let cmd = vec!["mem".to_string()];
+        let a = point_hash(
+            &cmd,
+            &[("pattern".into(), v("random")), ("seed".into(), v("1"))],
+        );
+        let b = point_hash(
+            &cmd,
+            &[("seed".into(), v("1")), ("pattern".into(), v("random"))],
+        );
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 16);
+        let c = point_hash(
+            &cmd,
+            &[("pattern".into(), v("stream")), ("seed".into(), v("1"))],
+        );
+        assert_ne!(a, c);
+        let d = point_hash(
+            &["t3".to_string()],
+            &[("pattern".into(), v("random")), ("seed".into(), v("1"))],
+        );
+        assert_ne!(a, d);
+        // An integer and a float of the same value are different scenarios.
+        let i = point_hash(
+            &cmd,
+            &[("size".into(), Value::One(scenario::Scalar::Int(64)))],
+        );
+        let f = point_hash(
+            &cmd,
+            &[("size".into(), Value::One(scenario::Scalar::Float(64.0)))],
+        );
+        assert_ne!(i, f);
+    }
+
+    #[test]
+    fn flatten_names_leaves_by_dotted_paths() {
+        let mut out = Vec::new();
+        flatten(
+            "",
+            &json!({"a": 1, "b": {"c": [true, null]}, "d": "x"}),
+            &mut out,
+        );
+        let paths: Vec<&str> = out.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["a", "b.c.0", "b.c.1", "d"]);
+        assert_eq!(cell(&out[2].1), "");
+    }
+}
