@@ -837,9 +837,14 @@ fn merge(m: &MergeArgs) -> CmdResult {
             keep
         });
         for (p, _) in &leaves {
-            if !seen.contains_key(p) && !man.keys.contains(p) && p != "point" {
+            if !seen.contains_key(p) {
                 seen.insert(p.clone(), columns.len());
-                columns.push(p.clone());
+                // A leaf named like a parameter column keeps both: `result.<path>`.
+                if man.keys.contains(p) || p == "point" {
+                    columns.push(format!("result.{p}"));
+                } else {
+                    columns.push(p.clone());
+                }
             }
         }
         let mut key_cells = vec![Json::from(*index)];

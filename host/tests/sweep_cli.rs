@@ -272,6 +272,14 @@ fn a_failing_point_is_reported_with_its_parameters_and_the_others_are_kept() {
     let (code, _, err) = run(d, &["sweep", "merge", "o", "-o", "m.csv", "--partial"]);
     assert_eq!(code, Some(0), "{err}");
     let csv = std::fs::read_to_string(d.join("m.csv")).unwrap();
+    // `size` is a grid key and not a result leaf; `requests` a base option and a leaf.
+    assert!(csv.starts_with("point,size,"), "{csv}");
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .any(|c| c == "requests"));
     let points: Vec<&str> = csv
         .lines()
         .skip(1)
@@ -339,4 +347,28 @@ fn bad_sweep_files_and_options_say_what_and_where() {
     let (code, _, err) = run(d, &["sweep", "merge", "nowhere", "-o", "m.csv"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("nowhere/sweep.json: cannot read"), "{err}");
+}
+
+#[test]
+fn a_result_leaf_named_like_a_grid_key_is_kept_as_result_dot_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(
+        d.join("r.toml"),
+        "command = \"mem\"\n[grid]\nrequests = [100, 200]\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(d, &["sweep", "r.toml", "--out", "o"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(d, &["sweep", "merge", "o", "-o", "m.csv"]);
+    assert_eq!(code, Some(0), "{err}");
+    let csv = std::fs::read_to_string(d.join("m.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = rows[0]
+        .iter()
+        .position(|c| *c == "result.requests")
+        .unwrap();
+    assert_eq!(&rows[0][..2], ["point", "requests"]);
+    assert_eq!((rows[1][1], rows[1][col]), ("100", "100"));
+    assert_eq!((rows[2][1], rows[2][col]), ("200", "200"));
 }
