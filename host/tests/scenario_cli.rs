@@ -342,6 +342,19 @@ fn bad_scenarios_say_file_line_column_and_the_valid_keys() {
         assert!(out.is_empty(), "{out}");
         assert!(err.contains(want), "{text}:\n{err}\nwanted: {want}");
     }
+    // Two of the file's own options that conflict: clap's message, and what the file gave.
+    std::fs::write(
+        d.join("s.toml"),
+        "preset = \"hbm2-2000\"\npreset-file = \"p.toml\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(d, &["mem", "--config", "s.toml"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    assert!(
+        err.contains("note: the options from s.toml: --preset=hbm2-2000 --preset-file=p.toml"),
+        "{err}"
+    );
     let (code, _, err) = run(d, &["mem", "--config", "missing.toml"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("missing.toml: cannot read"), "{err}");
