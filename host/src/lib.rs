@@ -13,7 +13,7 @@ mod cp_replay;
 mod goldyloc;
 mod lamb;
 pub mod limits;
-pub mod scenario;
+mod scenario;
 mod sweep;
 mod t3;
 
