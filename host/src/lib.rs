@@ -14,7 +14,17 @@ mod goldyloc;
 mod lamb;
 pub mod limits;
 mod reproduce;
+mod scenario;
+mod sweep;
 mod t3;
+
+/// The CLI's clap description (for scenario files and sweeps), built: global options are
+/// on every subcommand.
+pub(crate) fn cli_command() -> clap::Command {
+    let mut c = <Cli as clap::CommandFactory>::command();
+    c.build();
+    c
+}
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]
@@ -75,6 +85,10 @@ enum Command {
     /// Speed and memory figures: DRAM requests/s, NMC commands/s, LAMB step, GEMM
     /// workgroups/s, T3 set, CP instructions, peak RSS (docs/PERFORMANCE.md).
     Bench(cmd::bench::BenchArgs),
+    /// Scenario files: `nmcp scenario init <command>` writes a commented template.
+    Scenario(scenario::ScenarioArgs),
+    /// Run a parameter grid over any command in parallel, sharded; merge the results.
+    Sweep(sweep::SweepArgs),
     /// Continue a run killed after writing a checkpoint (--checkpoint-dir): the same
     /// command line, finished units loaded, the rest run; output as if never stopped.
     Resume(ResumeArgs),
@@ -90,8 +104,12 @@ struct ResumeArgs {
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
 /// worked, the message on stderr what went wrong.
 pub fn run_cli() -> ExitCode {
-    let cli = Cli::parse();
-    let result = prepare(cli).and_then(dispatch);
+    // `--config FILE` / `--scenario FILE` (any subcommand) is applied here, generically.
+    let (cli, argv) = match scenario::parse_command_line::<Cli>(std::env::args_os()) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let result = prepare(cli, argv).and_then(dispatch);
     cmd::bench::report_usage_if_asked();
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -109,7 +127,7 @@ pub fn run_cli() -> ExitCode {
 /// Records what the command line asks of limits and checkpoints. For `nmcp resume`, the
 /// command line stored in the checkpoint, parsed, is the command to run (with its own
 /// caps), and the resumed directory is where the checkpoint goes on being written.
-fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
+fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error>> {
     let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
         let summary = checkpoint::read(&r.dir)?;
         match summary.state_bytes {
@@ -140,7 +158,7 @@ fn prepare(cli: Cli) -> Result<Cli, Box<dyn std::error::Error>> {
         }
         (stored, Some(r.dir.clone()), summary.argv)
     } else {
-        (cli, None, std::env::args().skip(1).collect())
+        (cli, None, argv)
     };
     if let Some(b) = cli.max_memory {
         limits::set_memory_cap(b);
@@ -190,6 +208,8 @@ fn dispatch(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::T3(a) => cmd::t3::run(a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Scenario(a) => scenario::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::Resume(_) => Err("nmcp resume: nothing to resume".into()),
     }
 }
