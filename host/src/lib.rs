@@ -14,6 +14,7 @@ mod goldyloc;
 mod lamb;
 pub mod limits;
 mod t3;
+mod timeline;
 
 /// Firmware emulator for a GPU command processor and near-memory compute in HBM.
 #[derive(Parser, Debug)]
