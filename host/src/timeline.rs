@@ -98,7 +98,10 @@ impl TimelineArgs {
             write_file(p, text.as_bytes())?;
         }
         if let Some(p) = &self.vcd {
-            write_file(p, &vcd_bytes(tl).map_err(|e| format!("{}: {e}", p.display()))?)?;
+            write_file(
+                p,
+                &vcd_bytes(tl).map_err(|e| format!("{}: {e}", p.display()))?,
+            )?;
         }
         Ok(())
     }
@@ -115,8 +118,9 @@ fn metadata(tl: &Timeline) -> Value {
     m.insert("sample_ns".into(), json!(c.sample_ps as f64 / 1000.0));
     m.insert(
         "window_ns".into(),
-        c.window
-            .map_or(Value::Null, |(s, e)| json!([s as f64 / 1000.0, e as f64 / 1000.0])),
+        c.window.map_or(Value::Null, |(s, e)| {
+            json!([s as f64 / 1000.0, e as f64 / 1000.0])
+        }),
     );
     m.insert("events".into(), json!(tl.events().len()));
     let t = tl.truncated();
@@ -165,10 +169,14 @@ pub fn chrome_json(tl: &Timeline) -> Value {
         if !pids.contains_key(t.process.as_str()) {
             let pid = pids.len() as u64 + 1;
             pids.insert(&t.process, pid);
-            meta.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                             "args": {"name": t.process}}));
-            meta.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                             "args": {"sort_index": pid}}));
+            meta.push(
+                json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                             "args": {"name": t.process}}),
+            );
+            meta.push(
+                json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                             "args": {"sort_index": pid}}),
+            );
         }
     }
     // Events per track, in recording order.
@@ -185,10 +193,14 @@ pub fn chrome_json(tl: &Timeline) -> Value {
         let mut new_thread = |name: String, meta: &mut Vec<Value>| {
             let tid = next_tid.entry(pid).or_insert(0);
             *tid += 1;
-            meta.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": *tid,
-                             "args": {"name": name}}));
-            meta.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": *tid,
-                             "args": {"sort_index": *tid}}));
+            meta.push(
+                json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": *tid,
+                             "args": {"name": name}}),
+            );
+            meta.push(
+                json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": *tid,
+                             "args": {"sort_index": *tid}}),
+            );
             *tid
         };
         let evs = &per[k];
@@ -470,7 +482,10 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(x, vec![(0.001, 0.004, 1), (0.002, 0.004, 2), (0.006, 0.001, 1)]);
+        assert_eq!(
+            x,
+            vec![(0.001, 0.004, 1), (0.002, 0.004, 2), (0.006, 0.001, 1)]
+        );
         let rows: Vec<f64> = evs
             .iter()
             .filter(|e| e["name"] == "bank 0.1 row")
@@ -506,7 +521,9 @@ mod tests {
                     t = x;
                 }
                 vcd::Command::ChangeVector(id, v) if id == dma => {
-                    let n = v.iter().fold(0u32, |a, b| a * 2 + u32::from(b == vcd::Value::V1));
+                    let n = v
+                        .iter()
+                        .fold(0u32, |a, b| a * 2 + u32::from(b == vcd::Value::V1));
                     levels.push((t, n));
                 }
                 _ => {}
@@ -515,7 +532,14 @@ mod tests {
         // Initial 0, then 1, 2, 1, and at 6000 one ends as the next starts.
         assert_eq!(
             levels,
-            vec![(0, 0), (1_000, 1), (2_000, 2), (5_000, 1), (6_000, 1), (7_000, 0)]
+            vec![
+                (0, 0),
+                (1_000, 1),
+                (2_000, 2),
+                (5_000, 1),
+                (6_000, 1),
+                (7_000, 0)
+            ]
         );
     }
 }

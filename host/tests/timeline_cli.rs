@@ -113,7 +113,10 @@ fn read_trace(file: &str) -> Trace {
             let name = threads.get(&(pid, tid)).expect("every tid is named");
             // Overlapping spans of one track sit on lanes "NAME (2)", ...
             match name.rfind(" (") {
-                Some(i) if name.ends_with(')') && name[i + 2..name.len() - 1].parse::<u32>().is_ok() => {
+                Some(i)
+                    if name.ends_with(')')
+                        && name[i + 2..name.len() - 1].parse::<u32>().is_ok() =>
+                {
                     name[..i].to_string()
                 }
                 _ => name.clone(),
@@ -213,10 +216,7 @@ fn a_4_gpu_t3_run_traces_kernels_dma_cp_and_queues_and_keeps_its_results() {
     let (json, vcd) = (path(dir.path(), "t3.json"), path(dir.path(), "t3.vcd"));
     let plain = run(&with(&T3, &["--json"]));
     let traced = run(&with(&T3, &["--json", "--trace", &json, "--vcd", &vcd]));
-    assert_eq!(
-        plain.stdout, traced.stdout,
-        "recording changed the results"
-    );
+    assert_eq!(plain.stdout, traced.stdout, "recording changed the results");
     let t = read_trace(&json);
     t.check_well_formed();
     assert_eq!(t.meta()["truncated"], false);
@@ -232,8 +232,14 @@ fn a_4_gpu_t3_run_traces_kernels_dma_cp_and_queues_and_keeps_its_results() {
             assert!(t.count(&p, "DMA", "X") > 0, "{p}: DMA transfers");
             assert!(t.count(&p, "link out", "X") > 0, "{p}: link transfers");
             assert!(t.count(&p, "CP (firmware)", "i") > 0, "{p}: firmware runs");
-            assert!(t.count(&p, "tracker fired", "i") > 0, "{p}: tracker firings");
-            assert!(t.count(&p, "workgroups running", "C") > 1, "{p}: WG counter");
+            assert!(
+                t.count(&p, "tracker fired", "i") > 0,
+                "{p}: tracker firings"
+            );
+            assert!(
+                t.count(&p, "workgroups running", "C") > 1,
+                "{p}: WG counter"
+            );
             let m = format!("{p} memory");
             let queued: f64 = (0..32)
                 .flat_map(|pc| t.get(&m, &format!("PC {pc} queue")))
@@ -296,17 +302,28 @@ fn a_lamb_run_traces_nmc_commands_banks_and_the_queue_and_keeps_its_results() {
     let cp = t.get("GPU 0", "CP (firmware)");
     assert!(cp.iter().any(|e| e["name"] == "start_lamb"));
     assert!(cp.iter().any(|e| e["name"] == "NmcDone"));
-    assert!(cp.iter().any(|e| e["dur"].as_f64().unwrap() > 0.0), "the CP is busy");
+    assert!(
+        cp.iter().any(|e| e["dur"].as_f64().unwrap() > 0.0),
+        "the CP is busy"
+    );
     let engine = t.get("GPU 0 NMC", "PC 0 engine");
     assert!(engine
         .iter()
         .any(|e| e["name"].as_str().unwrap().starts_with("macro AllBank")));
     assert!(engine.iter().any(|e| e["name"] == "accumulator read-out"));
     let queue = t.get("GPU 0 NMC", "macro-command queue");
-    assert!(queue.iter().any(|e| e["args"]["value"].as_f64().unwrap() >= 1.0));
-    assert_eq!(queue.last().unwrap()["args"]["value"], 0.0, "the queue drains");
+    assert!(queue
+        .iter()
+        .any(|e| e["args"]["value"].as_f64().unwrap() >= 1.0));
+    assert_eq!(
+        queue.last().unwrap()["args"]["value"],
+        0.0,
+        "the queue drains"
+    );
     let rows = t.get("GPU 0 HBM PC 0", "bank 0.0 row");
-    assert!(rows.iter().any(|e| e["args"]["value"].as_f64().unwrap() >= 0.0));
+    assert!(rows
+        .iter()
+        .any(|e| e["args"]["value"].as_f64().unwrap() >= 0.0));
     assert!(rows.iter().any(|e| e["args"]["value"] == -1.0));
     let (h, changes) = read_vcd(&vcd);
     for v in [
@@ -357,7 +374,10 @@ fn a_tiny_event_cap_truncates_with_a_message_and_a_flag() {
 fn a_window_keeps_only_what_overlaps_it() {
     let dir = tempfile::tempdir().unwrap();
     let json = path(dir.path(), "w.json");
-    run(&with(&T3, &["--trace", &json, "--trace-window", "1000:2000"]));
+    run(&with(
+        &T3,
+        &["--trace", &json, "--trace-window", "1000:2000"],
+    ));
     let t = read_trace(&json);
     assert!(t.events() > 0);
     for evs in t.tracks.values() {
@@ -376,10 +396,22 @@ fn a_window_keeps_only_what_overlaps_it() {
 #[test]
 fn bad_timeline_flags_are_usage_errors() {
     for (args, want) in [
-        (vec!["t3", "--trace", "x.json", "--trace-window", "5:3"], "empty"),
-        (vec!["t3", "--trace", "x.json", "--trace-window", "5"], "START_NS:END_NS"),
-        (vec!["lamb", "--vcd", "x.vcd", "--trace-window", "a:9"], "start"),
-        (vec!["t3", "--trace", "x.json", "--trace-max-events", "0"], "--trace-max-events"),
+        (
+            vec!["t3", "--trace", "x.json", "--trace-window", "5:3"],
+            "empty",
+        ),
+        (
+            vec!["t3", "--trace", "x.json", "--trace-window", "5"],
+            "START_NS:END_NS",
+        ),
+        (
+            vec!["lamb", "--vcd", "x.vcd", "--trace-window", "a:9"],
+            "start",
+        ),
+        (
+            vec!["t3", "--trace", "x.json", "--trace-max-events", "0"],
+            "--trace-max-events",
+        ),
     ] {
         let out = nmcp(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -388,8 +420,13 @@ fn bad_timeline_flags_are_usage_errors() {
         assert!(!Path::new("x.json").exists() && !Path::new("x.vcd").exists());
     }
     // The study records one sub-layer.
-    let out = nmcp(&["t3", "--h", "256", "--tokens", "256", "--tp", "4", "--trace", "x.json"]);
+    let out = nmcp(&[
+        "t3", "--h", "256", "--tokens", "256", "--tp", "4", "--trace", "x.json",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("one sub-layer") && e.contains("4 are selected"), "{e}");
+    assert!(
+        e.contains("one sub-layer") && e.contains("4 are selected"),
+        "{e}"
+    );
 }

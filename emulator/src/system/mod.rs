@@ -11,11 +11,11 @@ use nmcp_isa::aql::AQL_PACKET_BYTES;
 
 use crate::gpu::queue::QueueDump;
 use crate::gpu::{KernelEngine, Nanos};
+use crate::hbm::Command;
 use crate::node::{
     GpuNode, GpuNodeConfig, NodeError, RunSummary, SysEvent, DEFERRED_PRIORITY, EVENT_PRIORITY,
 };
 use crate::sim::time::{ns_to_tick, tick_to_ns};
-use crate::hbm::Command;
 use crate::sim::{Component, EventQueue, Tick};
 use crate::timeline::{variant_name, Timeline, TimelineConfig, TrackId, TrackKind};
 

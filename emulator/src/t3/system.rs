@@ -1920,8 +1920,7 @@ impl T3System {
                 t.tl.counter(q, ps(end), (r + w) as f64);
             }
             t.tl.counter(k.inflight, ps(end), n.inflight as f64);
-            t.tl
-                .counter(k.tracker_live, ps(end), n.tracker.live() as f64);
+            t.tl.counter(k.tracker_live, ps(end), n.tracker.live() as f64);
         }
     }
 

@@ -479,8 +479,9 @@ fn run_study(a: &StudyArgs) -> CmdResult {
                     Some(c) => {
                         let (r, t) = t3::run_sublayer_traced(&opts, sl, c)
                             .map_err(|e| UnitError::T3(e, at()))?;
-                        *timeline.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Some(t);
+                        *timeline
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
                         r
                     }
                     None => t3::run_sublayer(&opts, sl).map_err(|e| UnitError::T3(e, at()))?,
