@@ -291,6 +291,19 @@ impl Timeline {
         self.truncated_at.map(|t| (self.dropped, t))
     }
 
+    /// What was recorded so far; this timeline keeps its tracks, names and counters'
+    /// last values and goes on recording from empty (with a fresh event bound).
+    pub fn take(&mut self) -> Timeline {
+        let events = std::mem::take(&mut self.events);
+        let out = Timeline {
+            events,
+            ..self.clone()
+        };
+        self.dropped = 0;
+        self.truncated_at = None;
+        out
+    }
+
     /// Puts `other`'s tracks and events after this one's, with `prefix` before its
     /// process names (a second run next to a first). Its drops count as this one's.
     pub fn absorb(&mut self, other: &Timeline, prefix: &str) {

@@ -277,7 +277,11 @@ const CASES: &[Case] = &[
         files: &[],
         args: &["t3", "--trace", "{d}/t.json", "--trace-window", "5:3"],
         code: 2,
-        says: &["--trace-window", "the window is empty", "end 3 ns must be after start 5 ns"],
+        says: &[
+            "--trace-window",
+            "the window is empty",
+            "end 3 ns must be after start 5 ns",
+        ],
     },
     Case {
         id: "timeline-window-malformed",
@@ -303,9 +307,23 @@ const CASES: &[Case] = &[
     Case {
         id: "timeline-several-sublayers",
         files: &[],
-        args: &["t3", "--h", "256", "--tokens", "256", "--tp", "4", "--trace", "{d}/t.json"],
+        args: &[
+            "t3",
+            "--h",
+            "256",
+            "--tokens",
+            "256",
+            "--tp",
+            "4",
+            "--trace",
+            "{d}/t.json",
+        ],
         code: 2,
-        says: &["record one sub-layer's runs", "4 are selected", "--sublayers"],
+        says: &[
+            "record one sub-layer's runs",
+            "4 are selected",
+            "--sublayers",
+        ],
     },
     Case {
         id: "t3-check-too-few-tiles",

@@ -189,10 +189,12 @@ impl<E: KernelEngine> System<E> {
                 nmcp_firmware::platform::NmcError::OutOfRange,
             ));
         };
+        // The handler starts when the CP is free.
+        let start = now.max(n.cp_free_at());
         let r = n.start_lamb(job, now, &mut self.queue);
         if let Some(t) = self.trace.as_deref_mut() {
             if let Some(&k) = t.cp.get(node) {
-                t.tl.span(k, "start_lamb", now, n.cp_free_at());
+                t.tl.span(k, "start_lamb", start, n.cp_free_at());
             }
             self.collect_nmc(node);
         }
@@ -232,14 +234,12 @@ impl<E: KernelEngine> System<E> {
     }
 
     /// The recorded timeline so far (what the NMC blocks hold is collected first); the
-    /// recording goes on into a fresh timeline under the same settings.
+    /// recording goes on with the same tracks, from no events.
     pub fn take_timeline(&mut self) -> Option<Timeline> {
         for i in 0..self.nodes.len() {
             self.collect_nmc(i);
         }
-        let t = self.trace.as_deref_mut()?;
-        let fresh = Timeline::new(*t.tl.config());
-        Some(std::mem::replace(&mut t.tl, fresh))
+        self.trace.as_deref_mut().map(|t| t.tl.take())
     }
 
     /// Moves what node `i`'s NMC block recorded onto the timeline.
