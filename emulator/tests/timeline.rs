@@ -121,3 +121,52 @@ fn a_traced_lamb_step_has_cp_engine_queue_and_bank_tracks_and_the_same_cycles() 
         );
     }
 }
+
+#[test]
+fn a_traced_cp_run_has_its_handlers_decisions_and_kernels() {
+    use nmcp_emulator::gpu::queue::sample;
+    use nmcp_emulator::gpu::FixedTimeEngine;
+    use nmcp_emulator::node::GpuNodeConfig;
+    use nmcp_emulator::system::System;
+    let build = || {
+        let cfg = GpuNodeConfig {
+            queues: 2,
+            ring_packets: 16,
+            ..GpuNodeConfig::default()
+        };
+        let mut sys = System::single(cfg, FixedTimeEngine::new(8, 2, 1_000.0)).unwrap();
+        for q in 0..2u8 {
+            let m = 1024 * (u32::from(q) + 1);
+            let ext = sample::gemm_ext(m, 512, 512, 0x1000_0000 + u64::from(m));
+            let addr = 0x1100_0000 + u64::from(q) * 0x100;
+            sys.node_mut(0)
+                .memory_mut()
+                .write(addr, &ext.encode())
+                .unwrap();
+            let sig = 0x1200_0000 + u64::from(q) * 8;
+            sys.enqueue(0, q, &sample::gemm_dispatch(&ext, addr, sig), 0.0)
+                .unwrap();
+            sys.ring_doorbell(0, q, 0.0).unwrap();
+        }
+        sys
+    };
+    let mut plain = build();
+    let want = plain.run(u64::MAX);
+    let mut sys = build();
+    sys.enable_timeline(TimelineConfig::default());
+    let got = sys.run(u64::MAX);
+    assert_eq!(format!("{want:?}"), format!("{got:?}"));
+    let tl = sys.take_timeline().unwrap();
+    well_formed(&tl);
+    let kernels: Vec<_> = events_of(&tl, "GPU 0", "kernels").collect();
+    assert_eq!(kernels.len(), 2, "both GEMMs ran");
+    assert!(kernels.iter().all(|e| e.end > e.start));
+    let cp: Vec<&str> = events_of(&tl, "GPU 0", "CP (firmware)")
+        .map(|e| tl.names()[e.name as usize].as_str())
+        .collect();
+    assert!(
+        cp.contains(&"Doorbell") && cp.contains(&"KernelCompleted"),
+        "{cp:?}"
+    );
+    assert!(events_of(&tl, "GPU 0", "CP decisions").count() >= 2);
+}

@@ -93,9 +93,7 @@ impl TimelineArgs {
             );
         }
         if let Some(p) = &self.trace {
-            let text = serde_json::to_string(&chrome_json(tl))
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-            write_file(p, text.as_bytes())?;
+            write_file(p, &chrome_json(tl))?;
         }
         if let Some(p) = &self.vcd {
             write_file(
@@ -158,24 +156,56 @@ fn lanes(spans: &[(usize, &TimelineEvent)]) -> Vec<(usize, usize)> {
     out
 }
 
-/// The timeline as Chrome trace-event JSON.
-pub fn chrome_json(tl: &Timeline) -> Value {
+/// How one event is written: its phase and thread.
+#[derive(Debug, Clone, Copy)]
+enum Out {
+    Span {
+        pid: u64,
+        tid: u64,
+    },
+    Instant {
+        pid: u64,
+        tid: u64,
+    },
+    /// A counter, with the index of its JSON-quoted name.
+    Counter {
+        pid: u64,
+        name: usize,
+    },
+}
+
+/// The timeline as Chrome trace-event JSON, written as it goes (no document tree: a
+/// timeline of millions of events stays a few bytes per event beyond the output).
+pub fn chrome_json(tl: &Timeline) -> Vec<u8> {
+    use std::io::Write;
     let tracks = tl.tracks();
-    let names = tl.names();
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let names: Vec<String> = tl.names().iter().map(|n| quote(n)).collect();
+    let mut out: Vec<u8> = Vec::with_capacity(64 + 120 * tl.events().len());
+    let _ = write!(
+        out,
+        "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"nmcp\":{}}},\"traceEvents\":[",
+        metadata(tl)
+    );
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+    };
     // Processes in order of their first track; a pid each.
     let mut pids: HashMap<&str, u64> = HashMap::new();
-    let mut meta = Vec::new();
     for t in tracks {
         if !pids.contains_key(t.process.as_str()) {
             let pid = pids.len() as u64 + 1;
             pids.insert(&t.process, pid);
-            meta.push(
-                json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                             "args": {"name": t.process}}),
-            );
-            meta.push(
-                json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                             "args": {"sort_index": pid}}),
+            sep(&mut out);
+            let _ = write!(
+                out,
+                "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}},\
+                 {{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{pid},\"tid\":0,\"args\":{{\"sort_index\":{pid}}}}}",
+                quote(&t.process)
             );
         }
     }
@@ -187,19 +217,20 @@ pub fn chrome_json(tl: &Timeline) -> Value {
         }
     }
     let mut next_tid: HashMap<u64, u64> = HashMap::new();
-    let mut body: Vec<(Tick, usize, Value)> = Vec::new();
+    let mut counter_names: Vec<String> = Vec::new();
+    // (time, recording index, how).
+    let mut body: Vec<(Tick, usize, Out)> = Vec::with_capacity(tl.events().len());
     for (k, t) in tracks.iter().enumerate() {
         let pid = pids.get(t.process.as_str()).copied().unwrap_or(0);
-        let mut new_thread = |name: String, meta: &mut Vec<Value>| {
+        let mut new_thread = |name: &str, out: &mut Vec<u8>| {
             let tid = next_tid.entry(pid).or_insert(0);
             *tid += 1;
-            meta.push(
-                json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": *tid,
-                             "args": {"name": name}}),
-            );
-            meta.push(
-                json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": *tid,
-                             "args": {"sort_index": *tid}}),
+            sep(out);
+            let _ = write!(
+                out,
+                "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}},\
+                 {{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}",
+                quote(name)
             );
             *tid
         };
@@ -210,12 +241,11 @@ pub fn chrome_json(tl: &Timeline) -> Value {
                 let n_lanes = lanes.iter().map(|l| l.1 + 1).max().unwrap_or(1);
                 let tids: Vec<u64> = (0..n_lanes)
                     .map(|l| {
-                        let name = if l == 0 {
-                            t.thread.clone()
+                        if l == 0 {
+                            new_thread(&t.thread, &mut out)
                         } else {
-                            format!("{} ({})", t.thread, l + 1)
-                        };
-                        new_thread(name, &mut meta)
+                            new_thread(&format!("{} ({})", t.thread, l + 1), &mut out)
+                        }
                     })
                     .collect();
                 for (i, lane) in lanes {
@@ -223,21 +253,19 @@ pub fn chrome_json(tl: &Timeline) -> Value {
                     body.push((
                         e.start,
                         i,
-                        json!({"ph": "X", "name": names[e.name as usize], "pid": pid,
-                               "tid": tids[lane], "ts": us(e.start), "dur": us(e.end - e.start)}),
+                        Out::Span {
+                            pid,
+                            tid: tids[lane],
+                        },
                     ));
                 }
             }
             TrackKind::Instants => {
-                let tid = new_thread(t.thread.clone(), &mut meta);
-                for &(i, e) in evs {
-                    body.push((
-                        e.start,
-                        i,
-                        json!({"ph": "i", "s": "t", "name": names[e.name as usize], "pid": pid,
-                               "tid": tid, "ts": us(e.start)}),
-                    ));
-                }
+                let tid = new_thread(&t.thread, &mut out);
+                body.extend(
+                    evs.iter()
+                        .map(|&(i, e)| (e.start, i, Out::Instant { pid, tid })),
+                );
             }
             TrackKind::Counter | TrackKind::BankRow => {
                 let name = if t.kind == TrackKind::BankRow {
@@ -245,24 +273,53 @@ pub fn chrome_json(tl: &Timeline) -> Value {
                 } else {
                     t.thread.clone()
                 };
-                for &(i, e) in evs {
-                    body.push((
-                        e.start,
-                        i,
-                        json!({"ph": "C", "name": name, "pid": pid, "tid": 0,
-                               "ts": us(e.start), "args": {"value": e.value}}),
-                    ));
-                }
+                counter_names.push(quote(&name));
+                let name = counter_names.len() - 1;
+                body.extend(
+                    evs.iter()
+                        .map(|&(i, e)| (e.start, i, Out::Counter { pid, name })),
+                );
             }
         }
     }
-    body.sort_by_key(|(t, i, _)| (*t, *i));
-    meta.extend(body.into_iter().map(|(_, _, v)| v));
-    json!({
-        "traceEvents": meta,
-        "displayTimeUnit": "ns",
-        "metadata": {"nmcp": metadata(tl)},
-    })
+    body.sort_unstable_by_key(|(t, i, _)| (*t, *i));
+    let events = tl.events();
+    for (_, i, how) in body {
+        let e = &events[i];
+        let name = names.get(e.name as usize).map_or("\"\"", String::as_str);
+        sep(&mut out);
+        let _ = match how {
+            Out::Span { pid, tid } => write!(
+                out,
+                "{{\"ph\":\"X\",\"name\":{name},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}}}",
+                us(e.start),
+                us(e.end - e.start)
+            ),
+            Out::Instant { pid, tid } => write!(
+                out,
+                "{{\"ph\":\"i\",\"s\":\"t\",\"name\":{name},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
+                us(e.start)
+            ),
+            Out::Counter { pid, name } => write!(
+                out,
+                "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"tid\":0,\"ts\":{},\"args\":{{\"value\":{}}}}}",
+                counter_names[name],
+                us(e.start),
+                json_num(e.value)
+            ),
+        };
+    }
+    out.extend_from_slice(b"]}\n");
+    out
+}
+
+/// A number as JSON (non-finite values, which JSON lacks, as null).
+fn json_num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".into()
+    }
 }
 
 /// A VCD identifier: letters, digits and `_` (spaces and punctuation become `_`).
@@ -463,7 +520,7 @@ mod tests {
 
     #[test]
     fn chrome_json_spreads_overlapping_spans_over_lanes() {
-        let v = chrome_json(&sample());
+        let v: Value = serde_json::from_slice(&chrome_json(&sample())).unwrap();
         let evs = v["traceEvents"].as_array().unwrap();
         let threads: Vec<&str> = evs
             .iter()

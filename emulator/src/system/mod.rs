@@ -31,6 +31,11 @@ struct SysTrace {
     nmc_queue: Vec<TrackId>,
     /// (node, pseudo-channel, bank) -> the bank's open row.
     banks: HashMap<(usize, usize, usize), TrackId>,
+    /// Per node: its kernels (launch to completion) and the CP's decisions.
+    kernels: Vec<TrackId>,
+    decisions: Vec<TrackId>,
+    /// Per node: CP decision records already on the timeline.
+    records_seen: Vec<usize>,
 }
 
 impl SysTrace {
@@ -219,17 +224,27 @@ impl<E: KernelEngine> System<E> {
                 )
             })
             .collect();
+        let kernels = (0..self.nodes.len())
+            .map(|i| tl.track(&format!("GPU {i}"), "kernels", TrackKind::Spans))
+            .collect();
+        let decisions = (0..self.nodes.len())
+            .map(|i| tl.track(&format!("GPU {i}"), "CP decisions", TrackKind::Instants))
+            .collect();
         for n in &mut self.nodes {
             if let Some(b) = n.nmc_mut() {
                 b.enable_trace();
             }
         }
+        let records_seen = self.nodes.iter().map(|n| n.records().len()).collect();
         self.trace = Some(Box::new(SysTrace {
             tl,
             cp,
             engines: HashMap::new(),
             nmc_queue,
             banks: HashMap::new(),
+            kernels,
+            decisions,
+            records_seen,
         }));
     }
 
@@ -240,6 +255,39 @@ impl<E: KernelEngine> System<E> {
             self.collect_nmc(i);
         }
         self.trace.as_deref_mut().map(|t| t.tl.take())
+    }
+
+    /// Records node `i`'s handler of `event` that started at `at`: the CP's busy span,
+    /// the decisions it made, the kernel it completed, and what the NMC block did.
+    fn trace_handler(&mut self, i: usize, event: &Event, at: Tick) {
+        let (Some(t), Some(node)) = (self.trace.as_deref_mut(), self.nodes.get(i)) else {
+            return;
+        };
+        if let Some(&k) = t.cp.get(i) {
+            let d = format!("{event:?}");
+            t.tl.span(k, variant_name(&d), at, node.cp_free_at());
+        }
+        if let (Some(seen), Some(&k)) = (t.records_seen.get_mut(i), t.decisions.get(i)) {
+            for (end_ns, rec) in node.records().iter().skip(*seen) {
+                let d = format!("{:?}", rec.action);
+                let name = format!("queue {}: {}", rec.queue, variant_name(&d));
+                t.tl.instant(k, &name, ns_to_tick(*end_ns));
+            }
+            *seen = node.records().len();
+        }
+        if let Event::KernelCompleted {
+            queue, dispatch_id, ..
+        } = *event
+        {
+            let o = node.outcomes().get(&(queue, dispatch_id));
+            if let (Some(o), Some(&k)) = (o, t.kernels.get(i)) {
+                if let (Some(s), Some(e)) = (o.launched_at, o.completed_at) {
+                    let name = format!("queue {queue}");
+                    t.tl.span(k, &name, ns_to_tick(s), ns_to_tick(e));
+                }
+            }
+        }
+        self.collect_nmc(i);
     }
 
     /// Moves what node `i`'s NMC block recorded onto the timeline.
@@ -343,13 +391,8 @@ impl<E: KernelEngine> System<E> {
                     self.now = self.now.max(s.at);
                     let event = s.event.event;
                     node.handle(event, s.at, &mut self.queue);
-                    if let Some(t) = self.trace.as_deref_mut() {
-                        let end = node.cp_free_at();
-                        if let Some(&k) = t.cp.get(s.event.node) {
-                            let d = format!("{event:?}");
-                            t.tl.span(k, variant_name(&d), s.at, end);
-                        }
-                        self.collect_nmc(s.event.node);
+                    if self.trace.is_some() {
+                        self.trace_handler(s.event.node, &event, s.at);
                     }
                 }
             }
