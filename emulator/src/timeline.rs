@@ -227,7 +227,9 @@ impl Timeline {
         if self.last_value.get(&track) == Some(&value) {
             return;
         }
-        let before = self.events.len();
+        // Past the bound the value still counts as the track's last, so that what is
+        // dropped is what would have been stored.
+        self.last_value.insert(track, value);
         self.push(TimelineEvent {
             track,
             name: 0,
@@ -235,9 +237,6 @@ impl Timeline {
             end: at,
             value,
         });
-        if self.events.len() > before {
-            self.last_value.insert(track, value);
-        }
     }
 
     /// Whether a sample of the sampled counters is due at `now` (then the next one is
