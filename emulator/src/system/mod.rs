@@ -50,12 +50,12 @@ impl SysTrace {
         })
     }
 
-    fn bank(&mut self, node: usize, pc: usize, bank: usize, label: &str) -> TrackId {
+    fn bank(&mut self, node: usize, pc: usize, bank: usize, id: crate::hbm::BankId) -> TrackId {
         let tl = &mut self.tl;
         *self.banks.entry((node, pc, bank)).or_insert_with(|| {
             tl.track(
                 &format!("GPU {node} HBM PC {pc}"),
-                &format!("bank {label}"),
+                &format!("bank {}.{}", id.group, id.bank),
                 TrackKind::BankRow,
             )
         })
@@ -333,8 +333,7 @@ impl<E: KernelEngine> System<E> {
                 _ => continue,
             };
             for b in banks {
-                let id = pch.bank_id(b);
-                let k = t.bank(i, *pc, b, &format!("{}.{}", id.group, id.bank));
+                let k = t.bank(i, *pc, b, pch.bank_id(b));
                 t.tl.counter(k, at, row);
             }
         }
