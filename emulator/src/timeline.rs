@@ -101,6 +101,9 @@ pub struct Timeline {
     events: Vec<TimelineEvent>,
     /// Last value stored per counter track (dedup).
     last_value: HashMap<TrackId, f64>,
+    /// Per counter track, its last value before the window opened (stored at the
+    /// window's start, so that a bank opened before the window shows its row in it).
+    before: HashMap<TrackId, f64>,
     dropped: u64,
     truncated_at: Option<Tick>,
     next_sample: Tick,
@@ -123,6 +126,7 @@ impl Timeline {
             name_index: HashMap::new(),
             events: Vec::new(),
             last_value: HashMap::new(),
+            before: HashMap::new(),
             dropped: 0,
             truncated_at: None,
             next_sample: config.window.map_or(0, |w| w.0),
@@ -220,10 +224,40 @@ impl Timeline {
 
     /// A counter (or bank row) `track` takes `value` at `at`; not stored when the track's
     /// last stored value is the same.
+    /// With a window, the value a counter held when the window opened is stored at the
+    /// window's start (see [`Self::finish`] for counters that do not change in it).
     pub fn counter(&mut self, track: TrackId, at: Tick, value: f64) {
-        if !self.in_window(at, at) {
-            return;
+        if let Some((ws, we)) = self.config.window {
+            if at < ws {
+                self.before.insert(track, value);
+                return;
+            }
+            if at >= we {
+                return;
+            }
+            if let Some(v) = self.before.remove(&track) {
+                if at > ws {
+                    self.store_counter(track, ws, v);
+                }
+            }
         }
+        self.store_counter(track, at, value);
+    }
+
+    /// Stores what counters held when the window opened for those that did not change
+    /// in it (at the window's start, in track order). [`Self::take`] calls it.
+    pub fn finish(&mut self) {
+        let Some((ws, _)) = self.config.window else {
+            return;
+        };
+        let mut held: Vec<(TrackId, f64)> = self.before.drain().collect();
+        held.sort_by_key(|h| h.0);
+        for (k, v) in held {
+            self.store_counter(k, ws, v);
+        }
+    }
+
+    fn store_counter(&mut self, track: TrackId, at: Tick, value: f64) {
         if self.last_value.get(&track) == Some(&value) {
             return;
         }
@@ -293,6 +327,7 @@ impl Timeline {
     /// What was recorded so far; this timeline keeps its tracks, names and counters'
     /// last values and goes on recording from empty (with a fresh event bound).
     pub fn take(&mut self) -> Timeline {
+        self.finish();
         let events = std::mem::take(&mut self.events);
         let out = Timeline {
             events,
@@ -414,6 +449,31 @@ mod tests {
         let mut w = Timeline::new(cfg(100, Some((25, 45))));
         let due: Vec<Tick> = (0..60).filter(|&n| w.sample_due(n)).collect();
         assert_eq!(due, vec![25, 30, 40]);
+    }
+
+    #[test]
+    fn a_counter_s_value_when_the_window_opens_is_kept_at_its_start() {
+        let mut t = Timeline::new(cfg(100, Some((100, 200))));
+        let a = t.track("p", "a", TrackKind::BankRow);
+        let b = t.track("p", "b", TrackKind::BankRow);
+        let c = t.track("p", "c", TrackKind::Counter);
+        t.counter(a, 10, 5.0);
+        t.counter(a, 50, 6.0);
+        t.counter(a, 150, -1.0);
+        t.counter(b, 20, 7.0);
+        t.counter(c, 30, 1.0);
+        t.counter(c, 100, 2.0);
+        t.counter(c, 250, 3.0);
+        let got = t.take();
+        let vals: Vec<(u32, Tick, f64)> = got
+            .events()
+            .iter()
+            .map(|e| (e.track.0, e.start, e.value))
+            .collect();
+        assert_eq!(
+            vals,
+            vec![(0, 100, 6.0), (0, 150, -1.0), (2, 100, 2.0), (1, 100, 7.0)]
+        );
     }
 
     #[test]

@@ -1862,7 +1862,10 @@ impl T3System {
 
     /// The recorded timeline (recording stops).
     pub fn take_timeline(&mut self) -> Option<Timeline> {
-        self.trace.take().map(|t| t.tl)
+        self.trace.take().map(|mut t| {
+            t.tl.finish();
+            t.tl
+        })
     }
 
     /// Records a firmware handler run on GPU `node` at `at` (T3 charges the CP no time:
