@@ -182,11 +182,8 @@ pub fn chrome_json(tl: &Timeline) -> Vec<u8> {
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
     let names: Vec<String> = tl.names().iter().map(|n| quote(n)).collect();
     let mut out: Vec<u8> = Vec::with_capacity(64 + 120 * tl.events().len());
-    let _ = write!(
-        out,
-        "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"nmcp\":{}}},\"traceEvents\":[",
-        metadata(tl)
-    );
+    // traceEvents first (what every reader looks for), the rest after it.
+    out.extend_from_slice(b"{\"traceEvents\":[");
     let mut first = true;
     let mut sep = |out: &mut Vec<u8>| {
         if !first {
@@ -309,7 +306,11 @@ pub fn chrome_json(tl: &Timeline) -> Vec<u8> {
             ),
         };
     }
-    out.extend_from_slice(b"]}\n");
+    let _ = writeln!(
+        out,
+        "],\"displayTimeUnit\":\"ns\",\"metadata\":{{\"nmcp\":{}}}}}",
+        metadata(tl)
+    );
     out
 }
 
