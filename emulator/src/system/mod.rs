@@ -27,18 +27,29 @@ struct SysTrace {
     cp: Vec<TrackId>,
     /// (node, pseudo-channel) -> the NMC engine's spans.
     engines: HashMap<(usize, usize), TrackId>,
-    /// Per node: its NMC macro-command queue's occupancy.
-    nmc_queue: Vec<TrackId>,
+    /// (node, thread) -> a track of the node's process `GPU n` or `GPU n NMC`, created
+    /// on first use (a LAMB node has no kernels, a GOLDYLOC node no NMC queue).
+    lazy: HashMap<(usize, &'static str), TrackId>,
     /// (node, pseudo-channel, bank) -> the bank's open row.
     banks: HashMap<(usize, usize, usize), TrackId>,
-    /// Per node: its kernels (launch to completion) and the CP's decisions.
-    kernels: Vec<TrackId>,
-    decisions: Vec<TrackId>,
     /// Per node: CP decision records already on the timeline.
     records_seen: Vec<usize>,
 }
 
 impl SysTrace {
+    /// Node `node`'s track `thread` (of `kind`; in `GPU n NMC` when `nmc`).
+    fn lazy(&mut self, node: usize, thread: &'static str, kind: TrackKind, nmc: bool) -> TrackId {
+        let tl = &mut self.tl;
+        *self.lazy.entry((node, thread)).or_insert_with(|| {
+            let p = if nmc {
+                format!("GPU {node} NMC")
+            } else {
+                format!("GPU {node}")
+            };
+            tl.track(&p, thread, kind)
+        })
+    }
+
     fn engine(&mut self, node: usize, pc: usize) -> TrackId {
         let tl = &mut self.tl;
         *self.engines.entry((node, pc)).or_insert_with(|| {
@@ -215,21 +226,6 @@ impl<E: KernelEngine> System<E> {
         let cp = (0..self.nodes.len())
             .map(|i| tl.track(&format!("GPU {i}"), "CP (firmware)", TrackKind::Spans))
             .collect();
-        let nmc_queue = (0..self.nodes.len())
-            .map(|i| {
-                tl.track(
-                    &format!("GPU {i} NMC"),
-                    "macro-command queue",
-                    TrackKind::Counter,
-                )
-            })
-            .collect();
-        let kernels = (0..self.nodes.len())
-            .map(|i| tl.track(&format!("GPU {i}"), "kernels", TrackKind::Spans))
-            .collect();
-        let decisions = (0..self.nodes.len())
-            .map(|i| tl.track(&format!("GPU {i}"), "CP decisions", TrackKind::Instants))
-            .collect();
         for n in &mut self.nodes {
             if let Some(b) = n.nmc_mut() {
                 b.enable_trace();
@@ -240,10 +236,8 @@ impl<E: KernelEngine> System<E> {
             tl,
             cp,
             engines: HashMap::new(),
-            nmc_queue,
+            lazy: HashMap::new(),
             banks: HashMap::new(),
-            kernels,
-            decisions,
             records_seen,
         }));
     }
@@ -267,24 +261,27 @@ impl<E: KernelEngine> System<E> {
             let d = format!("{event:?}");
             t.tl.span(k, variant_name(&d), at, node.cp_free_at());
         }
-        if let (Some(seen), Some(&k)) = (t.records_seen.get_mut(i), t.decisions.get(i)) {
-            for (end_ns, rec) in node.records().iter().skip(*seen) {
+        let seen = t.records_seen.get(i).copied().unwrap_or(0);
+        if node.records().len() > seen {
+            let k = t.lazy(i, "CP decisions", TrackKind::Instants, false);
+            for (end_ns, rec) in node.records().iter().skip(seen) {
                 let d = format!("{:?}", rec.action);
                 let name = format!("queue {}: {}", rec.queue, variant_name(&d));
                 t.tl.instant(k, &name, ns_to_tick(*end_ns));
             }
-            *seen = node.records().len();
+            if let Some(s) = t.records_seen.get_mut(i) {
+                *s = node.records().len();
+            }
         }
         if let Event::KernelCompleted {
             queue, dispatch_id, ..
         } = *event
         {
             let o = node.outcomes().get(&(queue, dispatch_id));
-            if let (Some(o), Some(&k)) = (o, t.kernels.get(i)) {
-                if let (Some(s), Some(e)) = (o.launched_at, o.completed_at) {
-                    let name = format!("queue {queue}");
-                    t.tl.span(k, &name, ns_to_tick(s), ns_to_tick(e));
-                }
+            if let Some((s, e)) = o.and_then(|o| o.launched_at.zip(o.completed_at)) {
+                let k = t.lazy(i, "kernels", TrackKind::Spans, false);
+                let name = format!("queue {queue}");
+                t.tl.span(k, &name, ns_to_tick(s), ns_to_tick(e));
             }
         }
         self.collect_nmc(i);
@@ -308,7 +305,8 @@ impl<E: KernelEngine> System<E> {
             t.tl.span(k, name, clock.tick_of(*s), clock.tick_of(*e));
         }
         rec.queue.sort_by_key(|q| q.0);
-        if let Some(&k) = t.nmc_queue.get(i) {
+        if !rec.queue.is_empty() {
+            let k = t.lazy(i, "macro-command queue", TrackKind::Counter, true);
             for &(at, n) in &rec.queue {
                 t.tl.counter(k, clock.tick_of(at), n as f64);
             }
