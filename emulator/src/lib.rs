@@ -20,4 +20,5 @@ pub mod node;
 pub mod sim;
 pub mod system;
 pub mod t3;
+pub mod timeline;
 pub mod trace;

@@ -190,6 +190,7 @@ fn bounds_hold(
         ts_sweep: true,
         setups: all,
         program,
+        timeline: None,
     };
     let r = experiment::run(&e, &mut || {}).unwrap().report;
     assert!(

@@ -17,6 +17,7 @@ mod reproduce;
 mod scenario;
 mod sweep;
 mod t3;
+mod timeline;
 
 /// The CLI's clap description (for scenario files and sweeps), built: global options are
 /// on every subcommand.

@@ -19,6 +19,7 @@ use crate::lamb::{IdealGpu, ARRAY_PASSES};
 use crate::nmc::engine::{AluModel, EngineStats, RowPolicy};
 use crate::nmc::system::{NmcSystemConfig, NmcTotals};
 use crate::node::FirmwareCost;
+use crate::timeline::{Timeline, TimelineConfig};
 use nmcp_firmware::nmc::Stage1Program;
 
 /// TS sizes the sweep visits.
@@ -123,6 +124,8 @@ pub struct LambExperiment {
     pub setups: Vec<EngineSetup>,
     /// The firmware's stage-1 program (identical results; different chunks).
     pub program: Stage1Program,
+    /// Record a timeline of the main run (the first engine setup) under these settings.
+    pub timeline: Option<TimelineConfig>,
 }
 
 /// Where one engine's time goes, in seconds of the step(s), averaged over the
@@ -304,6 +307,8 @@ pub struct LambOutcome {
     /// w, m and v as read back from device memory (g as last written); `None` for
     /// timing-only runs.
     pub state: Option<Vec<TensorState>>,
+    /// The main run's timeline, when [`LambExperiment::timeline`] asked for one.
+    pub timeline: Option<Timeline>,
 }
 
 /// Random tensors (w in ±0.1, g in ±1e-3, zero moments) of the given sizes.
@@ -574,11 +579,14 @@ struct MainRun {
 
 fn main_run(e: &LambExperiment) -> Result<MainRun, LambError> {
     let functional = e.functional || e.input.is_some();
-    let run = LambRun::new(
+    let mut run = LambRun::new(
         e.preset.clone(),
         &e.elements,
         e.config(e.ts_entries, functional),
     )?;
+    if let Some(c) = e.timeline {
+        run.enable_timeline(c);
+    }
     let (mut cycles, mut global_norm) = (0, 0.0);
     if !functional {
         let mut run = run;
@@ -628,7 +636,22 @@ fn main_run(e: &LambExperiment) -> Result<MainRun, LambError> {
 /// [`LambError::Data`] if `input` does not match `elements`.
 pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome, LambError> {
     let wall = Instant::now();
-    let main = main_run(e)?;
+    let mut main = main_run(e)?;
+    let timeline = main.run.take_timeline().map(|mut t| {
+        t.set_meta("model", "lamb");
+        t.set_meta("lamb_model", &e.model);
+        t.set_meta("preset", &e.preset.name);
+        t.set_meta("engine_setup", &e.setups()[0].name());
+        t.set_meta(
+            "mirrored",
+            if e.functional || e.input.is_some() {
+                "no"
+            } else {
+                "pseudo-channel 0 stands for all"
+            },
+        );
+        t
+    });
     let params: u64 = e.elements.iter().sum();
     let preset = &e.preset;
     let nmc_s = main.cycles as f64 * preset.organisation.tck_ns * 1e-9;
@@ -751,5 +774,9 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         wall_seconds: wall_s,
         dram_commands_per_second: totals.commands_total as f64 / wall_s,
     };
-    Ok(LambOutcome { report, state })
+    Ok(LambOutcome {
+        report,
+        state,
+        timeline,
+    })
 }

@@ -275,6 +275,17 @@ impl LambRun {
         })
     }
 
+    /// Starts recording a timeline of the node (CP handler spans, NMC engine spans, the
+    /// macro-command queue, bank rows; see [`System::enable_timeline`]).
+    pub fn enable_timeline(&mut self, config: crate::timeline::TimelineConfig) {
+        self.system.enable_timeline(config);
+    }
+
+    /// The timeline recorded so far, if recording.
+    pub fn take_timeline(&mut self) -> Option<crate::timeline::Timeline> {
+        self.system.take_timeline()
+    }
+
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.layout

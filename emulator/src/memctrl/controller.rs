@@ -564,6 +564,12 @@ impl Controller {
         }
     }
 
+    /// Entries in the read queue and in the write queue (for a timeline's occupancy
+    /// counters).
+    pub fn queue_lens(&self) -> (usize, usize) {
+        (self.reads.len(), self.writes.len())
+    }
+
     /// Whether both queues are empty.
     pub fn is_idle(&self) -> bool {
         self.reads.is_empty() && self.writes.is_empty()

@@ -148,6 +148,20 @@ impl ColumnStore for BankColumns<'_> {
     }
 }
 
+/// What an NMC block did since the last [`NmcBlock::take_trace`] (recorded only after
+/// [`NmcBlock::enable_trace`]; cycles are DRAM cycles).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NmcTrace {
+    /// Engine work: (pseudo-channel, start, end, what). A mirrored block records
+    /// pseudo-channel 0 only (it stands for every channel).
+    pub spans: Vec<(usize, Cycle, Cycle, String)>,
+    /// The macro-command queue's occupancy: (cycle, commands submitted and not finished).
+    pub queue: Vec<(Cycle, usize)>,
+    /// Every DRAM command the controllers issued (the engines' and ordinary traffic's):
+    /// (pseudo-channel, command).
+    pub commands: Vec<(usize, crate::memctrl::controller::LoggedCommand)>,
+}
+
 /// The NMC engines of one node and the memory controllers they drive.
 #[derive(Debug, Clone)]
 pub struct NmcBlock {
@@ -159,6 +173,8 @@ pub struct NmcBlock {
     error: Option<EngineError>,
     /// Pseudo-channel 0 stands for all ([`NmcSystemConfig::mirror_broadcast`]).
     mirror: bool,
+    /// What is recorded for a timeline, when on.
+    trace: Option<Box<NmcTrace>>,
 }
 
 impl NmcBlock {
@@ -186,6 +202,45 @@ impl NmcBlock {
             totals: NmcTotals::default(),
             error: None,
             mirror,
+            trace: None,
+        }
+    }
+
+    /// Starts recording engine spans, the command queue's occupancy and every DRAM
+    /// command (the controllers' command logs) until [`Self::take_trace`] empties it.
+    pub fn enable_trace(&mut self) {
+        for c in self.memory.controllers_mut() {
+            c.set_logging(true);
+        }
+        self.trace = Some(Box::default());
+    }
+
+    /// What was recorded since the last call (empty when recording is off); the
+    /// controllers' command logs are emptied.
+    /// Commands finished by `now` leave the queue first.
+    pub fn take_trace(&mut self, now: Cycle) -> NmcTrace {
+        if self.trace.is_none() {
+            return NmcTrace::default();
+        }
+        self.retire(now);
+        let Some(t) = self.trace.as_deref_mut() else {
+            return NmcTrace::default();
+        };
+        let mut out = std::mem::take(t);
+        for (pc, c) in self.memory.controllers_mut().iter_mut().enumerate() {
+            out.commands.extend(c.log().iter().map(|l| (pc, *l)));
+            c.set_logging(true);
+        }
+        out
+    }
+
+    /// Drops finished commands from the queue (at `now`), recording the occupancy.
+    fn retire(&mut self, now: Cycle) {
+        while let Some(&t) = self.outstanding.front().filter(|&&t| t <= now) {
+            self.outstanding.pop_front();
+            if let Some(tr) = self.trace.as_deref_mut() {
+                tr.queue.push((t, self.outstanding.len()));
+            }
         }
     }
 
@@ -317,9 +372,7 @@ impl NmcBlock {
     /// Room left in the command queue at cycle `now` (commands finished by then have
     /// left it).
     pub fn queue_room(&mut self, now: Cycle) -> usize {
-        while self.outstanding.front().is_some_and(|&t| t <= now) {
-            self.outstanding.pop_front();
-        }
+        self.retire(now);
         self.config
             .queue_depth
             .saturating_sub(self.outstanding.len())
@@ -375,14 +428,19 @@ impl NmcBlock {
         memory: &mut DeviceMemory,
     ) -> Result<Cycle, NmcError> {
         let range = self.check_range(cmd.channels)?;
-        while self.outstanding.front().is_some_and(|&t| t <= now) {
-            self.outstanding.pop_front();
-        }
+        self.retire(now);
         if self.outstanding.len() >= self.config.queue_depth {
             return Err(NmcError::Busy);
         }
         let script = MacroScript::new(cmd).map_err(|e| self.fail(e))?;
         let range = self.simulated(range)?;
+        let first = range.start;
+        let starts: Option<Vec<Cycle>> = self.trace.as_ref().map(|_| {
+            self.engines[range.clone()]
+                .iter()
+                .map(|e| e.now().max(now))
+                .collect()
+        });
         let engines = &mut self.engines[range.clone()];
         let (preset, mapping, controllers) = self.memory.split_for_nmc();
         let controllers = &mut controllers[range];
@@ -406,10 +464,21 @@ impl NmcBlock {
             run_serial(engines, controllers, now, &script, None)
         };
         let done = match result {
-            Ok(v) => v.into_iter().max().unwrap_or(now),
+            Ok(v) => {
+                if let (Some(tr), Some(starts)) = (self.trace.as_deref_mut(), starts) {
+                    let name = format!("macro {:?} x{} phases", cmd.mode, cmd.phases.len());
+                    for (i, (&s, &e)) in starts.iter().zip(&v).enumerate() {
+                        tr.spans.push((first + i, s, e, name.clone()));
+                    }
+                }
+                v.into_iter().max().unwrap_or(now)
+            }
             Err(e) => return Err(self.fail(e)),
         };
         self.outstanding.push_back(done);
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.queue.push((now, self.outstanding.len()));
+        }
         Ok(done)
     }
 
@@ -458,11 +527,18 @@ impl NmcBlock {
         let mut sum = 0f64;
         let mut last = now;
         let controllers = self.memory.controllers();
-        for (e, c) in self.engines[range.clone()]
+        let first = range.start;
+        for (i, (e, c)) in self.engines[range.clone()]
             .iter_mut()
             .zip(&controllers[range])
+            .enumerate()
         {
+            let begin = e.now().max(now);
             let (t, partials) = e.read_accumulators(c, now);
+            if let Some(tr) = self.trace.as_deref_mut() {
+                tr.spans
+                    .push((first + i, begin, t, "accumulator read-out".to_string()));
+            }
             last = last.max(t);
             sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>() * copies as f64;
             self.totals.host_read_bytes += 32 * partials.len() as u64 * copies;

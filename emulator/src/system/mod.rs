@@ -3,17 +3,75 @@
 //! firmware events in (tick, priority, sequence) order, and repeats. T3 adds links and
 //! DMA engines between the nodes here.
 
+use std::collections::HashMap;
+
 use nmcp_firmware::nmc::LambJob;
 use nmcp_firmware::{Event, FirmwareError};
 use nmcp_isa::aql::AQL_PACKET_BYTES;
 
 use crate::gpu::queue::QueueDump;
 use crate::gpu::{KernelEngine, Nanos};
+use crate::hbm::Command;
 use crate::node::{
     GpuNode, GpuNodeConfig, NodeError, RunSummary, SysEvent, DEFERRED_PRIORITY, EVENT_PRIORITY,
 };
 use crate::sim::time::{ns_to_tick, tick_to_ns};
 use crate::sim::{Component, EventQueue, Tick};
+use crate::timeline::{variant_name, Timeline, TimelineConfig, TrackId, TrackKind};
+
+/// What a system records on its timeline (off unless [`System::enable_timeline`]).
+#[derive(Debug)]
+struct SysTrace {
+    tl: Timeline,
+    /// Per node: its CP's handler spans.
+    cp: Vec<TrackId>,
+    /// (node, pseudo-channel) -> the NMC engine's spans.
+    engines: HashMap<(usize, usize), TrackId>,
+    /// (node, thread) -> a track of the node's process `GPU n` or `GPU n NMC`, created
+    /// on first use (a LAMB node has no kernels, a GOLDYLOC node no NMC queue).
+    lazy: HashMap<(usize, &'static str), TrackId>,
+    /// (node, pseudo-channel, bank) -> the bank's open row.
+    banks: HashMap<(usize, usize, usize), TrackId>,
+    /// Per node: CP decision records already on the timeline.
+    records_seen: Vec<usize>,
+}
+
+impl SysTrace {
+    /// Node `node`'s track `thread` (of `kind`; in `GPU n NMC` when `nmc`).
+    fn lazy(&mut self, node: usize, thread: &'static str, kind: TrackKind, nmc: bool) -> TrackId {
+        let tl = &mut self.tl;
+        *self.lazy.entry((node, thread)).or_insert_with(|| {
+            let p = if nmc {
+                format!("GPU {node} NMC")
+            } else {
+                format!("GPU {node}")
+            };
+            tl.track(&p, thread, kind)
+        })
+    }
+
+    fn engine(&mut self, node: usize, pc: usize) -> TrackId {
+        let tl = &mut self.tl;
+        *self.engines.entry((node, pc)).or_insert_with(|| {
+            tl.track(
+                &format!("GPU {node} NMC"),
+                &format!("PC {pc} engine"),
+                TrackKind::Spans,
+            )
+        })
+    }
+
+    fn bank(&mut self, node: usize, pc: usize, bank: usize, id: crate::hbm::BankId) -> TrackId {
+        let tl = &mut self.tl;
+        *self.banks.entry((node, pc, bank)).or_insert_with(|| {
+            tl.track(
+                &format!("GPU {node} HBM PC {pc}"),
+                &format!("bank {}.{}", id.group, id.bank),
+                TrackKind::BankRow,
+            )
+        })
+    }
+}
 
 /// N GPU nodes sharing one event queue.
 #[derive(Debug)]
@@ -22,6 +80,7 @@ pub struct System<E: KernelEngine> {
     queue: EventQueue<SysEvent>,
     nodes: Vec<GpuNode<E>>,
     truncated: bool,
+    trace: Option<Box<SysTrace>>,
 }
 
 impl<E: KernelEngine> System<E> {
@@ -41,6 +100,7 @@ impl<E: KernelEngine> System<E> {
             queue: EventQueue::new(),
             nodes,
             truncated: false,
+            trace: None,
         })
     }
 
@@ -145,7 +205,136 @@ impl<E: KernelEngine> System<E> {
                 nmcp_firmware::platform::NmcError::OutOfRange,
             ));
         };
-        n.start_lamb(job, now, &mut self.queue)
+        // The handler starts when the CP is free.
+        let start = now.max(n.cp_free_at());
+        let r = n.start_lamb(job, now, &mut self.queue);
+        if let Some(t) = self.trace.as_deref_mut() {
+            if let Some(&k) = t.cp.get(node) {
+                t.tl.span(k, "start_lamb", start, n.cp_free_at());
+            }
+            self.collect_nmc(node);
+        }
+        r
+    }
+
+    /// Starts recording a timeline under `config`: every CP handler run as a span (from
+    /// its event to the CP being free again), and on nodes with NMC engines each engine's
+    /// macro-commands and accumulator read-outs, the macro-command queue's occupancy and
+    /// every bank's open row (from the controllers' command logs).
+    pub fn enable_timeline(&mut self, config: TimelineConfig) {
+        let mut tl = Timeline::new(config);
+        let cp = (0..self.nodes.len())
+            .map(|i| tl.track(&format!("GPU {i}"), "CP (firmware)", TrackKind::Spans))
+            .collect();
+        for n in &mut self.nodes {
+            if let Some(b) = n.nmc_mut() {
+                b.enable_trace();
+            }
+        }
+        let records_seen = self.nodes.iter().map(|n| n.records().len()).collect();
+        self.trace = Some(Box::new(SysTrace {
+            tl,
+            cp,
+            engines: HashMap::new(),
+            lazy: HashMap::new(),
+            banks: HashMap::new(),
+            records_seen,
+        }));
+    }
+
+    /// The recorded timeline so far (what the NMC blocks hold is collected first); the
+    /// recording goes on with the same tracks, from no events.
+    pub fn take_timeline(&mut self) -> Option<Timeline> {
+        for i in 0..self.nodes.len() {
+            self.collect_nmc(i);
+        }
+        self.trace.as_deref_mut().map(|t| t.tl.take())
+    }
+
+    /// Records node `i`'s handler of `event` that started at `at`: the CP's busy span,
+    /// the decisions it made, the kernel it completed, and what the NMC block did.
+    fn trace_handler(&mut self, i: usize, event: &Event, at: Tick) {
+        let (Some(t), Some(node)) = (self.trace.as_deref_mut(), self.nodes.get(i)) else {
+            return;
+        };
+        if let Some(&k) = t.cp.get(i) {
+            let d = format!("{event:?}");
+            t.tl.span(k, variant_name(&d), at, node.cp_free_at());
+        }
+        let seen = t.records_seen.get(i).copied().unwrap_or(0);
+        if node.records().len() > seen {
+            let k = t.lazy(i, "CP decisions", TrackKind::Instants, false);
+            for (end_ns, rec) in node.records().iter().skip(seen) {
+                let d = format!("{:?}", rec.action);
+                let name = format!("queue {}: {}", rec.queue, variant_name(&d));
+                t.tl.instant(k, &name, ns_to_tick(*end_ns));
+            }
+            if let Some(s) = t.records_seen.get_mut(i) {
+                *s = node.records().len();
+            }
+        }
+        if let Event::KernelCompleted {
+            queue, dispatch_id, ..
+        } = *event
+        {
+            let o = node.outcomes().get(&(queue, dispatch_id));
+            if let Some((s, e)) = o.and_then(|o| o.launched_at.zip(o.completed_at)) {
+                let k = t.lazy(i, "kernels", TrackKind::Spans, false);
+                let name = format!("queue {queue}");
+                t.tl.span(k, &name, ns_to_tick(s), ns_to_tick(e));
+            }
+        }
+        self.collect_nmc(i);
+    }
+
+    /// Moves what node `i`'s NMC block recorded onto the timeline.
+    fn collect_nmc(&mut self, i: usize) {
+        let Some(t) = self.trace.as_deref_mut() else {
+            return;
+        };
+        let now = self.now;
+        let Some(node) = self.nodes.get_mut(i) else {
+            return;
+        };
+        let clock = node.dram_clock();
+        let Some(b) = node.nmc_mut() else { return };
+        let mut rec = b.take_trace(clock.cycle_at(now));
+        let ctrls = b.memory_system().controllers();
+        for (pc, s, e, name) in &rec.spans {
+            let k = t.engine(i, *pc);
+            t.tl.span(k, name, clock.tick_of(*s), clock.tick_of(*e));
+        }
+        rec.queue.sort_by_key(|q| q.0);
+        if !rec.queue.is_empty() {
+            let k = t.lazy(i, "macro-command queue", TrackKind::Counter, true);
+            for &(at, n) in &rec.queue {
+                t.tl.counter(k, clock.tick_of(at), n as f64);
+            }
+        }
+        for (pc, l) in &rec.commands {
+            let Some(pch) = ctrls.get(*pc).map(|c| c.pseudo_channel()) else {
+                continue;
+            };
+            let at = clock.tick_of(l.at);
+            let all = 0..pch.banks();
+            let (banks, row) = match l.cmd {
+                Command::Act { bank, row } => match pch.bank_index(bank) {
+                    Some(b) => (b..b + 1, f64::from(row)),
+                    None => continue,
+                },
+                Command::Pre { bank } => match pch.bank_index(bank) {
+                    Some(b) => (b..b + 1, -1.0),
+                    None => continue,
+                },
+                Command::AbAct { row } => (all, f64::from(row)),
+                Command::PreAll => (all, -1.0),
+                _ => continue,
+            };
+            for b in banks {
+                let k = t.bank(i, *pc, b, pch.bank_id(b));
+                t.tl.counter(k, at, row);
+            }
+        }
     }
 
     /// Runs until nothing is left to happen, or until `max_steps` steps (firmware events
@@ -180,6 +369,9 @@ impl<E: KernelEngine> System<E> {
                     for (at, e) in out.drain(..) {
                         self.queue.push_with(at, EVENT_PRIORITY, e);
                     }
+                    if self.trace.is_some() {
+                        self.collect_nmc(i);
+                    }
                 }
                 _ => {
                     let Some(s) = self.queue.pop() else { break };
@@ -194,7 +386,11 @@ impl<E: KernelEngine> System<E> {
                     }
                     steps += 1;
                     self.now = self.now.max(s.at);
-                    node.handle(s.event.event, s.at, &mut self.queue);
+                    let event = s.event.event;
+                    node.handle(event, s.at, &mut self.queue);
+                    if self.trace.is_some() {
+                        self.trace_handler(s.event.node, &event, s.at);
+                    }
                 }
             }
         }

@@ -331,4 +331,4 @@ impl fmt::Display for T3Error {
 
 impl std::error::Error for T3Error {}
 
-pub use run::{check, run_sublayer, time_reduce_scatter};
+pub use run::{check, run_sublayer, run_sublayer_traced, time_reduce_scatter};

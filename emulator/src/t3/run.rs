@@ -17,6 +17,7 @@ use super::{
 };
 use crate::hbm::{Cycle, HbmPreset};
 use crate::memctrl::{Arbiter, FrFcfs, Mca, RoundRobin};
+use crate::timeline::{Timeline, TimelineConfig};
 
 /// The HBM preset of a T3 GPU (Table 8.1).
 pub const T3_PRESET: &str = "t3-table-8.1";
@@ -308,7 +309,7 @@ pub fn run_fused(
     partials: Option<&[Vec<f32>]>,
 ) -> Result<FusedRun, T3Error> {
     let shortcut = opts.simulate == Simulate::Shortcut;
-    let (p, system) = fused(opts, sl, collective, mca, shortcut, partials)?;
+    let (p, system) = fused(opts, sl, collective, mca, shortcut, partials, None)?;
     Ok(FusedRun { ns: p.ns, system })
 }
 
@@ -320,6 +321,7 @@ fn fused(
     mca: Option<usize>,
     shortcut: bool,
     partials: Option<&[Vec<f32>]>,
+    trace: Option<TimelineConfig>,
 ) -> Result<(Phase, T3System), T3Error> {
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
@@ -337,10 +339,14 @@ fn fused(
         }
     }
     s.enable_tracking();
+    if let Some(c) = trace {
+        s.enable_timeline(c);
+    }
     let simulated = s.nodes().len();
     let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
     for (g, fw) in fws.iter_mut().enumerate() {
         let j = job(&l, g as u32, opts.dtype, collective, opts.split_k.max(1));
+        s.trace_cp(g, "start_t3", 0);
         let mut p = s.platform(g, 0);
         let r = fw.start_t3(&j, &mut p);
         p.finish();
@@ -353,6 +359,7 @@ fn fused(
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
     let mut handle = |sys: &mut T3System, g: usize, ev: Event, at: Cycle| {
+        sys.trace_firmware(g, &ev, at);
         let mut p = sys.platform(g, at);
         let r = fws[g].handle(ev, &mut p);
         p.finish();
@@ -431,6 +438,29 @@ fn traffic(parts: &[(&super::system::KindBytes, bool)]) -> TrafficBytes {
 /// # Errors
 /// [`T3Error`].
 pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResult>, T3Error> {
+    run_sublayer_with(opts, sl, None).map(|(r, _)| r)
+}
+
+/// [`run_sublayer`], recording the fused runs (`t3` and `t3-mca`, their processes
+/// prefixed with the configuration's name) on one timeline under `trace`. The results
+/// are the same as without recording.
+///
+/// # Errors
+/// [`T3Error`].
+pub fn run_sublayer_traced(
+    opts: &T3Options,
+    sl: &SubLayer,
+    trace: TimelineConfig,
+) -> Result<(Vec<SubLayerResult>, Timeline), T3Error> {
+    let (r, t) = run_sublayer_with(opts, sl, Some(trace))?;
+    Ok((r, t.unwrap_or_else(|| Timeline::new(trace))))
+}
+
+fn run_sublayer_with(
+    opts: &T3Options,
+    sl: &SubLayer,
+    trace: Option<TimelineConfig>,
+) -> Result<(Vec<SubLayerResult>, Option<Timeline>), T3Error> {
     let shortcut = opts.simulate == Simulate::Shortcut;
     let gpus = gpus_of(opts, sl.tp);
     let gemm = isolated_gemm(opts, sl, shortcut)?;
@@ -440,22 +470,38 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
     let threshold = opts
         .mca_threshold
         .unwrap_or_else(|| mca_threshold_for(gemm.occupancy));
-    let (t3, _) = fused(
+    let (t3, mut t3_sys) = fused(
         opts,
         sl,
         Collective::RingReduceScatter,
         None,
         shortcut,
         None,
+        trace,
     )?;
-    let (t3m, _) = fused(
+    let (t3m, mut t3m_sys) = fused(
         opts,
         sl,
         Collective::RingReduceScatter,
         Some(threshold),
         shortcut,
         None,
+        trace,
     )?;
+    let timeline = trace.map(|c| {
+        let mut all = Timeline::new(c);
+        for (sys, name) in [(&mut t3_sys, "t3"), (&mut t3m_sys, "t3-mca")] {
+            if let Some(t) = sys.take_timeline() {
+                for (k, v) in t.meta() {
+                    all.set_meta(k, v);
+                }
+                all.absorb(&t, &format!("{name}: "));
+            }
+        }
+        all.set_meta("sublayer", &format!("{} {} TP{}", sl.model, sl.name, sl.tp));
+        all.set_meta("mca_threshold", &threshold.to_string());
+        all
+    });
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
@@ -474,7 +520,7 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
         bytes,
     };
     let seq_bytes = traffic(&[(&gemm.bytes, false), (&rs.bytes, false), (&ag.bytes, true)]);
-    Ok(vec![
+    let rows = vec![
         row(Scenario::Sequential, gemm.ns, rs.ns, seq_bytes),
         row(
             Scenario::T3,
@@ -499,7 +545,8 @@ pub fn run_sublayer(opts: &T3Options, sl: &SubLayer) -> Result<Vec<SubLayerResul
                 (&ag.bytes, true),
             ]),
         ),
-    ])
+    ];
+    Ok((rows, timeline))
 }
 
 /// The CU-sharing experiment of dissertation 8.2.2 (Fig. 8.4): the GEMM on `gemm_cus`
@@ -690,6 +737,7 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
                 mca,
                 false,
                 Some(&partials),
+                None,
             )?;
             (
                 p.ns * 1e-9,

@@ -43,6 +43,7 @@ use crate::memctrl::{
     MemorySystem, Request, Source, TrafficClass,
 };
 use crate::sim::{EventQueue, LimitReached, Limits, PS_PER_NS};
+use crate::timeline::{variant_name, Timeline, TimelineConfig, TrackId, TrackKind};
 
 /// Cycles per simulation slice (see the module docs).
 pub const SLICE_CYCLES: Cycle = 16;
@@ -365,6 +366,40 @@ pub enum RunError {
     Limit(LimitReached),
 }
 
+/// A GPU's timeline tracks.
+#[derive(Debug, Clone)]
+struct NodeTracks {
+    kernel: TrackId,
+    cp: TrackId,
+    dma: TrackId,
+    link: TrackId,
+    tracker: TrackId,
+    tracker_live: TrackId,
+    wgs: TrackId,
+    inflight: TrackId,
+    /// Per pseudo-channel: requests queued at its controller (reads + writes).
+    queues: Vec<TrackId>,
+}
+
+/// What a T3 run records on its timeline (off unless [`T3System::enable_timeline`]).
+#[derive(Debug)]
+struct T3Trace {
+    tl: Timeline,
+    nodes: Vec<NodeTracks>,
+    /// Producer start per GPU, ns (its kernel span ends when the producer is done).
+    kernel_start: Vec<Option<Cycle>>,
+    kernel_told: Vec<bool>,
+    /// DMA descriptors in flight: (GPU, id) -> (start ns, destination GPU).
+    dma_start: HashMap<(usize, u16), (Cycle, u32)>,
+    /// Workgroups running per GPU.
+    running: Vec<u32>,
+}
+
+/// ns on the T3 clock to the timeline's ps.
+fn ps(c: Cycle) -> u64 {
+    c.saturating_mul(PS_PER_NS)
+}
+
 /// The multi-GPU system.
 #[derive(Debug)]
 pub struct T3System {
@@ -382,6 +417,8 @@ pub struct T3System {
     recv_base: u64,
     a_base: u64,
     b_base: u64,
+    /// The timeline being recorded, if any.
+    trace: Option<Box<T3Trace>>,
 }
 
 impl GpuNode {
@@ -581,6 +618,7 @@ impl T3System {
             queue: EventQueue::new(),
             now: 0,
             events: 0,
+            trace: None,
         };
         if s.b_base + 512 * mb > s.cfg.preset.capacity_bytes() {
             return Err(format!(
@@ -848,6 +886,13 @@ impl T3System {
                 .send(at as f64, bytes)
         };
         let arrive = arrive.ceil() as Cycle;
+        if let Some(t) = self.trace.as_deref_mut() {
+            let g = if self.cfg.shortcut { 0 } else { from as usize };
+            if let Some(k) = t.nodes.get(g).map(|x| x.link) {
+                let name = format!("to GPU {to}");
+                t.tl.span(k, &name, ps(at), ps(arrive));
+            }
+        }
         if self.cfg.shortcut {
             // GPU 0 stands for every GPU: what it sends to `to` is what GPU `from + d`
             // sends to `to + d`; the copy that lands on GPU 0 comes from `from - to`
@@ -942,6 +987,15 @@ impl T3System {
                     Ack::Dma { node: n, id } => {
                         let lat = self.cfg.link_latency_ns.ceil() as Cycle;
                         let target = if self.cfg.shortcut { 0 } else { n };
+                        if let Some(t) = self.trace.as_deref_mut() {
+                            let g = target as usize;
+                            if let (Some((start, to)), Some(k)) =
+                                (t.dma_start.remove(&(g, id)), t.nodes.get(g).map(|x| x.dma))
+                            {
+                                let name = format!("DMA -> GPU {to}");
+                                t.tl.span(k, &name, ps(start), ps(at + lat));
+                            }
+                        }
                         self.queue.push(
                             at + lat,
                             Ev::Firmware {
@@ -1043,6 +1097,7 @@ impl T3System {
                 }
                 continue;
             }
+            self.trace_wgs(node, 1, at);
             let p = self.nodes[node].producer.as_mut().expect("producer");
             p.slots[slot as usize] = Some(WgState {
                 wg,
@@ -1187,6 +1242,7 @@ impl T3System {
                 self.start_writes(node, Message { op, ..tile }, at);
             }
         }
+        self.trace_wgs(node, -1, at);
         let p = self.nodes[node].producer.as_mut().expect("producer");
         p.slots[slot as usize] = None;
         p.free.push(slot);
@@ -1200,6 +1256,11 @@ impl T3System {
     // ----- tracker and DMA -----
 
     fn fired(&mut self, node: usize, f: Fired, at: Cycle) {
+        if let Some(t) = self.trace.as_deref_mut() {
+            if let Some(k) = t.nodes.get(node).map(|n| n.tracker) {
+                t.tl.instant(k, "fired", ps(at));
+            }
+        }
         self.nodes[node]
             .fire_log
             .push((at, f.wg_id, f.wf_id, f.dma_id));
@@ -1230,6 +1291,10 @@ impl T3System {
                 continue;
             };
             self.nodes[node].dma_busy += 1;
+            if let Some(t) = self.trace.as_deref_mut() {
+                let to = split_peer(d.dst).0.map_or(node as u32, u32::from);
+                t.dma_start.insert((node, id), (at, to));
+            }
             let rect = self.desc_rect(d.src, d.rows, d.cols);
             self.start_reads(node, rect, Region::Out, BlockKind::DmaRead { desc: id }, at);
         }
@@ -1656,6 +1721,7 @@ impl T3System {
                     n.occupancy_cycles += 1.0;
                 }
             }
+            self.trace_slice(end);
             self.now = end;
         }
         Ok(self.now)
@@ -1751,6 +1817,113 @@ impl T3System {
     pub fn mark_finished(&mut self, node: usize, at: Cycle) {
         if let Some(n) = self.nodes.get_mut(node) {
             n.finished_at.get_or_insert(at);
+        }
+    }
+
+    /// Starts recording a timeline under `config` (call before starting any kernel):
+    /// per GPU the producer kernel, running workgroups, firmware handler runs, DMA
+    /// transfers, link transfers, tracker firings and live entries, requests in flight,
+    /// and each controller's queue occupancy (sampled).
+    pub fn enable_timeline(&mut self, config: TimelineConfig) {
+        let mut tl = Timeline::new(config);
+        let gpus = self.nodes.len();
+        let nodes = (0..gpus)
+            .map(|g| {
+                let p = format!("GPU {g}");
+                let m = format!("GPU {g} memory");
+                let pcs = self.nodes[g].mem.controllers().len();
+                NodeTracks {
+                    kernel: tl.track(&p, "kernels", TrackKind::Spans),
+                    cp: tl.track(&p, "CP (firmware)", TrackKind::Instants),
+                    dma: tl.track(&p, "DMA", TrackKind::Spans),
+                    link: tl.track(&p, "link out", TrackKind::Spans),
+                    tracker: tl.track(&p, "tracker fired", TrackKind::Instants),
+                    tracker_live: tl.track(&p, "tracker live entries", TrackKind::Counter),
+                    wgs: tl.track(&p, "workgroups running", TrackKind::Counter),
+                    inflight: tl.track(&m, "requests in flight", TrackKind::Counter),
+                    queues: (0..pcs)
+                        .map(|pc| tl.track(&m, &format!("PC {pc} queue"), TrackKind::Counter))
+                        .collect(),
+                }
+            })
+            .collect();
+        tl.set_meta("model", "t3");
+        tl.set_meta("gpus", &self.cfg.gpus.to_string());
+        tl.set_meta("simulated_gpus", &gpus.to_string());
+        self.trace = Some(Box::new(T3Trace {
+            tl,
+            nodes,
+            kernel_start: vec![None; gpus],
+            kernel_told: vec![false; gpus],
+            dma_start: HashMap::new(),
+            running: vec![0; gpus],
+        }));
+    }
+
+    /// The recorded timeline (recording stops).
+    pub fn take_timeline(&mut self) -> Option<Timeline> {
+        self.trace.take().map(|mut t| {
+            t.tl.finish();
+            t.tl
+        })
+    }
+
+    /// Records a firmware handler run on GPU `node` at `at` (T3 charges the CP no time:
+    /// an instant named after the event).
+    pub fn trace_firmware(&mut self, node: usize, event: &Event, at: Cycle) {
+        if self.trace.is_some() {
+            let d = format!("{event:?}");
+            self.trace_cp(node, variant_name(&d), at);
+        }
+    }
+
+    /// Records a firmware call named `name` on GPU `node` at `at` (an instant).
+    pub fn trace_cp(&mut self, node: usize, name: &str, at: Cycle) {
+        if let Some(t) = self.trace.as_deref_mut() {
+            if let Some(k) = t.nodes.get(node).map(|n| n.cp) {
+                t.tl.instant(k, name, ps(at));
+            }
+        }
+    }
+
+    /// The workgroups running on GPU `node` changed by `delta` at `at`.
+    fn trace_wgs(&mut self, node: usize, delta: i32, at: Cycle) {
+        if let Some(t) = self.trace.as_deref_mut() {
+            if let (Some(r), Some(k)) = (t.running.get_mut(node), t.nodes.get(node)) {
+                *r = r.saturating_add_signed(delta);
+                if t.kernel_start[node].is_none() {
+                    t.kernel_start[node] = Some(at);
+                }
+                t.tl.counter(k.wgs, ps(at), f64::from(*r));
+            }
+        }
+    }
+
+    /// Per slice: the producer kernels that ended, and the sampled counters.
+    fn trace_slice(&mut self, end: Cycle) {
+        let Some(t) = self.trace.as_deref_mut() else {
+            return;
+        };
+        for (g, n) in self.nodes.iter().enumerate() {
+            if let Some(done) = n.producer.as_ref().and_then(|p| p.done_at) {
+                if !t.kernel_told[g] {
+                    t.kernel_told[g] = true;
+                    let start = t.kernel_start[g].unwrap_or(0);
+                    t.tl.span(t.nodes[g].kernel, "GEMM (producer)", ps(start), ps(done));
+                }
+            }
+        }
+        if !t.tl.sample_due(ps(end)) {
+            return;
+        }
+        for (g, n) in self.nodes.iter().enumerate() {
+            let k = &t.nodes[g];
+            for (c, &q) in n.mem.controllers().iter().zip(&k.queues) {
+                let (r, w) = c.queue_lens();
+                t.tl.counter(q, ps(end), (r + w) as f64);
+            }
+            t.tl.counter(k.inflight, ps(end), n.inflight as f64);
+            t.tl.counter(k.tracker_live, ps(end), n.tracker.live() as f64);
         }
     }
 

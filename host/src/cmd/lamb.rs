@@ -108,6 +108,9 @@ pub struct LambArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+    /// Timeline of the main run (the first engine setup's step(s)).
+    #[command(flatten)]
+    timeline: crate::timeline::TimelineArgs,
 }
 
 /// Baseline TS entries: the one calibrated knob of the LAMB model (docs/calibration.md).
@@ -200,6 +203,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
                 return Err(format!("--program {other}: expected four-slot or three-slot").into())
             }
         },
+        timeline: a.timeline.config(),
     };
     Ok((e, named))
 }
@@ -224,6 +228,7 @@ pub fn run(a: LambArgs) -> CmdResult {
     // Checkpoint units (--checkpoint-dir): see lamb_checkpoint.rs.
     let out = super::lamb_checkpoint::run(&e, &mut || bar.inc(1))?;
     bar.finish_and_clear();
+    crate::timeline::write_if_asked(&a.timeline, out.timeline.as_ref())?;
     if let (Some(dir), Some(mut ts), Some(got)) = (&a.output, named, out.state) {
         for (t, g) in ts.iter_mut().zip(got) {
             t.state.w = g.w;

@@ -156,6 +156,7 @@ pub fn run(
                     functional: false,
                     input: None,
                     breakdown: false,
+                    timeline: None,
                     ..e.clone()
                 };
                 let out = experiment::run(&alone, progress)?;

@@ -196,6 +196,9 @@ struct StudyArgs {
     /// Sub-layers run at once (rayon threads).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
+    /// Timeline of the fused runs (t3 and t3-mca) of the one selected sub-layer.
+    #[command(flatten)]
+    timeline: crate::timeline::TimelineArgs,
 }
 
 /// `nmcp t3 check`.
@@ -442,10 +445,26 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     if sls.is_empty() {
         return Err(UsageError("no sub-layers selected".into()).into());
     }
+    let trace = a.timeline.config();
+    if trace.is_some() && sls.len() != 1 {
+        return Err(UsageError(format!(
+            "--trace/--vcd record one sub-layer's runs, but {} are selected; pick one with --sublayers and --tp (or --models)",
+            sls.len()
+        ))
+        .into());
+    }
+    let timeline = Mutex::new(None);
     let bar = progress(sls.len() as u64, a.json);
     let started = Instant::now();
     // Each sub-layer (its five configurations) is one unit of the checkpoint.
     let session = checkpoint::Session::start("t3", sls.len() as u32)?;
+    if trace.is_some() && session.is_some() {
+        return Err(UsageError(
+            "--trace/--vcd record a run as it happens; they do not combine with --checkpoint-dir"
+                .into(),
+        )
+        .into());
+    }
     let one = |(i, sl): (usize, &SubLayer)| -> Result<Vec<SubLayerResult>, UnitError> {
         bar.set_message(report::label(sl));
         let stored = match &session {
@@ -455,10 +474,18 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         let r = match stored {
             Some(v) => v.into_iter().map(|x| x.into_result(sl)).collect(),
             None => {
-                let r = t3::run_sublayer(&opts, sl).map_err(|e| {
-                    let at = format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
-                    UnitError::T3(e, at)
-                })?;
+                let at = || format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
+                let r = match trace {
+                    Some(c) => {
+                        let (r, t) = t3::run_sublayer_traced(&opts, sl, c)
+                            .map_err(|e| UnitError::T3(e, at()))?;
+                        *timeline
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+                        r
+                    }
+                    None => t3::run_sublayer(&opts, sl).map_err(|e| UnitError::T3(e, at()))?,
+                };
                 if let Some(s) = &session {
                     let v: Vec<StoredResult> = r.iter().map(StoredResult::from).collect();
                     lock(s).put(i as u32, &v)?;
@@ -495,6 +522,10 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     if let Some(dir) = &a.svg {
         report::plot::write_svgs(dir, &results)?;
     }
+    let timeline = timeline
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    crate::timeline::write_if_asked(&a.timeline, timeline.as_ref())?;
     if a.json {
         let rows = report::rows(&results, a.gpus, simulate);
         emit(&(serde_json::to_string_pretty(&rows)? + "\n"))
