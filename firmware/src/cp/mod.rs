@@ -1288,121 +1288,211 @@ impl CpState {
         let baseline = cd == 0;
         let cd_index = (!baseline).then(|| GemmExt::cd_index(cd));
         let (cd, predicted) = if baseline { (1, 1) } else { (cd, predicted) };
-        let mut m = chosen;
-        while m != 0 {
-            let q = unrotate(m.trailing_zeros() as usize, start, n);
-            m &= m.wrapping_sub(1);
-            if !self.dispatch_gemm(cfg, p, q, cd_index, cd, predicted)? {
-                break;
-            }
-        }
-        Ok(())
+        self.dispatch_group(cfg, p, chosen, start, n, cd_index, cd, predicted)
     }
 
-    /// Dispatches the GEMM classified at queue `qi`'s head with the kernel object its
-    /// record tuned for `cd_index` (its own for `None`). First the checks that matter
-    /// only for a packet that runs, on two fields read now (through the mapped view when
-    /// there is one): its kernel object is one the record lists, its completion signal
-    /// lies outside the queue rings. A packet that fails them is rejected exactly as the
-    /// general path's full decode rejects it ([`CpState::reject_at_dispatch`]) and the
-    /// rest of the group still dispatches. `Ok(false)` when the dispatcher is busy.
-    #[inline(always)]
-    fn dispatch_gemm<P: DeviceMemory + KernelDispatcher>(
+    /// Dispatches the GEMM group `chosen` (a [`rotate`]d mask from `start`), each member
+    /// with the kernel object its record tuned for `cd_index` (its own for `None`).
+    ///
+    /// First, for every member, the checks that matter only for a packet that runs, on
+    /// two fields read now (through the mapped view when there is one, where the kernel
+    /// object is also patched): its kernel object is one the record lists, its
+    /// completion signal lies outside the queue rings. Then the dispatch requests, in
+    /// priority order. A member that fails the checks is rejected exactly as the general
+    /// path's full decode rejects it ([`CpState::reject_at_dispatch`]) and the rest of
+    /// the group still dispatches, with the CD decided (the group is one smaller). When
+    /// the dispatcher is busy, the members not yet requested stay classified heads.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-        qi: usize,
+        chosen: u32,
+        start: usize,
+        n: usize,
         cd_index: Option<usize>,
         cd: u8,
         predicted: u8,
-    ) -> Result<bool, FirmwareError> {
-        let Some(qs) = self.queues.get(qi) else {
-            return Ok(true);
-        };
-        let Some(shape) = self.shapes.get(usize::from(qs.head)) else {
-            return Ok(true);
-        };
-        let id = qs.next_id;
+    ) -> Result<(), FirmwareError> {
+        const G: usize = MAX_CD as usize;
+        // Member `j`'s queue (its own kernel object goes to `QueueState::head_ko`).
+        let mut queue_of = [0u8; G];
+        let mut k = 0usize;
+        let mut m = chosen;
+        while m != 0 && k < G {
+            let q = unrotate(m.trailing_zeros() as usize, start, n);
+            m &= m.wrapping_sub(1);
+            if let Some(slot) = queue_of.get_mut(k) {
+                *slot = q as u8;
+            }
+            k += 1;
+        }
+        let members = queue_of.get(..k).unwrap_or_default();
         let rings = self.rings;
-        let tuned = |own: u64| {
-            cd_index
-                .and_then(|i| shape.ko_per_cd.get(i).copied())
-                .unwrap_or(own)
-        };
-        let valid = |own: u64, signal: u64| shape.lists(own) && !in_rings(rings, signal);
-        // Through the view: both fields read and the kernel object patched in place.
-        let mut seen = None;
-        if qs.view_write != u32::MAX {
-            if let Some((base, words)) = p.mapped_words_mut() {
-                let slot = (id as u32) & qs.size_packets.wrapping_sub(1);
-                let i = (qs.view_ring.wrapping_add(slot << 4) as usize).wrapping_add(W_KO);
-                if let Some([k0, k1, _, _, _, _, s0, s1]) = words
-                    .get_mut(i..i.wrapping_add(8))
-                    .and_then(|s| <&mut [u32; 8]>::try_from(s).ok())
-                    .filter(|_| base == self.view_base)
-                {
+        let shapes = &self.shapes;
+        let queues = &mut self.queues;
+        // Member j failed the checks (bit j); members still to be read word by word.
+        let mut bad = 0u32;
+        let mut unread = active_mask(k);
+        if let Some((base, words)) = p.mapped_words_mut() {
+            if base == self.view_base {
+                for (j, &q) in members.iter().enumerate() {
+                    let q = usize::from(q);
+                    let (Some(qs), true) = (queues.get_mut(q), self.mapped & bit(q) != 0) else {
+                        continue;
+                    };
+                    let Some(shape) = shapes.get(usize::from(qs.head)) else {
+                        continue;
+                    };
+                    let i = (qs.view_slot as usize).wrapping_add(W_KO);
+                    let Some([k0, k1, _, _, _, _, s0, s1]) = words
+                        .get_mut(i..)
+                        .and_then(|s| s.first_chunk_mut::<8>())
+                    else {
+                        continue;
+                    };
                     let own = u64::from(u32::from_le(*k0)) | (u64::from(u32::from_le(*k1)) << 32);
                     let signal =
                         u64::from(u32::from_le(*s0)) | (u64::from(u32::from_le(*s1)) << 32);
-                    let ok = valid(own, signal);
-                    let ko = tuned(own);
-                    if ok && ko != own {
+                    unread &= !bit(j);
+                    qs.head_ko = own;
+                    if !shape.lists(own) || in_rings(rings, signal) {
+                        bad |= bit(j);
+                        continue;
+                    }
+                    let ko = cd_index
+                        .and_then(|c| shape.ko_per_cd.get(c).copied())
+                        .unwrap_or(own);
+                    if ko != own {
                         *k0 = (ko as u32).to_le();
                         *k1 = ((ko >> 32) as u32).to_le();
                     }
-                    seen = Some((own, signal, ko, ok));
                 }
             }
         }
-        let (own, signal, ko, ok) = match seen {
-            Some(s) => s,
-            None => {
-                let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
-                let own = read_u64(
-                    p,
-                    &mut self.tally,
-                    addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
-                )?;
-                let signal = read_u64(
-                    p,
-                    &mut self.tally,
-                    addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
-                )?;
-                let ok = valid(own, signal);
-                let ko = tuned(own);
-                if ok && ko != own {
-                    let a = addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64);
-                    p.write_u32(a, ko as u32)?;
-                    p.write_u32(a.wrapping_add(4), (ko >> 32) as u32)?;
-                }
-                // Counted below with the mapped reads.
-                self.tally.reads = self.tally.reads.wrapping_sub(4);
-                (own, signal, ko, ok)
-            }
-        };
-        let swapped = ko != own;
-        let t = &mut self.tally;
-        t.reads = t.reads.wrapping_add(4);
-        if !ok {
-            let fallback = if in_rings(rings, signal) {
-                ring_signal(signal)
-            } else {
-                RejectReason::KernelNotListed { address: own }
+        // Members outside the view: word reads and writes through the platform.
+        let mut skip = 0u32;
+        while unread != 0 {
+            let j = unread.trailing_zeros() as usize;
+            unread &= unread.wrapping_sub(1);
+            let q = usize::from(members.get(j).copied().unwrap_or(0));
+            let (Some(qs), Some(qc)) = (self.queues.get(q), cfg.queues.get(q)) else {
+                skip |= bit(j);
+                continue;
             };
-            self.reject_at_dispatch(cfg, p, qi, id, fallback)?;
-            return Ok(true);
+            let Some(shape) = self.shapes.get(usize::from(qs.head)) else {
+                // Not a GEMM head (cannot happen): not dispatched.
+                skip |= bit(j);
+                continue;
+            };
+            let addr = qc.packet_addr(qs.next_id);
+            let ko_addr = addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64);
+            let own = read_u64(p, &mut self.tally, ko_addr)?;
+            let signal = read_u64(
+                p,
+                &mut self.tally,
+                addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
+            )?;
+            self.tally.reads = self.tally.reads.wrapping_sub(4);
+            if let Some(qs) = self.queues.get_mut(q) {
+                qs.head_ko = own;
+            }
+            if !shape.lists(own) || in_rings(rings, signal) {
+                bad |= bit(j);
+                continue;
+            }
+            let ko = cd_index
+                .and_then(|c| shape.ko_per_cd.get(c).copied())
+                .unwrap_or(own);
+            if ko != own {
+                p.write_u32(ko_addr, ko as u32)?;
+                p.write_u32(ko_addr.wrapping_add(4), (ko >> 32) as u32)?;
+            }
         }
-        if swapped {
-            t.writes = t.writes.wrapping_add(2);
+        // The requests, in priority order.
+        let mut done = 0u32;
+        let mut swaps = 0u32;
+        for (j, &q) in members.iter().enumerate() {
+            let qi = usize::from(q);
+            let qb = bit(qi);
+            let Some(&QueueState {
+                next_id: id,
+                head_ko: own,
+                head,
+                ..
+            }) = self.queues.get(qi)
+            else {
+                continue;
+            };
+            if skip & bit(j) != 0 {
+                continue;
+            }
+            if bad & bit(j) != 0 {
+                self.reject_at_dispatch(cfg, p, qi, id, own)?;
+                continue;
+            }
+            let kernel_object = match (cd_index, self.shapes.get(usize::from(head))) {
+                (Some(c), Some(shape)) => shape.ko_per_cd.get(c).copied().unwrap_or(own),
+                _ => own,
+            };
+            let req = DispatchRequest {
+                queue: q,
+                dispatch_id: id,
+                kernel_object,
+            };
+            match p.dispatch(&req) {
+                Ok(()) => {}
+                Err(DispatchError::Busy) => break,
+                Err(DispatchError::BadPacket) => {
+                    self.reject_head(p, qi, id, RejectReason::DispatchRefused)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(qs) = self.queues.get_mut(qi) {
+                qs.dispatching_id = id;
+                qs.group_id = id;
+                qs.outstanding = qs.outstanding.wrapping_add(1);
+                qs.set_next(id.wrapping_add(1));
+                qs.head = HEAD_NONE;
+            }
+            done |= qb;
+            let swapped = kernel_object != own;
+            swaps += u32::from(swapped);
+            self.log(
+                q,
+                id,
+                CpAction::Dispatched {
+                    kernel_object,
+                    gemm: true,
+                    cd,
+                    predicted_cd: predicted,
+                    swapped,
+                },
+            );
         }
-        self.dispatch_one(p, qi, id, ko, true, cd, predicted, swapped)
+        // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
+        let t = &mut self.tally;
+        t.reads = t.reads.wrapping_add(4 * k as u32);
+        t.writes = t.writes.wrapping_add(2 * swaps);
+        let count = done.count_ones();
+        t.dispatches = t.dispatches.wrapping_add(count);
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        for h in self.shape_heads.iter_mut().take(ns) {
+            *h &= !done;
+        }
+        self.dispatching |= done;
+        self.dirty |= done;
+        self.in_group |= done;
+        self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
+        Ok(())
     }
 
-    /// Rejects the packet `id` at queue `qi`'s head that failed the dispatch-time checks
-    /// of a GEMM ([`CpState::dispatch_gemm`]): with the reason the full decode gives it
-    /// (the general path's, so the same code as had it been checked when classified;
-    /// `fallback` if the decode finds nothing wrong), completed with `-code`, logged, and
-    /// the queue moves on to its next packet in a follow-up event.
+    /// Rejects the GEMM packet `id` at queue `qi`'s head (its own kernel object `own`)
+    /// that failed the dispatch-time checks ([`CpState::dispatch_group`]): with the
+    /// reason the full decode gives it (the general path's, so the same code as had it
+    /// been checked when classified), completed with `-code`, logged, and the queue
+    /// moves on to its next packet in a follow-up event.
     #[inline(never)]
     fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher>(
         &mut self,
@@ -1410,12 +1500,14 @@ impl CpState {
         p: &mut P,
         qi: usize,
         id: u64,
-        fallback: RejectReason,
+        own: u64,
     ) -> Result<(), FirmwareError> {
         let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
         let reason = match self.classify_full(cfg, 0, addr, p)? {
             Class::Reject(r) => r,
-            _ => fallback,
+            // The decode finds nothing wrong only if the packet changed since it was
+            // read; it failed the listing or the ring check then.
+            _ => RejectReason::KernelNotListed { address: own },
         };
         self.reject_head(p, qi, id, reason)
     }
