@@ -134,6 +134,30 @@ pub struct CpRecord {
     pub action: CpAction,
 }
 
+/// Rejections whose reasons the log holds (the log's other records are 20 bytes; a
+/// reason is larger, and rejections are rare).
+pub const REJECT_CAPACITY: usize = 16;
+
+/// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words and
+/// bytes (20 bytes), the reason of a rejection kept apart (`CpState::rejects`).
+#[derive(Debug, Clone, Copy)]
+struct LogEntry {
+    id: [u32; 2],
+    ko: [u32; 2],
+    queue: u8,
+    /// `LOG_REJECTED`, `LOG_BARRIER`, or `LOG_DISPATCHED` with `LOG_GEMM` /
+    /// `LOG_SWAPPED`.
+    kind: u8,
+    cd: u8,
+    predicted: u8,
+}
+
+const LOG_REJECTED: u8 = 1;
+const LOG_BARRIER: u8 = 2;
+const LOG_DISPATCHED: u8 = 4;
+const LOG_GEMM: u8 = 8;
+const LOG_SWAPPED: u8 = 16;
+
 /// GEMM shapes (extension records) the CP remembers: their validated kernel map and
 /// their predicted CD. A training step has a handful of distinct GEMMs; one per queue
 /// head means a full set of heads never evicts a shape another head still uses.
@@ -232,7 +256,10 @@ struct CpState {
     gemm_group_in_flight: u8,
     rr_start: u8,
     work: CpWork,
-    log: Deque<CpRecord, LOG_CAPACITY>,
+    /// The log: compact entries, the reasons of rejections beside them (in the same
+    /// order).
+    log: Deque<LogEntry, LOG_CAPACITY>,
+    rejects: Deque<RejectReason, REJECT_CAPACITY>,
     log_dropped: u64,
     pending: bool,
 }
@@ -390,7 +417,30 @@ impl CommandProcessor {
 
     /// The oldest undrained log record.
     pub fn pop_record(&mut self) -> Option<CpRecord> {
-        self.state.log.pop_front()
+        let s = &mut self.state;
+        let e = s.log.pop_front()?;
+        let id = u64::from(e.id[0]) | (u64::from(e.id[1]) << 32);
+        let action = match e.kind {
+            LOG_REJECTED => CpAction::Rejected(
+                // Always there: a rejection's reason leaves only with its entry.
+                s.rejects
+                    .pop_front()
+                    .unwrap_or(RejectReason::DispatchRefused),
+            ),
+            LOG_BARRIER => CpAction::BarrierResolved,
+            flags => CpAction::Dispatched {
+                kernel_object: u64::from(e.ko[0]) | (u64::from(e.ko[1]) << 32),
+                gemm: flags & LOG_GEMM != 0,
+                cd: e.cd,
+                predicted_cd: e.predicted,
+                swapped: flags & LOG_SWAPPED != 0,
+            },
+        };
+        Some(CpRecord {
+            queue: e.queue,
+            dispatch_id: id,
+            action,
+        })
     }
 
     /// Log records dropped because nobody drained the log.
@@ -608,18 +658,57 @@ fn map_queue(
 }
 
 impl CpState {
+    /// Appends a record; when the log is full the oldest records are dropped (and
+    /// counted).
     #[inline(always)]
     fn log(&mut self, queue: u8, dispatch_id: u64, action: CpAction) {
-        let rec = CpRecord {
-            queue,
-            dispatch_id,
-            action,
+        let (kind, ko, cd, predicted) = match action {
+            CpAction::Dispatched {
+                kernel_object,
+                gemm,
+                cd,
+                predicted_cd,
+                swapped,
+            } => (
+                LOG_DISPATCHED
+                    | if gemm { LOG_GEMM } else { 0 }
+                    | if swapped { LOG_SWAPPED } else { 0 },
+                kernel_object,
+                cd,
+                predicted_cd,
+            ),
+            CpAction::Rejected(reason) => {
+                if self.rejects.is_full() {
+                    // Drop records up to and including the oldest rejection.
+                    while let Some(old) = self.log.pop_front() {
+                        self.log_dropped = self.log_dropped.saturating_add(1);
+                        if old.kind == LOG_REJECTED {
+                            let _ = self.rejects.pop_front();
+                            break;
+                        }
+                    }
+                }
+                let _ = self.rejects.push_back(reason);
+                (LOG_REJECTED, 0, 0, 0)
+            }
+            CpAction::BarrierResolved => (LOG_BARRIER, 0, 0, 0),
         };
         if self.log.is_full() {
-            let _ = self.log.pop_front();
+            if let Some(old) = self.log.pop_front() {
+                if old.kind == LOG_REJECTED {
+                    let _ = self.rejects.pop_front();
+                }
+            }
             self.log_dropped = self.log_dropped.saturating_add(1);
         }
-        let _ = self.log.push_back(rec);
+        let _ = self.log.push_back(LogEntry {
+            id: [dispatch_id as u32, (dispatch_id >> 32) as u32],
+            ko: [ko as u32, (ko >> 32) as u32],
+            queue,
+            kind,
+            cd,
+            predicted,
+        });
     }
 
     #[inline(always)]
