@@ -622,12 +622,7 @@ const _: () = assert!(W_EXT == 12 && W_KO == 8 && W_SIGNAL == W_KO + 6 && PACKET
 /// `base`): 32-bit indices of its write index and ring, and reads its read index on the
 /// first visit since configuration. False when they are not (all) in the view.
 #[inline(never)]
-fn map_queue(
-    qs: &mut QueueState,
-    qc: Option<&QueueConfig>,
-    base: DevAddr,
-    words: &[u32],
-) -> bool {
+fn map_queue(qs: &mut QueueState, qc: Option<&QueueConfig>, base: DevAddr, words: &[u32]) -> bool {
     let Some(qc) = qc else {
         return false;
     };
@@ -1434,9 +1429,8 @@ impl CpState {
                         continue;
                     };
                     let i = (qs.view_slot as usize).wrapping_add(W_KO);
-                    let Some([k0, k1, _, _, _, _, s0, s1]) = words
-                        .get_mut(i..)
-                        .and_then(|s| s.first_chunk_mut::<8>())
+                    let Some([k0, k1, _, _, _, _, s0, s1]) =
+                        words.get_mut(i..).and_then(|s| s.first_chunk_mut::<8>())
                     else {
                         continue;
                     };
