@@ -152,6 +152,68 @@ struct LogEntry {
     predicted: u8,
 }
 
+impl LogEntry {
+    const EMPTY: Self = Self {
+        id: [0; 2],
+        ko: [0; 2],
+        queue: 0,
+        kind: 0,
+        cd: 0,
+        predicted: 0,
+    };
+}
+
+/// The log's storage: a ring of [`LOG_CAPACITY`] (a power of two) entries between two
+/// free-running counters.
+#[derive(Debug)]
+struct LogRing {
+    buf: [LogEntry; LOG_CAPACITY],
+    head: u32,
+    tail: u32,
+}
+
+const _: () = assert!(LOG_CAPACITY.is_power_of_two() && LOG_CAPACITY <= 1 << 16);
+
+impl Default for LogRing {
+    fn default() -> Self {
+        Self {
+            buf: [LogEntry::EMPTY; LOG_CAPACITY],
+            head: 0,
+            tail: 0,
+        }
+    }
+}
+
+impl LogRing {
+    #[inline(always)]
+    fn pop_front(&mut self) -> Option<LogEntry> {
+        if self.head == self.tail {
+            return None;
+        }
+        let e = self
+            .buf
+            .get(self.head as usize & (LOG_CAPACITY - 1))
+            .copied();
+        self.head = self.head.wrapping_add(1);
+        e
+    }
+
+    /// Appends `e`; returns the oldest entry, dropped to make room, when full.
+    #[inline(always)]
+    fn push_back(&mut self, e: LogEntry) -> Option<LogEntry> {
+        let dropped = if self.tail.wrapping_sub(self.head) >= LOG_CAPACITY as u32 {
+            self.pop_front()
+        } else {
+            None
+        };
+        if let Some(slot) = self.buf.get_mut(self.tail as usize & (LOG_CAPACITY - 1)) {
+            *slot = e;
+        }
+        self.tail = self.tail.wrapping_add(1);
+        dropped
+    }
+}
+
 const LOG_REJECTED: u8 = 1;
 const LOG_BARRIER: u8 = 2;
 const LOG_DISPATCHED: u8 = 4;
@@ -225,7 +287,7 @@ struct CpState {
     /// compare. A signal there would, when decremented, rewrite another packet's header
     /// (computed at `configure`).
     rings: (DevAddr, u64),
-    queues: [QueueState; MAX_QUEUES],
+    queues: QueueStates,
     /// Something may have changed (doorbell, head moved, completion, timer): re-read the
     /// write index on the next scan. A clean queue costs the scan nothing.
     dirty: u32,
@@ -258,10 +320,34 @@ struct CpState {
     work: CpWork,
     /// The log: compact entries, the reasons of rejections beside them (in the same
     /// order).
-    log: Deque<LogEntry, LOG_CAPACITY>,
+    log: LogRing,
     rejects: Deque<RejectReason, REJECT_CAPACITY>,
     log_dropped: u64,
     pending: bool,
+}
+
+/// Every queue's state. Its `Default` copies one constant (`[T; 32]::default()` would
+/// be 32 unrolled constructions, ~3.7 KiB of flash per instance).
+#[derive(Debug)]
+struct QueueStates([QueueState; MAX_QUEUES]);
+
+impl Default for QueueStates {
+    fn default() -> Self {
+        Self([QueueState::INIT; MAX_QUEUES])
+    }
+}
+
+impl core::ops::Deref for QueueStates {
+    type Target = [QueueState; MAX_QUEUES];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for QueueStates {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 /// Bit of queue `q` in the per-queue masks.
@@ -688,15 +774,7 @@ impl CpState {
             }
             CpAction::BarrierResolved => (LOG_BARRIER, 0, 0, 0),
         };
-        if self.log.is_full() {
-            if let Some(old) = self.log.pop_front() {
-                if old.kind == LOG_REJECTED {
-                    let _ = self.rejects.pop_front();
-                }
-            }
-            self.log_dropped = self.log_dropped.saturating_add(1);
-        }
-        let _ = self.log.push_back(LogEntry {
+        let dropped = self.log.push_back(LogEntry {
             id: [dispatch_id as u32, (dispatch_id >> 32) as u32],
             ko: [ko as u32, (ko >> 32) as u32],
             queue,
@@ -704,6 +782,12 @@ impl CpState {
             cd,
             predicted,
         });
+        if let Some(old) = dropped {
+            self.log_dropped = self.log_dropped.saturating_add(1);
+            if old.kind == LOG_REJECTED {
+                let _ = self.rejects.pop_front();
+            }
+        }
     }
 
     #[inline(always)]
@@ -823,28 +907,71 @@ impl CpState {
                 unmapped |= bit(q);
             }
         }
-        // Queue by queue, lowest first (the order does not matter: each queue's head is
-        // settled on its own).
+        // The common case first, queue by queue (lowest first; the order does not
+        // matter: each queue's head is settled on its own): a packet published at the
+        // head whose header word and record address are the queue's key. Anything else
+        // (nothing published, a garbage index, the barrier bit, an unpublished slot, an
+        // unknown packet) is `rare`, looked at again below.
+        let mut rare = 0u32;
         let mut m = todo & self.mapped;
-        let mut b = 1u32;
-        for qs in self.queues.iter_mut() {
-            if m == 0 {
-                break;
-            }
+        let mut qi = 0usize;
+        while m != 0 {
             let this = m & 1 != 0;
+            let b = bit(qi);
+            let q = qi;
             m >>= 1;
-            let qb = b;
-            b <<= 1;
+            qi += 1;
             if !this {
                 continue;
             }
-            let b = qb;
+            let Some(qs) = self.queues.get_mut(q) else {
+                break;
+            };
+            let Some(&w_lo) = words.get(qs.view_write as usize) else {
+                rare |= b;
+                continue;
+            };
+            let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
+            if avail.wrapping_sub(1) >= qs.size_packets {
+                rare |= b;
+                continue;
+            }
+            if qs.head != HEAD_NONE {
+                // Classified before and still at the head.
+                continue;
+            }
+            // Inside the ring, which lies inside the view (checked when the indices
+            // were computed).
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
+                .get(qs.view_slot as usize..)
+                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
+            else {
+                rare |= b;
+                continue;
+            };
+            if u32::from_le(header) != qs.key_word
+                || u32::from_le(e0) != qs.key_ext[0]
+                || u32::from_le(e1) != qs.key_ext[1]
+            {
+                rare |= b;
+                continue;
+            }
+            qs.head = qs.last_shape;
+            hits |= b;
+        }
+        // The rest, case by case.
+        while rare != 0 {
+            let q = rare.trailing_zeros() as usize;
+            rare &= rare.wrapping_sub(1);
+            let b = bit(q);
+            let Some(qs) = self.queues.get_mut(q) else {
+                continue;
+            };
             let Some(&w_lo) = words.get(qs.view_write as usize) else {
                 unmapped |= b;
                 continue;
             };
-            let id = qs.next_id as u32;
-            let avail = u32::from_le(w_lo).wrapping_sub(id);
+            let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
             if avail.wrapping_sub(1) >= qs.size_packets {
                 // Nothing published, or a garbage index (the general path reads it
                 // whole).
@@ -855,25 +982,15 @@ impl CpState {
                 }
                 continue;
             }
-            if qs.head != HEAD_NONE {
-                // Classified before and still at the head.
-                continue;
-            }
-            // Inside the ring, which lies inside the view (checked when the indices
-            // were computed).
-            let first = qs.view_slot as usize;
             let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
-                .get(first..)
+                .get(qs.view_slot as usize..)
                 .and_then(|s| s.first_chunk::<PACKET_WORDS>())
             else {
                 slow |= b;
                 continue;
             };
             let header = u32::from_le(header);
-            // The key has the barrier bit clear: a packet with it set matches on the
-            // second compare.
-            let barrier = header != qs.key_word;
-            if (barrier && header & !BARRIER_BIT != qs.key_word)
+            if header & !BARRIER_BIT != qs.key_word
                 || u32::from_le(e0) != qs.key_ext[0]
                 || u32::from_le(e1) != qs.key_ext[1]
             {
@@ -886,12 +1003,11 @@ impl CpState {
                 }
                 continue;
             }
-            if barrier {
-                settled_barrier |= b;
-                if qs.outstanding > 0 {
-                    waits |= b;
-                    continue;
-                }
+            // The key, with the barrier bit set.
+            settled_barrier |= b;
+            if qs.outstanding > 0 {
+                waits |= b;
+                continue;
             }
             qs.head = qs.last_shape;
             hits |= b;
@@ -1328,17 +1444,25 @@ impl CpState {
             return Ok(());
         }
         let ns = self.shapes.len().min(MAX_SHAPES);
-        // Per problem (the index of its first shape, below `ns`): its candidates. Only
-        // the first `ns` entries of the scratch are used, and cleared here.
+        // Per problem (the index of its first shape, below `ns`; a shape's problem id
+        // is never above its own index): its candidates. Entry `i` of the scratch is
+        // meaningful only where shape `i` is the first of its problem (set here before
+        // any later shape of the problem adds to it).
         let problem_heads = &mut self.problem_heads;
-        for m in problem_heads.iter_mut().take(ns) {
-            *m = 0;
-        }
         let mut all = 0u32;
-        for (shape, &heads) in self.shapes.iter().zip(&self.shape_heads).take(ns) {
-            if heads != 0 {
-                all |= heads;
-                if let Some(m) = problem_heads.get_mut(usize::from(shape.problem_id)) {
+        for (i, (shape, &heads)) in self
+            .shapes
+            .iter()
+            .zip(&self.shape_heads)
+            .take(ns)
+            .enumerate()
+        {
+            all |= heads;
+            let pid = usize::from(shape.problem_id);
+            if let Some(m) = problem_heads.get_mut(pid) {
+                if pid == i {
+                    *m = heads;
+                } else {
                     *m |= heads;
                 }
             }
@@ -1347,7 +1471,8 @@ impl CpState {
         if all == 0 {
             return Ok(());
         }
-        // The prediction of a problem is its first candidate's (in priority order).
+        // The prediction of a problem is its first candidate's (in priority order):
+        // its first shape's when that shape holds all its candidates.
         let first_pred = |m: u32| -> u8 {
             let q = unrotate(m.trailing_zeros() as usize, start, n);
             self.queues
@@ -1359,14 +1484,26 @@ impl CpState {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else {
-            let groups = self.problem_heads.iter().take(ns).map(|&m| {
-                let r = rotate(m, start, n);
-                (r, if r != 0 { first_pred(r) } else { 1 })
-            });
+            let groups = self
+                .problem_heads
+                .iter()
+                .zip(self.shapes.iter().zip(&self.shape_heads))
+                .take(ns)
+                .enumerate()
+                .map(|(i, (&m, (shape, &own)))| {
+                    if usize::from(shape.problem_id) != i || m == 0 {
+                        (0, 1)
+                    } else if m == own {
+                        (rotate(m, start, n), shape.predicted)
+                    } else {
+                        let r = rotate(m, start, n);
+                        (r, first_pred(r))
+                    }
+                });
             let (chosen, cd, predicted, _) = decide_masks(all, groups);
             self.work.decisions = self.work.decisions.saturating_add(1);
-            let n1 = n.max(1);
-            self.rr_start = ((usize::from(self.rr_start) + 1) % n1) as u8;
+            let next = usize::from(self.rr_start) + 1;
+            self.rr_start = if next >= n { 0 } else { next as u8 };
             (chosen, cd, predicted)
         };
         let baseline = cd == 0;

@@ -113,23 +113,28 @@ impl QueueState {
     }
 }
 
+impl QueueState {
+    /// A queue the CP knows nothing about yet.
+    pub const INIT: Self = Self {
+        next_id: 0,
+        head_ko: 0,
+        dispatching_id: 0,
+        group_id: 0,
+        outstanding: 0,
+        view_write: u32::MAX,
+        view_ring: u32::MAX,
+        size_packets: 0,
+        view_slot: u32::MAX,
+        head: HEAD_NONE,
+        last_shape: HEAD_NONE,
+        synced: false,
+        key_word: NO_KEY,
+        key_ext: [0; 2],
+    };
+}
+
 impl Default for QueueState {
     fn default() -> Self {
-        Self {
-            next_id: 0,
-            head_ko: 0,
-            dispatching_id: 0,
-            group_id: 0,
-            outstanding: 0,
-            view_write: u32::MAX,
-            view_ring: u32::MAX,
-            size_packets: 0,
-            view_slot: u32::MAX,
-            head: HEAD_NONE,
-            last_shape: HEAD_NONE,
-            synced: false,
-            key_word: NO_KEY,
-            key_ext: [0; 2],
-        }
+        Self::INIT
     }
 }
