@@ -244,13 +244,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 573 * work.handlers
-            + 105 * work.mapped_visits
-            + 558 * general
-            + 245 * work.dispatches
-            + 10_134 * work.predictions
+            + 843 * work.handlers
+            + 43 * work.mapped_visits
+            + 474 * general
+            + 236 * work.dispatches
+            + 10_331 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 245 * work.completions
+            + 236 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -785,6 +785,74 @@ mod tests {
         assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
     }
 
+    /// A GEMM of a known shape is classified from its header word and record address
+    /// alone; its kernel object is checked when it is dispatched. One its record does
+    /// not list is rejected then, with the reason the full decode gives it, and the rest
+    /// of the group still runs at the decided CD (one member fewer) — on the fast path
+    /// (mapped view) and on the general path alike.
+    #[test]
+    fn an_unlisted_kernel_object_is_rejected_at_dispatch_and_the_group_goes_on() {
+        use nmcp_firmware::cp::{RejectCode, RejectReason};
+        use nmcp_firmware::platform::DeviceMemory;
+        for mapped in [true, false] {
+            let mut mem = vec![0u8; WINDOW_BYTES];
+            let board = Board::new(&mut mem, || 0);
+            let mut board = if mapped { board } else { board.unmapped() };
+            let mut fw = Box::<Firmware>::default();
+            let s = scenario::canned_cp();
+            let mut out = String::new();
+            let done = run_cp_decision(
+                &mut fw,
+                &mut board,
+                &mut NoMeter,
+                &s,
+                None,
+                format_args!("x"),
+                &mut out,
+            )
+            .unwrap();
+            drain_cp(&mut fw, &mut board, done).unwrap();
+            board.lay_out_cp_at(&s, 1).unwrap();
+            // Queue 2's packet (id 1: ring slot 1) names a kernel descriptor no record
+            // lists.
+            let ring_bytes = s.ring_packets as usize * 64;
+            let ko_addr = DEVICE_BASE + (board::map::RINGS + 2 * ring_bytes + 64 + 32) as u64;
+            let bogus = DEVICE_BASE + board::map::KERNELS as u64 + 11 * 64;
+            board.write(ko_addr, &bogus.to_le_bytes()).unwrap();
+            fw.cp.set_rotation(0);
+            board.ring(u32::MAX);
+            fw.handle(Event::Doorbell { queue: 31 }, &mut board)
+                .unwrap();
+            let (mut dispatched, mut rejected) = (vec![], vec![]);
+            while let Some(r) = fw.cp.pop_record() {
+                match r.action {
+                    CpAction::Dispatched { cd, swapped, .. } => {
+                        dispatched.push((r.queue, cd, swapped))
+                    }
+                    CpAction::Rejected(reason) => rejected.push((r.queue, reason)),
+                    CpAction::BarrierResolved => {}
+                }
+            }
+            assert_eq!(
+                rejected,
+                vec![(2, RejectReason::KernelNotListed { address: bogus })],
+                "mapped={mapped}"
+            );
+            let queues: Vec<u8> = dispatched.iter().map(|d| d.0).collect();
+            assert_eq!(queues, vec![0, 4, 6, 8, 10, 12, 14], "mapped={mapped}");
+            assert!(dispatched.iter().all(|&(_, cd, sw)| cd == 8 && sw));
+            let signal = DEVICE_BASE + (board::map::QUEUE_WORDS + 2 * 32 + 24) as u64;
+            let mut v = [0u8; 8];
+            board.read(signal, &mut v).unwrap();
+            assert_eq!(
+                i64::from_le_bytes(v),
+                RejectCode::KernelNotListed.signal_value()
+            );
+            // The queue's next event looks at its next packet.
+            assert!(fw.cp.has_pending_work());
+        }
+    }
+
     /// The same for the HiFive1 build, which runs the LAMB suite only.
     #[test]
     fn host_lamb_suite_matches_committed_sifive_e_output() {

@@ -41,7 +41,7 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
 };
 use crate::{Event, FirmwareError};
-use queue::{QueueState, HEAD_KERNEL, HEAD_NONE};
+use queue::{QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
@@ -134,6 +134,92 @@ pub struct CpRecord {
     pub action: CpAction,
 }
 
+/// Rejections whose reasons the log holds (the log's other records are 20 bytes; a
+/// reason is larger, and rejections are rare).
+pub const REJECT_CAPACITY: usize = 16;
+
+/// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words and
+/// bytes (20 bytes), the reason of a rejection kept apart (`CpState::rejects`).
+#[derive(Debug, Clone, Copy)]
+struct LogEntry {
+    id: [u32; 2],
+    ko: [u32; 2],
+    queue: u8,
+    /// `LOG_REJECTED`, `LOG_BARRIER`, or `LOG_DISPATCHED` with `LOG_GEMM` /
+    /// `LOG_SWAPPED`.
+    kind: u8,
+    cd: u8,
+    predicted: u8,
+}
+
+impl LogEntry {
+    const EMPTY: Self = Self {
+        id: [0; 2],
+        ko: [0; 2],
+        queue: 0,
+        kind: 0,
+        cd: 0,
+        predicted: 0,
+    };
+}
+
+/// The log's storage: a ring of [`LOG_CAPACITY`] (a power of two) entries between two
+/// free-running counters.
+#[derive(Debug)]
+struct LogRing {
+    buf: [LogEntry; LOG_CAPACITY],
+    head: u32,
+    tail: u32,
+}
+
+const _: () = assert!(LOG_CAPACITY.is_power_of_two() && LOG_CAPACITY <= 1 << 16);
+
+impl Default for LogRing {
+    fn default() -> Self {
+        Self {
+            buf: [LogEntry::EMPTY; LOG_CAPACITY],
+            head: 0,
+            tail: 0,
+        }
+    }
+}
+
+impl LogRing {
+    #[inline(always)]
+    fn pop_front(&mut self) -> Option<LogEntry> {
+        if self.head == self.tail {
+            return None;
+        }
+        let e = self
+            .buf
+            .get(self.head as usize & (LOG_CAPACITY - 1))
+            .copied();
+        self.head = self.head.wrapping_add(1);
+        e
+    }
+
+    /// Appends `e`; returns the oldest entry, dropped to make room, when full.
+    #[inline(always)]
+    fn push_back(&mut self, e: LogEntry) -> Option<LogEntry> {
+        let dropped = if self.tail.wrapping_sub(self.head) >= LOG_CAPACITY as u32 {
+            self.pop_front()
+        } else {
+            None
+        };
+        if let Some(slot) = self.buf.get_mut(self.tail as usize & (LOG_CAPACITY - 1)) {
+            *slot = e;
+        }
+        self.tail = self.tail.wrapping_add(1);
+        dropped
+    }
+}
+
+const LOG_REJECTED: u8 = 1;
+const LOG_BARRIER: u8 = 2;
+const LOG_DISPATCHED: u8 = 4;
+const LOG_GEMM: u8 = 8;
+const LOG_SWAPPED: u8 = 16;
+
 /// GEMM shapes (extension records) the CP remembers: their validated kernel map and
 /// their predicted CD. A training step has a handful of distinct GEMMs; one per queue
 /// head means a full set of heads never evicts a shape another head still uses.
@@ -164,6 +250,7 @@ struct Shape {
 }
 
 impl Shape {
+    #[inline(always)]
     fn lists(&self, ko: u64) -> bool {
         self.kos
             .iter()
@@ -174,8 +261,8 @@ impl Shape {
 
 /// What a head packet needs.
 enum Class {
-    /// A GEMM of shape (index) `.0` whose packet names kernel object `.1`.
-    Gemm(u8, u64),
+    /// A GEMM of shape (index) `.0`.
+    Gemm(u8),
     /// A non-GEMM kernel with this kernel object.
     Kernel(u64),
     Reject(RejectReason),
@@ -200,7 +287,7 @@ struct CpState {
     /// compare. A signal there would, when decremented, rewrite another packet's header
     /// (computed at `configure`).
     rings: (DevAddr, u64),
-    queues: [QueueState; MAX_QUEUES],
+    queues: QueueStates,
     /// Something may have changed (doorbell, head moved, completion, timer): re-read the
     /// write index on the next scan. A clean queue costs the scan nothing.
     dirty: u32,
@@ -215,6 +302,11 @@ struct CpState {
     /// Per shape (index into `shapes`): the queues whose classified head is a GEMM of
     /// that shape.
     shape_heads: [u32; MAX_SHAPES],
+    /// Per shape: the queues whose cached shape key (`QueueState::last_shape`) is that
+    /// shape, so the fast path classifies a head with one store and one bit.
+    last_masks: [u32; MAX_SHAPES],
+    /// Queues whose words' indices in the mapped view are computed (`QueueState::view_*`).
+    mapped: u32,
     /// Scratch of the decision: per GEMM problem, the queues whose head is one.
     problem_heads: [u32; MAX_SHAPES],
     shapes: Vec<Shape, MAX_SHAPES>,
@@ -226,9 +318,36 @@ struct CpState {
     gemm_group_in_flight: u8,
     rr_start: u8,
     work: CpWork,
-    log: Deque<CpRecord, LOG_CAPACITY>,
+    /// The log: compact entries, the reasons of rejections beside them (in the same
+    /// order).
+    log: LogRing,
+    rejects: Deque<RejectReason, REJECT_CAPACITY>,
     log_dropped: u64,
     pending: bool,
+}
+
+/// Every queue's state. Its `Default` copies one constant (`[T; 32]::default()` would
+/// be 32 unrolled constructions, ~3.7 KiB of flash per instance).
+#[derive(Debug)]
+struct QueueStates([QueueState; MAX_QUEUES]);
+
+impl Default for QueueStates {
+    fn default() -> Self {
+        Self([QueueState::INIT; MAX_QUEUES])
+    }
+}
+
+impl core::ops::Deref for QueueStates {
+    type Target = [QueueState; MAX_QUEUES];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for QueueStates {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 /// Bit of queue `q` in the per-queue masks.
@@ -338,12 +457,14 @@ impl CommandProcessor {
     pub fn restart_queues(&mut self) {
         let s = &mut self.state;
         s.queues = Default::default();
+        s.mapped = 0;
         s.dirty = 0;
         s.waiting = 0;
         s.dispatching = 0;
         s.in_group = 0;
         s.kernel_heads = 0;
         s.shape_heads = [0; MAX_SHAPES];
+        s.last_masks = [0; MAX_SHAPES];
         s.completions_this_scan = 0;
         s.gemm_group_in_flight = 0;
         s.rr_start = 0;
@@ -382,7 +503,30 @@ impl CommandProcessor {
 
     /// The oldest undrained log record.
     pub fn pop_record(&mut self) -> Option<CpRecord> {
-        self.state.log.pop_front()
+        let s = &mut self.state;
+        let e = s.log.pop_front()?;
+        let id = u64::from(e.id[0]) | (u64::from(e.id[1]) << 32);
+        let action = match e.kind {
+            LOG_REJECTED => CpAction::Rejected(
+                // Always there: a rejection's reason leaves only with its entry.
+                s.rejects
+                    .pop_front()
+                    .unwrap_or(RejectReason::DispatchRefused),
+            ),
+            LOG_BARRIER => CpAction::BarrierResolved,
+            flags => CpAction::Dispatched {
+                kernel_object: u64::from(e.ko[0]) | (u64::from(e.ko[1]) << 32),
+                gemm: flags & LOG_GEMM != 0,
+                cd: e.cd,
+                predicted_cd: e.predicted,
+                swapped: flags & LOG_SWAPPED != 0,
+            },
+        };
+        Some(CpRecord {
+            queue: e.queue,
+            dispatch_id: id,
+            action,
+        })
     }
 
     /// Log records dropped because nobody drained the log.
@@ -556,20 +700,94 @@ const W_KO: usize = aql::offset::KERNEL_OBJECT / 4;
 const W_EXT: usize = aql::offset::GEMM_EXT_ADDRESS / 4;
 const W_SIGNAL: usize = aql::offset::COMPLETION_SIGNAL / 4;
 const PACKET_WORDS: usize = AQL_PACKET_BYTES / 4;
+// The fast path destructures a packet's words: the record address at words 12-13; the
+// dispatch reads words 8..16 (kernel object first, completion signal last).
+const _: () = assert!(W_EXT == 12 && W_KO == 8 && W_SIGNAL == W_KO + 6 && PACKET_WORDS == 16);
+
+/// Computes where queue `qs`'s words sit in the mapped view `words` (device address
+/// `base`): 32-bit indices of its write index and ring, and reads its read index on the
+/// first visit since configuration. False when they are not (all) in the view.
+#[inline(never)]
+fn map_queue(qs: &mut QueueState, qc: Option<&QueueConfig>, base: DevAddr, words: &[u32]) -> bool {
+    let Some(qc) = qc else {
+        return false;
+    };
+    let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
+    let ri = word_index(base, qc.read_index_addr);
+    let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
+        word_index(base, qc.write_index_addr),
+        word_index(base, qc.ring_base),
+        ri.and_then(word),
+        ri.and_then(|i| word(i.wrapping_add(1))),
+    ) else {
+        return false;
+    };
+    let ring_end = ring.saturating_add(qc.size_packets as usize * PACKET_WORDS);
+    if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
+        return false;
+    }
+    qs.view_write = wi as u32;
+    qs.view_ring = ring as u32;
+    qs.size_packets = qc.size_packets;
+    let mut next = qs.next_id;
+    if !qs.synced {
+        next = next.max(u64::from(lo) | (u64::from(hi) << 32));
+        qs.synced = true;
+    }
+    qs.set_next(next);
+    true
+}
 
 impl CpState {
+    /// Appends a record; when the log is full the oldest records are dropped (and
+    /// counted).
     #[inline(always)]
     fn log(&mut self, queue: u8, dispatch_id: u64, action: CpAction) {
-        let rec = CpRecord {
-            queue,
-            dispatch_id,
-            action,
+        let (kind, ko, cd, predicted) = match action {
+            CpAction::Dispatched {
+                kernel_object,
+                gemm,
+                cd,
+                predicted_cd,
+                swapped,
+            } => (
+                LOG_DISPATCHED
+                    | if gemm { LOG_GEMM } else { 0 }
+                    | if swapped { LOG_SWAPPED } else { 0 },
+                kernel_object,
+                cd,
+                predicted_cd,
+            ),
+            CpAction::Rejected(reason) => {
+                if self.rejects.is_full() {
+                    // Drop records up to and including the oldest rejection.
+                    while let Some(old) = self.log.pop_front() {
+                        self.log_dropped = self.log_dropped.saturating_add(1);
+                        if old.kind == LOG_REJECTED {
+                            let _ = self.rejects.pop_front();
+                            break;
+                        }
+                    }
+                }
+                let _ = self.rejects.push_back(reason);
+                (LOG_REJECTED, 0, 0, 0)
+            }
+            CpAction::BarrierResolved => (LOG_BARRIER, 0, 0, 0),
         };
-        if self.log.is_full() {
-            let _ = self.log.pop_front();
+        let dropped = self.log.push_back(LogEntry {
+            id: [dispatch_id as u32, (dispatch_id >> 32) as u32],
+            ko: [ko as u32, (ko >> 32) as u32],
+            queue,
+            kind,
+            cd,
+            predicted,
+        });
+        if let Some(old) = dropped {
             self.log_dropped = self.log_dropped.saturating_add(1);
+            if old.kind == LOG_REJECTED {
+                let _ = self.rejects.pop_front();
+            }
         }
-        let _ = self.log.push_back(rec);
     }
 
     #[inline(always)]
@@ -608,6 +826,7 @@ impl CpState {
                 if base != self.view_base {
                     // A different view: the queues' indices into it are recomputed.
                     self.view_base = base;
+                    self.mapped = 0;
                     for q in self.queues.iter_mut() {
                         q.view_write = u32::MAX;
                     }
@@ -647,175 +866,181 @@ impl CpState {
     }
 
     /// The common case of a scan, on directly mapped memory: for every queue of `todo`,
-    /// the write index tells whether anything new is published; a head packet that is a
-    /// kernel dispatch whose header and GEMM record match a known shape becomes the
-    /// queue's head (a dozen loads and compares, no decode). Returns the queues (bit
-    /// mask) that need the general path: anything else at the head, or words outside the
-    /// view.
+    /// the write index tells whether anything new is published; a head packet whose
+    /// header word (barrier bit aside) and GEMM record address equal the queue's cached
+    /// shape key (`QueueState::key_*`, set when that shape was last classified on the
+    /// queue) is a GEMM of that shape and becomes the queue's head: four loads and a few
+    /// compares, no decode, no other field read. What only matters for a packet that
+    /// runs (its kernel object is one the record lists, its completion signal lies
+    /// outside the rings) is checked when it is dispatched ([`CpState::dispatch_gemm`]).
+    /// Returns the queues (bit mask) that need the general path: anything else at the
+    /// head, or words outside the view.
     fn fast_scan(&mut self, cfg: &CpConfig, base: DevAddr, words: &[u32], todo: u32) -> u32 {
         let mut slow = 0u32;
-        let mut clean = 0u32;
-        let mut wait_set = 0u32;
-        let mut wait_clear = 0u32;
-        let mut heads = 0u32;
-        // Packets settled here: GEMMs of a known shape, and unpublished slots.
-        let mut settled = 0u32;
+        // GEMM heads classified here, queues waiting (unpublished slot or barrier bit),
+        // queues with nothing published.
+        let mut hits = 0u32;
+        let mut waits = 0u32;
+        let mut empty = 0u32;
+        // Packets with the barrier bit whose key matched, unpublished slots, first
+        // visits (read index read).
+        let mut settled_barrier = 0u32;
         let mut unpublished = 0u32;
+        let mut first_visits = 0u32;
         // Queues whose words are not (all) in the view: the general path, not counted
         // as mapped visits.
         let mut unmapped = 0u32;
-        let rings = self.rings;
-        let shapes = &self.shapes;
-        let word = |i: usize| words.get(i).map(|&w| u32::from_le(w));
-        // Queue by queue, lowest first (the order does not matter: each queue's head is
-        // settled on its own).
-        let mut m = todo;
+        // First visits since configuration (or since the view moved): where each
+        // queue's words sit in the view.
+        let mut new = todo & !self.mapped;
+        while new != 0 {
+            let q = new.trailing_zeros() as usize;
+            new &= new.wrapping_sub(1);
+            let ok = self
+                .queues
+                .get_mut(q)
+                .is_some_and(|qs| map_queue(qs, cfg.queues.get(q), base, words));
+            if ok {
+                self.mapped |= bit(q);
+                first_visits += 1;
+            } else {
+                unmapped |= bit(q);
+            }
+        }
+        // The common case first, queue by queue (lowest first; the order does not
+        // matter: each queue's head is settled on its own): a packet published at the
+        // head whose header word and record address are the queue's key. Anything else
+        // (nothing published, a garbage index, the barrier bit, an unpublished slot, an
+        // unknown packet) is `rare`, looked at again below.
+        let mut rare = 0u32;
+        let mut m = todo & self.mapped;
         let mut qi = 0usize;
         while m != 0 {
-            if m & 1 == 0 {
-                m >>= 1;
-                qi += 1;
+            let this = m & 1 != 0;
+            let b = bit(qi);
+            let q = qi;
+            m >>= 1;
+            qi += 1;
+            if !this {
                 continue;
             }
-            m >>= 1;
-            let this = qi;
-            qi += 1;
-            let qbit = bit(this);
-            let Some(qs) = self.queues.get_mut(this) else {
+            let Some(qs) = self.queues.get_mut(q) else {
                 break;
             };
-            if qs.view_write == u32::MAX {
-                // First visit since configuration: where the queue's words sit in the
-                // view (kept as 32-bit indices), and the read index.
-                let Some(qc) = cfg.queues.get(this) else {
-                    unmapped |= qbit;
-                    continue;
-                };
-                let ri = word_index(base, qc.read_index_addr);
-                let (Some(wi), Some(ring), Some(lo), Some(hi)) = (
-                    word_index(base, qc.write_index_addr),
-                    word_index(base, qc.ring_base),
-                    ri.and_then(word),
-                    ri.and_then(|i| word(i.wrapping_add(1))),
-                ) else {
-                    unmapped |= qbit;
-                    continue;
-                };
-                let ring_end = ring.saturating_add(qc.size_packets as usize * PACKET_WORDS);
-                if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
-                    unmapped |= qbit;
-                    continue;
-                }
-                qs.view_write = wi as u32;
-                qs.view_ring = ring as u32;
-                qs.size_packets = qc.size_packets;
-                if !qs.synced {
-                    qs.next_id = qs.next_id.max(u64::from(lo) | (u64::from(hi) << 32));
-                    qs.synced = true;
-                }
-                self.tally.reads = self.tally.reads.wrapping_add(2);
-            }
-            let Some(w_lo) = word(qs.view_write as usize) else {
-                unmapped |= qbit;
+            let Some(&w_lo) = words.get(qs.view_write as usize) else {
+                rare |= b;
                 continue;
             };
-            let id = qs.next_id as u32;
-            let avail = w_lo.wrapping_sub(id);
-            if avail == 0 {
-                clean |= qbit;
-                wait_clear |= qbit;
-                if qs.head != HEAD_NONE {
-                    set_head(
-                        &mut self.kernel_heads,
-                        &mut self.shape_heads,
-                        qs,
-                        qbit,
-                        HEAD_NONE,
-                    );
-                }
-                continue;
-            }
-            if avail > qs.size_packets {
-                // Garbage index: the general path reads it whole.
-                slow |= qbit;
+            let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
+            if avail.wrapping_sub(1) >= qs.size_packets {
+                rare |= b;
                 continue;
             }
             if qs.head != HEAD_NONE {
                 // Classified before and still at the head.
-                clean |= qbit;
                 continue;
             }
             // Inside the ring, which lies inside the view (checked when the indices
             // were computed).
-            let slot = id & qs.size_packets.wrapping_sub(1);
-            let first = qs.view_ring.wrapping_add(slot << 4) as usize;
-            let Some(pkt) = words
-                .get(first..first.wrapping_add(PACKET_WORDS))
-                .and_then(|s| <&[u32; PACKET_WORDS]>::try_from(s).ok())
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
+                .get(qs.view_slot as usize..)
+                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
             else {
-                slow |= qbit;
+                rare |= b;
                 continue;
             };
-            let header = u32::from_le(pkt[0]);
-            let ptype = header & 0xFF;
-            if ptype == PacketType::Invalid as u32 {
-                // Not published yet: the producer writes the header last.
-                unpublished = unpublished.wrapping_add(1);
-                clean |= qbit;
-                wait_set |= qbit;
+            if u32::from_le(header) != qs.key_word
+                || u32::from_le(e0) != qs.key_ext[0]
+                || u32::from_le(e1) != qs.key_ext[1]
+            {
+                rare |= b;
                 continue;
             }
-            let half = |k: usize| u64::from(pkt.get(k).map_or(0, |&w| u32::from_le(w)));
-            let dword = |k: usize| half(k) | (half(k.wrapping_add(1)) << 32);
-            let ext = dword(W_EXT);
-            let ko = dword(W_KO);
-            let signal = dword(W_SIGNAL);
-            let key = header & !BARRIER_BIT;
-            // The shape: the queue's last one first (then the packet's kernel object is
-            // listed if it is the one validated last time), then the table.
-            let last = usize::from(qs.last_shape);
-            let hit = shapes
-                .get(last)
-                .is_some_and(|s| s.ext_addr == ext && s.packet_word == key);
-            let si = if hit && ko == qs.head_ko {
-                Some(last)
-            } else if ptype == PacketType::KernelDispatch as u32 && ext != 0 {
-                shapes
-                    .iter()
-                    .position(|s| s.ext_addr == ext && s.packet_word == key && s.lists(ko))
-            } else {
-                None
-            };
-            // Its signal must lie outside the rings (the general path rejects it
-            // otherwise).
-            let Some(si) = si.filter(|_| !in_rings(rings, signal)) else {
-                slow |= qbit;
-                continue;
-            };
-            settled = settled.wrapping_add(1);
-            clean |= qbit;
-            if header & BARRIER_BIT != 0 && qs.outstanding > 0 {
-                wait_set |= qbit;
-                continue;
-            }
-            heads |= qbit;
-            if let Some(m) = self.shape_heads.get_mut(si) {
-                *m |= qbit;
-            }
-            qs.head = si as u8;
-            qs.head_ko = ko;
-            qs.last_shape = si as u8;
+            qs.head = qs.last_shape;
+            hits |= b;
         }
+        // The rest, case by case.
+        while rare != 0 {
+            let q = rare.trailing_zeros() as usize;
+            rare &= rare.wrapping_sub(1);
+            let b = bit(q);
+            let Some(qs) = self.queues.get_mut(q) else {
+                continue;
+            };
+            let Some(&w_lo) = words.get(qs.view_write as usize) else {
+                unmapped |= b;
+                continue;
+            };
+            let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
+            if avail.wrapping_sub(1) >= qs.size_packets {
+                // Nothing published, or a garbage index (the general path reads it
+                // whole).
+                if avail == 0 {
+                    empty |= b;
+                } else {
+                    slow |= b;
+                }
+                continue;
+            }
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
+                .get(qs.view_slot as usize..)
+                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
+            else {
+                slow |= b;
+                continue;
+            };
+            let header = u32::from_le(header);
+            if header & !BARRIER_BIT != qs.key_word
+                || u32::from_le(e0) != qs.key_ext[0]
+                || u32::from_le(e1) != qs.key_ext[1]
+            {
+                if header & 0xFF == PacketType::Invalid as u32 {
+                    // Not published yet: the producer writes the header last.
+                    unpublished += 1;
+                    waits |= b;
+                } else {
+                    slow |= b;
+                }
+                continue;
+            }
+            // The key, with the barrier bit set.
+            settled_barrier |= b;
+            if qs.outstanding > 0 {
+                waits |= b;
+                continue;
+            }
+            qs.head = qs.last_shape;
+            hits |= b;
+        }
+        // The queues of each shape classified here: those whose cached key is that
+        // shape's.
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        if hits != 0 {
+            for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
+                *heads |= hits & last;
+            }
+        }
+        // Header and record read: every GEMM head and barrier wait classified here.
+        let settled = hits.count_ones() + (waits & settled_barrier).count_ones();
+        let mut e = empty;
+        while e != 0 {
+            // Rare: a head classified before whose write index went back.
+            let q = e.trailing_zeros() as usize;
+            e &= e.wrapping_sub(1);
+            self.set_head(q, HEAD_NONE);
+        }
+        let clean = todo & !(slow | unmapped);
         self.dirty &= !clean;
-        self.waiting = (self.waiting & !(wait_clear | heads)) | wait_set;
+        self.waiting = (self.waiting & !(empty | hits)) | waits;
         let t = &mut self.tally;
-        // Counted as before: per visit the write index, per GEMM settled 5 words
-        // (header, record address, kernel object), per unpublished slot its header.
+        // Per visit the write index, per first visit the read index, per GEMM looked at
+        // 3 words (header, record address), per unpublished slot its header.
         let visited = (todo & !unmapped).count_ones();
         t.reads = t
             .reads
             .wrapping_add(visited)
-            .wrapping_add(settled.wrapping_mul(5))
+            .wrapping_add(first_visits.wrapping_mul(2))
+            .wrapping_add(settled.wrapping_mul(3))
             .wrapping_add(unpublished);
         t.inspected = t.inspected.wrapping_add(settled).wrapping_add(unpublished);
         t.mapped_visits = t.mapped_visits.wrapping_add(visited);
@@ -842,7 +1067,8 @@ impl CpState {
         self.tally.visits = self.tally.visits.wrapping_add(1);
         if !qs.synced {
             let read_id = read_u64(p, &mut self.tally, qc.read_index_addr)?;
-            qs.next_id = qs.next_id.max(read_id);
+            let next = qs.next_id.max(read_id);
+            qs.set_next(next);
             qs.synced = true;
         }
         // Fewer packets than the ring holds can be published: the low word of the write
@@ -879,13 +1105,26 @@ impl CpState {
                     self.set_head(qi, HEAD_NONE);
                     return Ok(());
                 }
-                Class::Gemm(shape, ko) => {
+                Class::Gemm(shape) => {
                     self.dirty &= !qb;
                     self.waiting &= !qb;
                     self.set_head(qi, shape);
+                    // The queue's shape key: the fast path classifies the next packet
+                    // with this header word and record as this shape.
+                    let key = self
+                        .shapes
+                        .get(usize::from(shape))
+                        .map_or((NO_KEY, 0), |s| (s.packet_word, s.ext_addr));
                     if let Some(qs) = self.queues.get_mut(qi) {
-                        qs.head_ko = ko;
+                        if let Some(m) = self.last_masks.get_mut(usize::from(qs.last_shape)) {
+                            *m &= !qb;
+                        }
+                        if let Some(m) = self.last_masks.get_mut(usize::from(shape)) {
+                            *m |= qb;
+                        }
                         qs.last_shape = shape;
+                        qs.key_word = key.0;
+                        qs.key_ext = [key.1 as u32, (key.1 >> 32) as u32];
                     }
                     return Ok(());
                 }
@@ -895,8 +1134,6 @@ impl CpState {
                     self.set_head(qi, HEAD_KERNEL);
                     if let Some(qs) = self.queues.get_mut(qi) {
                         qs.head_ko = ko;
-                        // `head_ko` is no longer a kernel object validated with it.
-                        qs.last_shape = HEAD_NONE;
                     }
                     return Ok(());
                 }
@@ -911,7 +1148,7 @@ impl CpState {
             }
             id = id.wrapping_add(1);
             if let Some(q) = self.queues.get_mut(qi) {
-                q.next_id = id;
+                q.set_next(id);
             }
         }
         self.dirty &= !qb;
@@ -934,9 +1171,11 @@ impl CpState {
     }
 
     /// Classifies the packet `id`. The common case, a GEMM whose extension record the
-    /// CP has validated before, costs four word reads (header, record address): the
+    /// CP has validated before, costs three word reads (header, record address): the
     /// header type and the record address are checked before anything is decoded, and
-    /// the record is not read again. Everything else takes the full decode.
+    /// the record is not read again; the kernel object and the completion signal are
+    /// checked only if the packet is dispatched (`dispatch_gemm`). Everything else takes
+    /// the full decode.
     fn classify<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
@@ -966,27 +1205,12 @@ impl CpState {
                         .get(usize::from(si))
                         .is_some_and(|s| s.packet_word == word & !BARRIER_BIT);
                     if known {
+                        // Classified; its kernel object and signal are checked if it is
+                        // dispatched (`dispatch_gemm`).
                         if word & BARRIER_BIT != 0 && outstanding > 0 {
                             return Ok(Class::Wait);
                         }
-                        let ko = read_u64(
-                            p,
-                            &mut self.tally,
-                            addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64),
-                        )?;
-                        let signal = read_u64(
-                            p,
-                            &mut self.tally,
-                            addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
-                        )?;
-                        if self
-                            .shapes
-                            .get(usize::from(si))
-                            .is_some_and(|s| s.lists(ko))
-                            && !in_rings(self.rings, signal)
-                        {
-                            return Ok(Class::Gemm(si, ko));
-                        }
+                        return Ok(Class::Gemm(si));
                     }
                 }
             }
@@ -1085,7 +1309,7 @@ impl CpState {
                 if shape.packet_word == 0 {
                     shape.packet_word = word & !BARRIER_BIT;
                 }
-                Ok(Class::Gemm(si, k.kernel_object))
+                Ok(Class::Gemm(si))
             }
         }
     }
@@ -1164,8 +1388,12 @@ impl CpState {
             self.pending |= heads != 0;
             // The fast path's shortcut (same shape and kernel object as last time)
             // must not outlive the record it was validated with.
+            if let Some(m) = self.last_masks.get_mut(usize::from(victim)) {
+                *m = 0;
+            }
             for q in self.queues.iter_mut().filter(|q| q.last_shape == victim) {
                 q.last_shape = HEAD_NONE;
+                q.key_word = NO_KEY;
             }
             victim
         };
@@ -1208,7 +1436,7 @@ impl CpState {
             else {
                 continue;
             };
-            if !self.dispatch_one(cfg, p, q, next_id, head_ko, head_ko, false, 1, 1)? {
+            if !self.dispatch_one(p, q, next_id, head_ko, false, 1, 1, false)? {
                 return Ok(());
             }
         }
@@ -1216,17 +1444,25 @@ impl CpState {
             return Ok(());
         }
         let ns = self.shapes.len().min(MAX_SHAPES);
-        // Per problem (the index of its first shape, below `ns`): its candidates. Only
-        // the first `ns` entries of the scratch are used, and cleared here.
+        // Per problem (the index of its first shape, below `ns`; a shape's problem id
+        // is never above its own index): its candidates. Entry `i` of the scratch is
+        // meaningful only where shape `i` is the first of its problem (set here before
+        // any later shape of the problem adds to it).
         let problem_heads = &mut self.problem_heads;
-        for m in problem_heads.iter_mut().take(ns) {
-            *m = 0;
-        }
         let mut all = 0u32;
-        for (shape, &heads) in self.shapes.iter().zip(&self.shape_heads).take(ns) {
-            if heads != 0 {
-                all |= heads;
-                if let Some(m) = problem_heads.get_mut(usize::from(shape.problem_id)) {
+        for (i, (shape, &heads)) in self
+            .shapes
+            .iter()
+            .zip(&self.shape_heads)
+            .take(ns)
+            .enumerate()
+        {
+            all |= heads;
+            let pid = usize::from(shape.problem_id);
+            if let Some(m) = problem_heads.get_mut(pid) {
+                if pid == i {
+                    *m = heads;
+                } else {
                     *m |= heads;
                 }
             }
@@ -1235,7 +1471,8 @@ impl CpState {
         if all == 0 {
             return Ok(());
         }
-        // The prediction of a problem is its first candidate's (in priority order).
+        // The prediction of a problem is its first candidate's (in priority order):
+        // its first shape's when that shape holds all its candidates.
         let first_pred = |m: u32| -> u8 {
             let q = unrotate(m.trailing_zeros() as usize, start, n);
             self.queues
@@ -1247,112 +1484,294 @@ impl CpState {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else {
-            let groups = self.problem_heads.iter().take(ns).map(|&m| {
-                let r = rotate(m, start, n);
-                (r, if r != 0 { first_pred(r) } else { 1 })
-            });
+            let groups = self
+                .problem_heads
+                .iter()
+                .zip(self.shapes.iter().zip(&self.shape_heads))
+                .take(ns)
+                .enumerate()
+                .map(|(i, (&m, (shape, &own)))| {
+                    if usize::from(shape.problem_id) != i || m == 0 {
+                        (0, 1)
+                    } else if m == own {
+                        (rotate(m, start, n), shape.predicted)
+                    } else {
+                        let r = rotate(m, start, n);
+                        (r, first_pred(r))
+                    }
+                });
             let (chosen, cd, predicted, _) = decide_masks(all, groups);
             self.work.decisions = self.work.decisions.saturating_add(1);
-            let n1 = n.max(1);
-            self.rr_start = ((usize::from(self.rr_start) + 1) % n1) as u8;
+            let next = usize::from(self.rr_start) + 1;
+            self.rr_start = if next >= n { 0 } else { next as u8 };
             (chosen, cd, predicted)
         };
         let baseline = cd == 0;
-        let cd_index = GemmExt::cd_index(cd);
+        let cd_index = (!baseline).then(|| GemmExt::cd_index(cd));
+        let (cd, predicted) = if baseline { (1, 1) } else { (cd, predicted) };
+        self.dispatch_group(cfg, p, chosen, start, n, cd_index, cd, predicted)
+    }
+
+    /// Dispatches the GEMM group `chosen` (a [`rotate`]d mask from `start`), each member
+    /// with the kernel object its record tuned for `cd_index` (its own for `None`).
+    ///
+    /// First, for every member, the checks that matter only for a packet that runs, on
+    /// two fields read now (through the mapped view when there is one, where the kernel
+    /// object is also patched): its kernel object is one the record lists, its
+    /// completion signal lies outside the queue rings. Then the dispatch requests, in
+    /// priority order. A member that fails the checks is rejected exactly as the general
+    /// path's full decode rejects it ([`CpState::reject_at_dispatch`]) and the rest of
+    /// the group still dispatches, with the CD decided (the group is one smaller). When
+    /// the dispatcher is busy, the members not yet requested stay classified heads.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_group<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+        chosen: u32,
+        start: usize,
+        n: usize,
+        cd_index: Option<usize>,
+        cd: u8,
+        predicted: u8,
+    ) -> Result<(), FirmwareError> {
+        const G: usize = MAX_CD as usize;
+        // Member `j`'s queue (its own kernel object goes to `QueueState::head_ko`).
+        let mut queue_of = [0u8; G];
+        let mut k = 0usize;
         let mut m = chosen;
-        while m != 0 {
+        while m != 0 && k < G {
             let q = unrotate(m.trailing_zeros() as usize, start, n);
             m &= m.wrapping_sub(1);
+            if let Some(slot) = queue_of.get_mut(k) {
+                *slot = q as u8;
+            }
+            k += 1;
+        }
+        let members = queue_of.get(..k).unwrap_or_default();
+        let rings = self.rings;
+        let shapes = &self.shapes;
+        let queues = &mut self.queues;
+        // Member j failed the checks (bit j); members still to be read word by word.
+        let mut bad = 0u32;
+        let mut unread = active_mask(k);
+        if let Some((base, words)) = p.mapped_words_mut() {
+            if base == self.view_base {
+                for (j, &q) in members.iter().enumerate() {
+                    let q = usize::from(q);
+                    let (Some(qs), true) = (queues.get_mut(q), self.mapped & bit(q) != 0) else {
+                        continue;
+                    };
+                    let Some(shape) = shapes.get(usize::from(qs.head)) else {
+                        continue;
+                    };
+                    let i = (qs.view_slot as usize).wrapping_add(W_KO);
+                    let Some([k0, k1, _, _, _, _, s0, s1]) =
+                        words.get_mut(i..).and_then(|s| s.first_chunk_mut::<8>())
+                    else {
+                        continue;
+                    };
+                    let own = u64::from(u32::from_le(*k0)) | (u64::from(u32::from_le(*k1)) << 32);
+                    let signal =
+                        u64::from(u32::from_le(*s0)) | (u64::from(u32::from_le(*s1)) << 32);
+                    unread &= !bit(j);
+                    qs.head_ko = own;
+                    if !shape.lists(own) || in_rings(rings, signal) {
+                        bad |= bit(j);
+                        continue;
+                    }
+                    let ko = cd_index
+                        .and_then(|c| shape.ko_per_cd.get(c).copied())
+                        .unwrap_or(own);
+                    if ko != own {
+                        *k0 = (ko as u32).to_le();
+                        *k1 = ((ko >> 32) as u32).to_le();
+                    }
+                }
+            }
+        }
+        // Members outside the view: word reads and writes through the platform.
+        let mut skip = 0u32;
+        while unread != 0 {
+            let j = unread.trailing_zeros() as usize;
+            unread &= unread.wrapping_sub(1);
+            let q = usize::from(members.get(j).copied().unwrap_or(0));
+            let (Some(qs), Some(qc)) = (self.queues.get(q), cfg.queues.get(q)) else {
+                skip |= bit(j);
+                continue;
+            };
+            let Some(shape) = self.shapes.get(usize::from(qs.head)) else {
+                // Not a GEMM head (cannot happen): not dispatched.
+                skip |= bit(j);
+                continue;
+            };
+            let addr = qc.packet_addr(qs.next_id);
+            let ko_addr = addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64);
+            let own = read_u64(p, &mut self.tally, ko_addr)?;
+            let signal = read_u64(
+                p,
+                &mut self.tally,
+                addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
+            )?;
+            self.tally.reads = self.tally.reads.wrapping_sub(4);
+            if let Some(qs) = self.queues.get_mut(q) {
+                qs.head_ko = own;
+            }
+            if !shape.lists(own) || in_rings(rings, signal) {
+                bad |= bit(j);
+                continue;
+            }
+            let ko = cd_index
+                .and_then(|c| shape.ko_per_cd.get(c).copied())
+                .unwrap_or(own);
+            if ko != own {
+                p.write_u32(ko_addr, ko as u32)?;
+                p.write_u32(ko_addr.wrapping_add(4), (ko >> 32) as u32)?;
+            }
+        }
+        // The requests, in priority order.
+        let mut done = 0u32;
+        let mut swaps = 0u32;
+        for (j, &q) in members.iter().enumerate() {
+            let qi = usize::from(q);
+            let qb = bit(qi);
             let Some(&QueueState {
-                next_id,
+                next_id: id,
                 head_ko: own,
                 head,
                 ..
-            }) = self.queues.get(q)
+            }) = self.queues.get(qi)
             else {
                 continue;
             };
-            let Some(shape) = self.shapes.get(usize::from(head)) else {
+            if skip & bit(j) != 0 {
                 continue;
-            };
-            let (ko, cd, predicted) = if baseline {
-                (own, 1, 1)
-            } else {
-                let ko = shape.ko_per_cd.get(cd_index).copied().unwrap_or(own);
-                (ko, cd, predicted)
-            };
-            if !self.dispatch_one(cfg, p, q, next_id, own, ko, true, cd, predicted)? {
-                break;
             }
+            if bad & bit(j) != 0 {
+                self.reject_at_dispatch(cfg, p, qi, id, own)?;
+                continue;
+            }
+            let kernel_object = match (cd_index, self.shapes.get(usize::from(head))) {
+                (Some(c), Some(shape)) => shape.ko_per_cd.get(c).copied().unwrap_or(own),
+                _ => own,
+            };
+            let req = DispatchRequest {
+                queue: q,
+                dispatch_id: id,
+                kernel_object,
+            };
+            match p.dispatch(&req) {
+                Ok(()) => {}
+                Err(DispatchError::Busy) => break,
+                Err(DispatchError::BadPacket) => {
+                    self.reject_head(p, qi, id, RejectReason::DispatchRefused)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(qs) = self.queues.get_mut(qi) {
+                qs.dispatching_id = id;
+                qs.group_id = id;
+                qs.outstanding = qs.outstanding.wrapping_add(1);
+                qs.set_next(id.wrapping_add(1));
+                qs.head = HEAD_NONE;
+            }
+            done |= qb;
+            let swapped = kernel_object != own;
+            swaps += u32::from(swapped);
+            self.log(
+                q,
+                id,
+                CpAction::Dispatched {
+                    kernel_object,
+                    gemm: true,
+                    cd,
+                    predicted_cd: predicted,
+                    swapped,
+                },
+            );
         }
+        // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
+        let t = &mut self.tally;
+        t.reads = t.reads.wrapping_add(4 * k as u32);
+        t.writes = t.writes.wrapping_add(2 * swaps);
+        let count = done.count_ones();
+        t.dispatches = t.dispatches.wrapping_add(count);
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        for h in self.shape_heads.iter_mut().take(ns) {
+            *h &= !done;
+        }
+        self.dispatching |= done;
+        self.dirty |= done;
+        self.in_group |= done;
+        self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
         Ok(())
     }
 
-    /// Writes `kernel_object` into the packet `dispatch_id` of queue `qi` through the
-    /// platform's mapped view (two stores), if the queue's words are in it; false when
-    /// the caller must write through [`DeviceMemory::write_u32`].
-    #[inline(always)]
-    fn patch_mapped<P: DeviceMemory>(
-        &mut self,
-        p: &mut P,
-        qi: usize,
-        dispatch_id: u64,
-        kernel_object: u64,
-    ) -> bool {
-        let Some(qs) = self.queues.get(qi) else {
-            return false;
-        };
-        if qs.view_write == u32::MAX {
-            return false;
-        }
-        let Some((base, words)) = p.mapped_words_mut() else {
-            return false;
-        };
-        if base != self.view_base {
-            return false;
-        }
-        let slot = (dispatch_id as u32) & qs.size_packets.wrapping_sub(1);
-        let i = (qs.view_ring.wrapping_add(slot << 4) as usize).wrapping_add(W_KO);
-        let Some([lo, hi]) = words
-            .get_mut(i..i.wrapping_add(2))
-            .and_then(|s| <&mut [u32; 2]>::try_from(s).ok())
-        else {
-            return false;
-        };
-        *lo = (kernel_object as u32).to_le();
-        *hi = ((kernel_object >> 32) as u32).to_le();
-        self.tally.writes = self.tally.writes.wrapping_add(2);
-        true
-    }
-
-    /// One dispatch; `Ok(false)` when the dispatcher is busy (retry on a later event).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn dispatch_one<P: DeviceMemory + KernelDispatcher>(
+    /// Rejects the GEMM packet `id` at queue `qi`'s head (its own kernel object `own`)
+    /// that failed the dispatch-time checks ([`CpState::dispatch_group`]): with the
+    /// reason the full decode gives it (the general path's, so the same code as had it
+    /// been checked when classified), completed with `-code`, logged, and the queue
+    /// moves on to its next packet in a follow-up event.
+    #[inline(never)]
+    fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         qi: usize,
+        id: u64,
+        own: u64,
+    ) -> Result<(), FirmwareError> {
+        let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
+        let reason = match self.classify_full(cfg, 0, addr, p)? {
+            Class::Reject(r) => r,
+            // The decode finds nothing wrong only if the packet changed since it was
+            // read; it failed the listing or the ring check then.
+            _ => RejectReason::KernelNotListed { address: own },
+        };
+        self.reject_head(p, qi, id, reason)
+    }
+
+    /// Completes queue `qi`'s head packet `id` with `reason`'s error value (logged); the
+    /// queue's next packet (and any barrier on this signal) is looked at in a follow-up
+    /// event.
+    fn reject_head<P: KernelDispatcher>(
+        &mut self,
+        p: &mut P,
+        qi: usize,
+        id: u64,
+        reason: RejectReason,
+    ) -> Result<(), FirmwareError> {
+        let queue = qi as u8;
+        p.complete_without_dispatch(queue, id, reason.signal_value())?;
+        self.completed(queue, id, CpAction::Rejected(reason));
+        if let Some(q) = self.queues.get_mut(qi) {
+            q.set_next(id.wrapping_add(1));
+        }
+        self.set_head(qi, HEAD_NONE);
+        self.dirty |= bit(qi);
+        self.mark_waiting_dirty();
+        self.pending = true;
+        Ok(())
+    }
+
+    /// One dispatch request (the kernel object already in the packet); `Ok(false)` when
+    /// the dispatcher is busy (retry on a later event).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn dispatch_one<P: KernelDispatcher>(
+        &mut self,
+        p: &mut P,
+        qi: usize,
         dispatch_id: u64,
-        own_kernel_object: u64,
         kernel_object: u64,
         gemm: bool,
         cd: u8,
         predicted_cd: u8,
+        swapped: bool,
     ) -> Result<bool, FirmwareError> {
         let queue = qi as u8;
         let qb = bit(qi);
-        let swapped = kernel_object != own_kernel_object;
-        if swapped && !self.patch_mapped(p, qi, dispatch_id, kernel_object) {
-            let addr = cfg
-                .queues
-                .get(qi)
-                .map_or(0, |qc| qc.packet_addr(dispatch_id))
-                .wrapping_add(aql::offset::KERNEL_OBJECT as u64);
-            self.tally.writes = self.tally.writes.wrapping_add(2);
-            p.write_u32(addr, kernel_object as u32)?;
-            p.write_u32(addr.wrapping_add(4), (kernel_object >> 32) as u32)?;
-        }
         let req = DispatchRequest {
             queue,
             dispatch_id,
@@ -1362,21 +1781,10 @@ impl CpState {
             Ok(()) => {}
             Err(DispatchError::Busy) => return Ok(false),
             Err(DispatchError::BadPacket) => {
-                // The dispatcher found what the fast path does not re-check on a later
+                // The dispatcher found what classification does not re-check on a later
                 // packet of a known shape: the packet is rejected like any malformed one
                 // (completed with its error code), and the queue moves on.
-                let reason = RejectReason::DispatchRefused;
-                p.complete_without_dispatch(queue, dispatch_id, reason.signal_value())?;
-                self.completed(queue, dispatch_id, CpAction::Rejected(reason));
-                if let Some(q) = self.queues.get_mut(qi) {
-                    q.next_id = dispatch_id.wrapping_add(1);
-                }
-                self.set_head(qi, HEAD_NONE);
-                self.dirty |= qb;
-                // The queue's next packet (and any barrier on this signal) is looked at
-                // in a follow-up event.
-                self.mark_waiting_dirty();
-                self.pending = true;
+                self.reject_head(p, qi, dispatch_id, RejectReason::DispatchRefused)?;
                 return Ok(true);
             }
             Err(e) => return Err(e.into()),
@@ -1388,7 +1796,7 @@ impl CpState {
                 q.group_id = dispatch_id;
             }
             q.outstanding = q.outstanding.wrapping_add(1);
-            q.next_id = dispatch_id.wrapping_add(1);
+            q.set_next(dispatch_id.wrapping_add(1));
         }
         self.set_head(qi, HEAD_NONE);
         self.dispatching |= qb;

@@ -79,32 +79,62 @@ pub(crate) struct QueueState {
     pub view_ring: u32,
     /// Ring size in packets (the configuration's, copied with the view indices).
     pub size_packets: u32,
+    /// Word index in the mapped view of the slot of packet `next_id` (kept by
+    /// [`QueueState::set_next`]; meaningful once `view_write` is computed).
+    pub view_slot: u32,
     /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
     /// shape in the CP's shape table.
     pub head: u8,
-    /// Shape of the last GEMM classified on this queue, validated with kernel object
-    /// `head_ko` (where the fast path looks first: a packet with the same record,
-    /// header and kernel object needs no table search); [`HEAD_NONE`] when none.
+    /// Shape of the last GEMM classified on this queue ([`HEAD_NONE`] when none): a
+    /// later packet with the same header word (barrier bit aside) and the same record
+    /// address (`key_*`) is that shape, classified by the fast path without a decode.
     pub last_shape: u8,
     /// The read index has been read once since configuration (afterwards the CP, the
     /// queue's packet processor, is the one that advances it and tracks it itself).
     pub synced: bool,
+    /// Header and setup word (barrier bit cleared) of the packets of `last_shape`;
+    /// [`NO_KEY`] when there is none (no header word equals it: bit 8 is clear in
+    /// every key).
+    pub key_word: u32,
+    /// Low and high word of the GEMM record address of `last_shape`.
+    pub key_ext: [u32; 2],
+}
+
+/// `QueueState::key_word` of a queue without a cached shape key.
+pub(crate) const NO_KEY: u32 = u32::MAX;
+
+impl QueueState {
+    /// Sets the next dispatch id and the view index of its ring slot.
+    #[inline(always)]
+    pub fn set_next(&mut self, id: u64) {
+        self.next_id = id;
+        let slot = (id as u32) & self.size_packets.wrapping_sub(1);
+        self.view_slot = self.view_ring.wrapping_add(slot << 4);
+    }
+}
+
+impl QueueState {
+    /// A queue the CP knows nothing about yet.
+    pub const INIT: Self = Self {
+        next_id: 0,
+        head_ko: 0,
+        dispatching_id: 0,
+        group_id: 0,
+        outstanding: 0,
+        view_write: u32::MAX,
+        view_ring: u32::MAX,
+        size_packets: 0,
+        view_slot: u32::MAX,
+        head: HEAD_NONE,
+        last_shape: HEAD_NONE,
+        synced: false,
+        key_word: NO_KEY,
+        key_ext: [0; 2],
+    };
 }
 
 impl Default for QueueState {
     fn default() -> Self {
-        Self {
-            next_id: 0,
-            head_ko: 0,
-            dispatching_id: 0,
-            group_id: 0,
-            outstanding: 0,
-            view_write: u32::MAX,
-            view_ring: u32::MAX,
-            size_packets: 0,
-            head: HEAD_NONE,
-            last_shape: HEAD_NONE,
-            synced: false,
-        }
+        Self::INIT
     }
 }

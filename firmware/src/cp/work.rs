@@ -112,7 +112,8 @@ pub struct CpCostModel {
     pub instr_per_mapped_visit: u64,
     /// Instructions per queue head looked at on the general path.
     pub instr_per_visit: u64,
-    /// Instructions per dispatch (own kernel object, patch, dispatcher call, log).
+    /// Instructions per dispatch (the kernel-object and signal checks, the patch, the
+    /// dispatcher call, the log).
     pub instr_per_dispatch: u64,
     /// Instructions per GEMM shape learnt (its packet's full decode, the record's decode
     /// and checks, features and the prediction).
@@ -126,12 +127,13 @@ pub struct CpCostModel {
 }
 
 impl CpCostModel {
-    /// Cycles of one dispatch: its instructions and the two word writes of the
+    /// Cycles of one dispatch: its instructions, the four word reads of the checks made
+    /// at dispatch (kernel object, completion signal) and the two word writes of the
     /// kernel-object patch. A decision's dispatches follow one another this far apart.
     pub fn dispatch_cycles(&self) -> u64 {
         CpWork {
             dispatches: 1,
-            mem_accesses: 2,
+            mem_accesses: 6,
             ..CpWork::default()
         }
         .cycles(self)
@@ -158,13 +160,13 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 573,
-            instr_per_mapped_visit: 105,
-            instr_per_visit: 558,
-            instr_per_dispatch: 245,
-            instr_per_shape: 10_134,
+            instr_per_handler: 843,
+            instr_per_mapped_visit: 43,
+            instr_per_visit: 474,
+            instr_per_dispatch: 236,
+            instr_per_shape: 10_331,
             instr_per_decode: 270,
-            instr_per_completion: 245,
+            instr_per_completion: 236,
         }
     }
 }
