@@ -340,3 +340,33 @@ fn the_shortcut_refuses_chunks_of_different_shape() {
         assert_eq!((t.orphans, t.tracker.overcounts), (0, 0));
     }
 }
+
+/// The CU-split ring with every GPU simulated: the GEMM beside it makes the GPUs drift, so
+/// a GPU's upstream can finish a step while the GPU's own blocks of that step still wait
+/// for a free slot (the ring keeps few in flight on 8 of 80 CUs). Those blocks must still
+/// be sent, tagged with their own step; the run stalled before (Mega-GPT-2 OP at TP 8,
+/// `nmcp t3 cu-split`, "T3 simulation stuck").
+#[test]
+fn a_ring_on_few_cus_finishes_with_every_gpu_simulated() {
+    let sl = SubLayer {
+        model: "test".into(),
+        name: "mid",
+        h: 1024,
+        tokens: 2048,
+        tp: 4,
+        m: 1024,
+        n: 2048,
+        k: 512,
+    };
+    let opts = T3Options {
+        gpus: 4,
+        simulate: Simulate::AllGpus,
+        ..T3Options::default()
+    };
+    for (g, r) in [(72, 8), (78, 2)] {
+        let x = nmcp_emulator::t3::run::cu_split(&opts, &sl, g, r)
+            .unwrap_or_else(|e| panic!("{g}-{r}: {e}"));
+        assert!(x.rs_seconds >= x.rs_alone_seconds * 0.999, "{x:?}");
+        assert!(x.speedup <= x.ideal_speedup * 1.001, "{x:?}");
+    }
+}

@@ -186,7 +186,9 @@ struct Producer {
 }
 
 /// A ring-kernel block in flight: reads left, its tile, the local and received values.
-type RingItem = (u32, Rect, Option<Vec<f32>>, Option<Vec<f32>>);
+/// A ring block in flight: reads left, its rectangle, the values read (local, received)
+/// and the step it belongs to.
+type RingItem = (u32, Rect, Option<Vec<f32>>, Option<Vec<f32>>, u32);
 
 /// The ring collective kernels on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,8 +207,10 @@ struct Ring {
     kind: RingKind,
     /// Current step (1..=N-1; N = the baseline's final local reduction).
     step: u32,
-    /// Work items (WF tiles) of the current step not yet started.
-    todo: VecDeque<Rect>,
+    /// Work items (WF tiles) not yet started, each with its step: a GPU whose upstream
+    /// ran ahead begins its next step before its own blocks of this one have all
+    /// started (at most `max_in_flight` run at once), so the queue can hold two steps.
+    todo: VecDeque<(Rect, u32)>,
     in_flight: usize,
     /// Most blocks in flight.
     max_in_flight: usize,
@@ -1419,7 +1423,7 @@ impl T3System {
         let items = self.step_items(node, kind, s);
         if let Some(r) = self.nodes[node].ring.as_mut() {
             r.step = s;
-            r.todo = items.into();
+            r.todo.extend(items.into_iter().map(|rect| (rect, s)));
             r.received = r.early.remove(&s).unwrap_or(0);
         }
         self.ring_pump(node, at);
@@ -1432,20 +1436,20 @@ impl T3System {
                 if r.in_flight >= r.max_in_flight {
                     return;
                 }
-                let Some(rect) = r.todo.pop_front() else {
+                let Some((rect, s)) = r.todo.pop_front() else {
                     return;
                 };
                 r.in_flight += 1;
                 let item = r.next_item;
                 r.next_item += 1;
-                (rect, item, r.step, r.kind)
+                (rect, item, s, r.kind)
             };
             // Reads: the local copy; the received copy too for the CU reduction past
             // step 1 (and in the final pass).
             let two = kind == RingKind::ReduceScatter && s >= 2;
             let r = self.nodes[node].ring.as_mut().expect("ring");
             r.items
-                .insert(item, (if two { 2 } else { 1 }, rect, None, None));
+                .insert(item, (if two { 2 } else { 1 }, rect, None, None, s));
             self.start_reads(node, rect, Region::Out, BlockKind::RingRead { item }, at);
             if two {
                 self.start_reads(node, rect, Region::Recv, BlockKind::RingRead { item }, at);
@@ -1457,10 +1461,12 @@ impl T3System {
         let vals = self.values(node, region, rect);
         let (complete, s, kind) = {
             let r = self.nodes[node].ring.as_mut().expect("ring");
-            let (s, kind) = (r.step, r.kind);
+            let kind = r.kind;
             let Some(e) = r.items.get_mut(&item) else {
                 return;
             };
+            // The block's own step, not the ring's current one (which may have moved on).
+            let s = e.4;
             e.0 -= 1;
             match region {
                 Region::Out => e.2 = vals,
@@ -1471,7 +1477,7 @@ impl T3System {
         if !complete {
             return;
         }
-        let (_, rect, local, received) = self.nodes[node]
+        let (_, rect, local, received, _) = self.nodes[node]
             .ring
             .as_mut()
             .and_then(|r| r.items.remove(&item))
