@@ -85,7 +85,10 @@ pub struct Figure {
 
 /// Runs `nmcp args` as a child with usage reporting; returns its JSON, wall seconds, and
 /// its CPU seconds and peak RSS.
-fn child(args: &[&str]) -> Result<(serde_json::Value, f64, Option<(u64, f64)>), String> {
+/// A child's JSON, its wall seconds, and its peak RSS (KiB) and CPU seconds if reported.
+type ChildRun = (serde_json::Value, f64, Option<(u64, f64)>);
+
+fn child(args: &[&str]) -> Result<ChildRun, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find nmcp: {e}"))?;
     let line = format!("nmcp {}", args.join(" "));
     let started = Instant::now();

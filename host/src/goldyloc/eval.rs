@@ -419,7 +419,7 @@ pub fn end_to_end(scenarios: &[ScenarioReport], fp32: bool) -> Vec<EndToEnd> {
             let Some(&g) = a.over_default.get(gl) else {
                 continue;
             };
-            if !(g > 0.0) {
+            if g.is_nan() || g <= 0.0 {
                 continue;
             }
             out.push(EndToEnd {
