@@ -11,17 +11,10 @@ use super::figures::{arr, num, FigureError};
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
-const COLOURS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(120, 120, 120),
-];
-
+/// The i-th series colour: the shared palette past its grey (kept for baselines).
 fn colour(i: usize) -> RGBColor {
-    COLOURS[i % COLOURS.len()]
+    let p = &crate::t3::plot::COLOURS;
+    p[1 + i % (p.len() - 1)]
 }
 
 fn err(e: Box<dyn std::error::Error>) -> FigureError {

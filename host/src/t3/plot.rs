@@ -12,7 +12,8 @@ use super::{geomean, groups, TRAFFIC_SCENARIOS};
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
-const COLOURS: [RGBColor; 6] = [
+/// The palette of every plot nmcp draws (grey first, for the baseline).
+pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(120, 120, 120),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
