@@ -58,6 +58,8 @@ pub struct ReplaySetup {
     pub predictor: CdPredictor,
     /// Simulation steps before the run is cut off.
     pub max_steps: u64,
+    /// Record a timeline (CP busy spans, decisions, kernels) with these bounds.
+    pub timeline: Option<nmcp_emulator::timeline::TimelineConfig>,
 }
 
 /// Why a replay could not run.
@@ -144,6 +146,9 @@ pub struct ReplayReport {
     pub packets: Vec<PacketRow>,
     /// Totals.
     pub summary: ReplaySummary,
+    /// The run's timeline, if [`ReplaySetup::timeline`] asked for one.
+    #[serde(skip)]
+    pub timeline: Option<nmcp_emulator::timeline::Timeline>,
 }
 
 /// Queues and ring size (packets, a power of two, at least 16) a dump needs.
@@ -184,7 +189,7 @@ pub fn replay(dump: &QueueDump, setup: &ReplaySetup) -> Result<ReplayReport, Rep
                 ..cfg
             };
             let engine = GpuSim::new(gpu, Calibration::default());
-            run(dump, cfg, engine, format!("gpu {name}"), setup.max_steps)
+            run(dump, cfg, engine, format!("gpu {name}"), setup)
         }
         &ReplayEngine::Fixed { cus, slots, wg_ns } => {
             let cfg = GpuNodeConfig {
@@ -193,7 +198,7 @@ pub fn replay(dump: &QueueDump, setup: &ReplaySetup) -> Result<ReplayReport, Rep
             };
             let engine = FixedTimeEngine::new(cus, slots, wg_ns);
             let label = format!("fixed {cus} CUs x {slots} slots, {wg_ns} ns/WG");
-            run(dump, cfg, engine, label, setup.max_steps)
+            run(dump, cfg, engine, label, setup)
         }
     }
 }
@@ -214,11 +219,14 @@ fn run<E: KernelEngine>(
     cfg: GpuNodeConfig,
     engine: E,
     label: String,
-    max_steps: u64,
+    setup: &ReplaySetup,
 ) -> Result<ReplayReport, ReplayError> {
     let clock_hz = cfg.cost.cp.clock_hz;
     let mut sys = build(cfg, engine, dump).map_err(ReplayError::System)?;
-    let s = sys.run(max_steps);
+    if let Some(c) = setup.timeline {
+        sys.enable_timeline(c);
+    }
+    let s = sys.run(setup.max_steps);
     let packets = dump
         .packets
         .iter()
@@ -259,5 +267,6 @@ fn run<E: KernelEngine>(
             cp_predictions: work.predictions,
             cp_decisions: work.decisions,
         },
+        timeline: sys.take_timeline(),
     })
 }

@@ -430,3 +430,40 @@ fn bad_timeline_flags_are_usage_errors() {
         "{e}"
     );
 }
+
+/// GOLDYLOC's side: a queue dump replayed through the firmware CP on the GEMM model,
+/// traced: the CP's busy spans, one instant per decision and a span per kernel, with the
+/// same replay result as without the trace.
+#[test]
+fn a_cp_replay_traces_cp_decisions_and_kernels_and_keeps_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = path(dir.path(), "q.bin");
+    ok(&["cp", "gen-dump", &dump, "--queues", "4", "--gemms", "4"]);
+    let (json, vcd) = (path(dir.path(), "cp.json"), path(dir.path(), "cp.vcd"));
+    let base = ["cp", "replay", dump.as_str(), "--cd", "2", "--json"];
+    let plain = run(&with(&base, &[]));
+    let traced = run(&with(&base, &["--trace", &json, "--vcd", &vcd]));
+    assert_eq!(plain.stdout, traced.stdout, "tracing changed the replay");
+    let t = read_trace(&json);
+    t.check_well_formed();
+    let summary: Value = String::from_utf8_lossy(&plain.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_default();
+    let dispatched = summary["summary"]["dispatched"].as_u64().unwrap_or(0) as usize;
+    assert!(dispatched > 0, "{summary}");
+    assert!(t.count("GPU 0", "CP (firmware)", "X") > 0, "no CP spans");
+    let decisions = t.get("GPU 0", "CP decisions");
+    assert!(
+        decisions
+            .iter()
+            .any(|e| e["name"].as_str().unwrap_or("").contains("Dispatched")),
+        "no decisions"
+    );
+    let kernels = t.count("GPU 0", "kernels", "X");
+    assert_eq!(kernels, dispatched, "one kernel span per dispatched packet");
+    let (h, changes) = read_vcd(&vcd);
+    assert!(h.find_var(&["nmcp", "GPU_0", "kernels"]).is_some());
+    assert!(changes["nmcp/GPU_0/kernels"] > 1);
+}

@@ -103,6 +103,9 @@ struct ReplayArgs {
     /// Stop after this many simulation steps.
     #[arg(long, default_value_t = 10_000_000)]
     max_steps: u64,
+    /// Timeline of the replay: the CP's busy spans, its decisions and every kernel.
+    #[command(flatten)]
+    timeline: crate::timeline::TimelineArgs,
 }
 
 /// Runs `nmcp cp`.
@@ -246,6 +249,7 @@ fn replay(a: &ReplayArgs) -> CmdResult {
         engine,
         predictor,
         max_steps: a.max_steps,
+        timeline: a.timeline.config(),
     };
     let r = cp_replay::replay(&dump, &setup).map_err(|e| -> Box<dyn std::error::Error> {
         match e {
@@ -253,6 +257,7 @@ fn replay(a: &ReplayArgs) -> CmdResult {
             e => e.into(),
         }
     })?;
+    crate::timeline::write_if_asked(&a.timeline, r.timeline.as_ref())?;
     let mut out = String::new();
     let counts = packet_lines(a.json, &r, &mut out);
     summary_lines(a, &r, counts, &predictor_source, &mut out);
