@@ -110,7 +110,10 @@ fn run_board(a: RunArgs) -> CmdResult {
         None => build(&root, a.machine)?,
     };
     let machine = a.machine.qemu_name();
-    let report = run_qemu(&a.qemu, machine, &elf)?;
+    let bar = super::io::spinner(format!("running the board image on QEMU {machine}"), false);
+    let report = run_qemu(&a.qemu, machine, &elf);
+    bar.finish_and_clear();
+    let report = report?;
     print!("{report}");
     let reported = report.lines().next().and_then(|l| field(l, "machine"));
     if reported != Some(machine) {

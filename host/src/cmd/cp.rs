@@ -251,7 +251,13 @@ fn replay(a: &ReplayArgs) -> CmdResult {
         max_steps: a.max_steps,
         timeline: a.timeline.config(),
     };
-    let r = cp_replay::replay(&dump, &setup).map_err(|e| -> Box<dyn std::error::Error> {
+    let bar = super::io::spinner(
+        format!("replaying {} through the firmware CP", a.file.display()),
+        a.json,
+    );
+    let r = cp_replay::replay(&dump, &setup);
+    bar.finish_and_clear();
+    let r = r.map_err(|e| -> Box<dyn std::error::Error> {
         match e {
             ReplayError::System(e) => format!("{}: {e}", a.file.display()).into(),
             e => e.into(),

@@ -83,3 +83,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     write_atomic(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
+
+/// A spinner on stderr with the elapsed time, for a step of a second or more that has no
+/// countable parts (hidden when stderr is not a terminal, or when `hidden`, e.g. `--json`).
+pub fn spinner(
+    msg: impl Into<std::borrow::Cow<'static, str>>,
+    hidden: bool,
+) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let bar = indicatif::ProgressBar::new_spinner();
+    if hidden || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        return bar;
+    }
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        bar.set_style(style);
+    }
+    bar.set_message(msg);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}

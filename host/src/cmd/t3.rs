@@ -622,7 +622,10 @@ fn run_check(c: &CheckArgs) -> CmdResult {
         k: c.k,
         scenario: c.config,
     };
-    let out = t3::check(&opts, &run).map_err(|e| t3_error(e, "t3 check: "))?;
+    let bar = super::io::spinner("t3 check: simulating", false);
+    let out = t3::check(&opts, &run).map_err(|e| t3_error(e, "t3 check: "));
+    bar.finish_and_clear();
+    let out = out?;
     if let Some(dir) = &c.out {
         report::write_check_dir(dir, &run, c.dtype.gemm(), &out)?;
     }
@@ -671,7 +674,10 @@ fn run_rs(r: &RsArgs) -> CmdResult {
         Simulate::AllGpus
     };
     let opts = r.machine.options(r.gpus, simulate, r.dtype);
-    let t = t3::time_reduce_scatter(&opts, r.bytes).map_err(|e| t3_error(e, "t3 rs: "))?;
+    let bar = super::io::spinner("t3 rs: simulating the ring", r.json);
+    let t = t3::time_reduce_scatter(&opts, r.bytes).map_err(|e| t3_error(e, "t3 rs: "));
+    bar.finish_and_clear();
+    let t = t?;
     if r.json {
         let v = serde_json::json!({
             "gpus": r.gpus,
@@ -718,9 +724,18 @@ fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
         .find(|s| s.name == c.sublayer)
         .ok_or_else(|| UsageError(format!("--sublayer {}: unknown", c.sublayer)))?;
     let mut rows = Vec::new();
+    let bar = super::io::spinner("t3 cu-split", c.json);
     for &(g, r) in &c.split {
-        rows.push(t3::run::cu_split(&opts, &sl, g, r).map_err(|e| t3_error(e, "t3 cu-split: "))?);
+        bar.set_message(format!(
+            "t3 cu-split {g}-{r}: GEMM alone, RS alone, both at once"
+        ));
+        let row = t3::run::cu_split(&opts, &sl, g, r).map_err(|e| t3_error(e, "t3 cu-split: "));
+        if row.is_err() {
+            bar.finish_and_clear();
+        }
+        rows.push(row?);
     }
+    bar.finish_and_clear();
     if c.json {
         return emit(&(serde_json::to_string_pretty(&rows)? + "\n"));
     }
