@@ -410,7 +410,8 @@ impl<'a> Board<'a> {
                 k.kernel_object = addr(map::KERNELS + slot * KERNEL_DESCRIPTOR_BYTES as usize);
             }
         }
-        let n_shapes = s.shapes.len();
+        // Not empty (checked above); `max` lets the compiler see no division by zero.
+        let n_shapes = s.shapes.len().max(1);
         // One record per shape, shared by every queue running it (records live with the
         // GO library's code objects).
         for (si, g) in s.shapes.iter().enumerate() {
