@@ -37,6 +37,10 @@ fn main() {
         "cp_32q.postcard",
         postcard::to_slice(&scenario::canned_cp(), &mut buf).expect("cp scenario fits"),
     );
+    write(
+        "cp_32q_one_deep.postcard",
+        postcard::to_slice(&scenario::canned_cp_one_deep(), &mut buf).expect("cp scenario fits"),
+    );
     for (name, s) in scenario::lamb_scenarios() {
         write(
             &format!("{name}.postcard"),

@@ -8,7 +8,7 @@
 //! events in order, which is all the sequencer needs.
 
 use heapless::Deque;
-use nmcp_firmware::cp::{CdPredictor, CpConfig, CuResources, QueueConfig};
+use nmcp_firmware::cp::{CpConfig, CuResources, QueueConfig};
 use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, Stage1Program};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
@@ -18,7 +18,7 @@ use nmcp_firmware::platform::{
 use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
-use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
+use nmcp_isa::gemm_ext::{GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
 use nmcp_isa::nmc::{MacroCommand, MAX_MACRO_BYTES};
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
@@ -26,8 +26,35 @@ use crate::scenario::{CpScenario, LambScenario, MAX_TENSORS};
 
 /// Device address of window byte 0 (what the firmware sees as the start of device memory).
 pub const DEVICE_BASE: DevAddr = 0x1000_0000;
-/// Bytes of the device-memory window for every scenario.
+/// Bytes of the device-memory window for every scenario (the device range the CP is
+/// configured with).
 pub const WINDOW_BYTES: usize = map::RINGS + map::RING_BYTES;
+/// Bytes of RAM backing the window: [`WINDOW_BYTES`], less the kernel descriptors on
+/// the HiFive1 build (16 KiB of RAM), where nothing backs them: the CP only checks that
+/// a kernel object lies in device memory, it never reads the descriptor, and a board
+/// access to them fails with `MemoryError::OutOfRange`.
+pub const BACKED_WINDOW_BYTES: usize = WINDOW_BYTES - HOLE_LEN as usize;
+/// Start of the unbacked part of the window (offset from [`DEVICE_BASE`]).
+const HOLE_START: u64 = map::KERNELS as u64;
+/// Bytes of the unbacked part: the kernel descriptors on the HiFive1 build, none else.
+const HOLE_LEN: u64 = if cfg!(feature = "hifive1") {
+    (map::QUEUE_WORDS - map::KERNELS) as u64
+} else {
+    0
+};
+
+/// The offset into the backing RAM of window offset `off` (`u64::MAX` inside the
+/// unbacked part). Without a hole, `off` itself.
+#[inline(always)]
+fn backed(off: u64) -> u64 {
+    if HOLE_LEN == 0 || off < HOLE_START {
+        off
+    } else if off >= HOLE_START + HOLE_LEN {
+        off - HOLE_LEN
+    } else {
+        u64::MAX
+    }
+}
 /// Bytes of the window the LAMB scenarios use (its start), for a board with little RAM.
 pub const LAMB_WINDOW_BYTES: usize = map::KERNELS;
 /// NMC requests (commands and reductions) the engine model holds before it says `Busy`.
@@ -57,8 +84,12 @@ pub mod map {
     pub const GEMM_EXT_STRIDE: usize = 128;
     /// Queue rings.
     pub const RINGS: usize = GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE;
-    /// Bytes of ring space.
-    pub const RING_BYTES: usize = 0x1000;
+    /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
+    pub const RING_BYTES: usize = if cfg!(feature = "hifive1") {
+        0x800
+    } else {
+        0x1000
+    };
 
     const _: () = assert!(
         TENSOR_TABLE + MAX_TENSORS * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES <= NMC_COMMAND
@@ -255,10 +286,14 @@ impl<'a> Board<'a> {
     }
 
     fn window(&mut self, addr: DevAddr, len: usize) -> Result<&mut [u8], MemoryError> {
-        let off = addr
+        let raw = addr
             .checked_sub(DEVICE_BASE)
-            .and_then(|o| usize::try_from(o).ok())
             .ok_or(MemoryError::OutOfRange)?;
+        // A range must not reach into the unbacked part from below.
+        if HOLE_LEN != 0 && raw < HOLE_START && raw.saturating_add(len as u64) > HOLE_START {
+            return Err(MemoryError::OutOfRange);
+        }
+        let off = usize::try_from(backed(raw)).map_err(|_| MemoryError::OutOfRange)?;
         let end = off.checked_add(len).ok_or(MemoryError::OutOfRange)?;
         self.mem.get_mut(off..end).ok_or(MemoryError::OutOfRange)
     }
@@ -337,6 +372,24 @@ impl<'a> Board<'a> {
     /// # Errors
     /// [`LayoutError`] if the scenario does not fit the board.
     pub fn lay_out_cp_at(&mut self, s: &CpScenario, id: u64) -> Result<CpConfig, LayoutError> {
+        let mut s = s.clone();
+        let mut cfg = CpConfig::empty();
+        self.lay_out_cp_into(&mut s, id, Some(&mut cfg))?;
+        Ok(cfg)
+    }
+
+    /// [`Board::lay_out_cp_at`] in place, for a board with little RAM: rebases the
+    /// kernel objects of `s`'s shapes into the descriptor area (so `s` is consumed) and
+    /// writes the CP's configuration into `cfg` when given (left unchanged otherwise).
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the scenario does not fit the board.
+    pub fn lay_out_cp_into(
+        &mut self,
+        s: &mut CpScenario,
+        id: u64,
+        cfg: Option<&mut CpConfig>,
+    ) -> Result<(), LayoutError> {
         let queues = usize::from(s.queues);
         if queues == 0 || queues > BOARD_QUEUES {
             return Err(LayoutError::Queues(s.queues));
@@ -351,25 +404,28 @@ impl<'a> Board<'a> {
         }
         let addr = |off: usize| DEVICE_BASE + off as u64;
         // Kernel objects: rebase each shape's placeholders into the descriptor area.
-        let mut shapes: heapless::Vec<GemmExt, { crate::scenario::MAX_SHAPES }> =
-            heapless::Vec::new();
-        for (si, shape) in s.shapes.iter().enumerate() {
-            let mut g = shape.clone();
+        for (si, g) in s.shapes.iter_mut().enumerate() {
             for (ki, k) in g.kernels.iter_mut().enumerate() {
                 let slot = si * MAX_KERNEL_OBJECTS + ki;
                 k.kernel_object = addr(map::KERNELS + slot * KERNEL_DESCRIPTOR_BYTES as usize);
             }
-            shapes.push(g).map_err(|_| LayoutError::NoShapes)?;
         }
-        let mut queue_cfgs = heapless::Vec::new();
+        // Not empty (checked above); `max` lets the compiler see no division by zero.
+        let n_shapes = s.shapes.len().max(1);
+        // One record per shape, shared by every queue running it (records live with the
+        // GO library's code objects).
+        for (si, g) in s.shapes.iter().enumerate() {
+            self.put(map::GEMM_EXTS + si * map::GEMM_EXT_STRIDE, &g.encode())?;
+        }
+        let mut cfg = cfg;
+        if let Some(c) = cfg.as_deref_mut() {
+            c.queues.clear();
+        }
         for q in 0..queues {
-            let g = shapes.get(q % shapes.len()).ok_or(LayoutError::NoShapes)?;
+            let g = s.shapes.get(q % n_shapes).ok_or(LayoutError::NoShapes)?;
             let words = map::QUEUE_WORDS + q * map::QUEUE_WORDS_STRIDE;
-            // One record per shape, shared by every queue running it (records live
-            // with the GO library's code objects).
-            let ext_off = map::GEMM_EXTS + (q % shapes.len()) * map::GEMM_EXT_STRIDE;
+            let ext_off = map::GEMM_EXTS + (q % n_shapes) * map::GEMM_EXT_STRIDE;
             let ring = map::RINGS + q * ring_bytes;
-            self.put(ext_off, &g.encode())?;
             let ko = g.kernels.first().map_or(0, |k| k.kernel_object);
             let tiles = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1);
             let packet = AqlPacket::KernelDispatch(KernelDispatchPacket {
@@ -393,32 +449,32 @@ impl<'a> Board<'a> {
             self.put(words + 8, &(id + 1).to_le_bytes())?;
             self.put(words + 16, &(id + 1).to_le_bytes())?;
             self.put(words + 24, &1u64.to_le_bytes())?;
-            queue_cfgs
-                .push(QueueConfig {
-                    ring_base: addr(ring),
-                    size_packets: s.ring_packets,
-                    read_index_addr: addr(words),
-                    write_index_addr: addr(words + 8),
-                    doorbell_addr: addr(words + 16),
-                })
-                .map_err(|_| LayoutError::Queues(s.queues))?;
+            if let Some(c) = cfg.as_deref_mut() {
+                c.queues
+                    .push(QueueConfig {
+                        ring_base: addr(ring),
+                        size_packets: s.ring_packets,
+                        read_index_addr: addr(words),
+                        write_index_addr: addr(words + 8),
+                        doorbell_addr: addr(words + 16),
+                    })
+                    .map_err(|_| LayoutError::Queues(s.queues))?;
+            }
         }
-        let w = &s.predictor;
-        Ok(CpConfig {
-            queues: queue_cfgs,
-            device: DeviceRange {
+        if let Some(c) = cfg {
+            let w = &s.predictor;
+            c.device = DeviceRange {
                 base: DEVICE_BASE,
                 len: WINDOW_BYTES as u64,
-            },
-            resources: CuResources::MI100,
-            predictor: CdPredictor {
-                min_q16: w.min_q16,
-                inv_range_q32: w.inv_range_q32,
-                weight_q16: w.weight_q16,
-                bias_q16: w.bias_q16,
-            },
-            concurrency_control: true,
-        })
+            };
+            c.resources = CuResources::MI100;
+            c.predictor.min_q16 = w.min_q16;
+            c.predictor.inv_range_q32 = w.inv_range_q32;
+            c.predictor.weight_q16 = w.weight_q16;
+            c.predictor.bias_q16 = w.bias_q16;
+            c.concurrency_control = true;
+        }
+        Ok(())
     }
 
     /// Writes the LAMB scenario's tensor table (each tensor's five arrays in consecutive
@@ -494,7 +550,7 @@ impl DeviceMemory for Board<'_> {
     /// unaligned window or address takes the byte path, out of line).
     #[inline]
     fn read_u32(&mut self, addr: DevAddr) -> Result<u32, MemoryError> {
-        let off = addr.wrapping_sub(DEVICE_BASE);
+        let off = backed(addr.wrapping_sub(DEVICE_BASE));
         let p = self.mem.as_ptr().wrapping_add(off as usize);
         if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
             // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
@@ -506,7 +562,7 @@ impl DeviceMemory for Board<'_> {
 
     #[inline]
     fn write_u32(&mut self, addr: DevAddr, value: u32) -> Result<(), MemoryError> {
-        let off = addr.wrapping_sub(DEVICE_BASE);
+        let off = backed(addr.wrapping_sub(DEVICE_BASE));
         let p = self.mem.as_mut_ptr().wrapping_add(off as usize);
         if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
             // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
@@ -523,14 +579,19 @@ impl DeviceMemory for Board<'_> {
     fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
         // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
-        (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
+        // With a hole, the view starts after it (the CP's words all lie there).
+        let words = words.get((HOLE_START / 4) as usize * usize::from(HOLE_LEN != 0)..)?;
+        let base = DEVICE_BASE + (HOLE_START + HOLE_LEN) * u64::from(HOLE_LEN != 0);
+        (self.mapped && pre.is_empty()).then_some((base, words))
     }
 
     #[inline]
     fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
         // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
-        (self.mapped && pre.is_empty()).then_some((DEVICE_BASE, words))
+        let words = words.get_mut((HOLE_START / 4) as usize * usize::from(HOLE_LEN != 0)..)?;
+        let base = DEVICE_BASE + (HOLE_START + HOLE_LEN) * u64::from(HOLE_LEN != 0);
+        (self.mapped && pre.is_empty()).then_some((base, words))
     }
 }
 

@@ -26,7 +26,9 @@ use nmcp_firmware::nmc::NmcSequencer;
 use nmcp_firmware::{Event, Firmware, FirmwareError};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
-pub use board::{Board, LayoutError, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES};
+pub use board::{
+    Board, LayoutError, BACKED_WINDOW_BYTES, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES,
+};
 use scenario::{CpScenario, LambScenario};
 
 /// Field keys that carry measurements rather than functional results.
@@ -158,9 +160,9 @@ pub fn run_all(
     blobs: &Blobs<'_>,
     out: &mut impl Write,
 ) -> Result<(), RunError> {
-    let cp: CpScenario = postcard::from_bytes(blobs.cp).map_err(RunError::Decode)?;
-    run_cp(fw, board, meter, &cp, out)?;
+    run_cp(fw, board, meter, blobs.cp, out)?;
     run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
+    let cp = decode_cp(blobs.cp)?;
     // Last: board-side benchmarks of the decision's parts (their candidates sit on the
     // stack, so they do not count towards the firmware's stack peak above).
     run_parts(board, meter, &cp, out)?;
@@ -173,6 +175,7 @@ pub fn run_all(
 ///
 /// # Errors
 /// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+#[inline(never)]
 pub fn run_lamb_suite(
     seq: &mut NmcSequencer,
     board: &mut Board<'_>,
@@ -223,56 +226,105 @@ pub fn run_lamb_suite(
 ///
 /// # Errors
 /// [`RunError`] from layout or firmware.
+#[inline(never)]
 pub fn run_cp(
     fw: &mut Firmware,
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
+    blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
-    let q = s.queues;
-    let done = run_cp_decision(
-        fw,
-        board,
-        meter,
-        s,
-        None,
-        format_args!("cp_decision_{q}q_cold"),
-        out,
-    )?;
+    // The scenario is decoded afresh for every layout (`lay_out_variant`), so neither
+    // it nor a variant of it sits on the stack while the CP runs.
+    let all = Variant {
+        queues: None,
+        shapes: usize::MAX,
+    };
+    // `CpScenario::queues` comes first and postcard encodes a `u8` as itself.
+    let q = blob.first().copied().unwrap_or(0);
+    let mut done = Dispatched::new();
+    let cold = format_args!("cp_decision_{q}q_cold");
+    run_cp_decision(fw, board, meter, blob, all, &mut done, true, cold, out)?;
     let name = format_args!("cp_decision_{q}q");
-    run_cp_decision(fw, board, meter, s, Some(done), name, out)?;
-    let mut one = s.clone();
-    one.shapes.truncate(1);
+    run_cp_decision(fw, board, meter, blob, all, &mut done, false, name, out)?;
     for n in [2u8, 4, 8, 16] {
-        one.queues = n;
+        let one = Variant {
+            queues: Some(n),
+            shapes: 1,
+        };
         let cold = format_args!("cp_decision_{n}g_cold");
-        let done = run_cp_decision(fw, board, meter, &one, None, cold, out)?;
+        run_cp_decision(fw, board, meter, blob, one, &mut done, true, cold, out)?;
         let name = format_args!("cp_decision_{n}g");
-        run_cp_decision(fw, board, meter, &one, Some(done), name, out)?;
+        run_cp_decision(fw, board, meter, blob, one, &mut done, false, name, out)?;
     }
-    let mut hetero = s.clone();
-    hetero.queues = 16;
-    let done = run_cp_decision(
-        fw,
-        board,
-        meter,
-        &hetero,
-        None,
-        format_args!(""),
-        &mut Discard,
+    let hetero = Variant {
+        queues: Some(16),
+        shapes: usize::MAX,
+    };
+    let (nothing, discard) = (format_args!(""), &mut Discard);
+    run_cp_decision(
+        fw, board, meter, blob, hetero, &mut done, true, nothing, discard,
     )?;
     let name = format_args!("cp_decision_hetero");
-    run_cp_decision(fw, board, meter, &hetero, Some(done), name, out)?;
+    run_cp_decision(fw, board, meter, blob, hetero, &mut done, false, name, out)?;
     Ok(())
+}
+
+/// Decodes a postcard-encoded [`CpScenario`] (one out-of-line copy of the decoder).
+///
+/// # Errors
+/// [`RunError::Decode`].
+#[inline(never)]
+fn decode_cp(blob: &[u8]) -> Result<CpScenario, RunError> {
+    postcard::from_bytes(blob).map_err(RunError::Decode)
+}
+
+/// Which part of the canned CP scenario a decision runs: its queue count (`None`: the
+/// scenario's) and its first `shapes` GEMM shapes.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    queues: Option<u8>,
+    shapes: usize,
+}
+
+/// Decodes the CP scenario `blob`, cuts it to `v` and lays it out in the window as
+/// dispatch id `id`; with `cold`, the window is reset first and the CP configured in
+/// place for it. Returns the variant's queue count. Kept out of line so that the
+/// decoded scenario's stack is free again when the CP runs.
+#[inline(never)]
+fn lay_out_variant(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    blob: &[u8],
+    v: Variant,
+    id: u64,
+    cold: bool,
+) -> Result<u8, RunError> {
+    let mut s = decode_cp(blob)?;
+    if let Some(q) = v.queues {
+        s.queues = q;
+    }
+    s.shapes.truncate(v.shapes);
+    if cold {
+        board.reset();
+        let mut laid = Ok(());
+        fw.cp
+            .configure_in_place(|cfg| laid = board.lay_out_cp_into(&mut s, id, Some(cfg)))
+            .map_err(|e| RunError::Firmware(e.into()))?;
+        laid?;
+    } else {
+        board.lay_out_cp_into(&mut s, id, None)?;
+    }
+    Ok(s.queues)
 }
 
 /// Runs the CP until nothing is left: every dispatched kernel reports dispatched and
 /// completed, which lets the CP dispatch the next group.
+#[inline(never)]
 fn drain_cp(
     fw: &mut Firmware,
     board: &mut Board<'_>,
-    mut done: Dispatched,
+    done: &mut Dispatched,
 ) -> Result<(), RunError> {
     for _ in 0..4 * MAX_QUEUES {
         while let Some(r) = fw.cp.pop_record() {
@@ -283,10 +335,10 @@ fn drain_cp(
         if done.is_empty() && !fw.cp.has_pending_work() {
             return Ok(());
         }
-        for &(queue, dispatch_id) in &done {
+        for &(queue, dispatch_id) in done.iter() {
             fw.handle(Event::KernelDispatched { queue, dispatch_id }, board)?;
         }
-        for &(queue, dispatch_id) in &done {
+        for &(queue, dispatch_id) in done.iter() {
             let ev = Event::KernelCompleted {
                 queue,
                 dispatch_id,
@@ -316,41 +368,42 @@ impl Write for Discard {
     }
 }
 
-/// One CP decision: a doorbell over `s.queues` queues with a GEMM at every head. `cold`
-/// configures the CP afresh (no shape known); otherwise the queues restart and the CP
-/// keeps the shapes of the previous run.
+/// One CP decision: a doorbell over the variant's queues with a GEMM at every head.
+/// `cold` configures the CP afresh (no shape known); otherwise the previous decision's
+/// kernels (`done`) are drained, the queues restart and the CP keeps the shapes of the
+/// previous run. `done` then holds this decision's dispatches.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn run_cp_decision(
     fw: &mut Firmware,
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
-    previous: Option<Dispatched>,
+    blob: &[u8],
+    v: Variant,
+    done: &mut Dispatched,
+    cold: bool,
     name: fmt::Arguments<'_>,
     out: &mut impl Write,
-) -> Result<Dispatched, RunError> {
-    let cold = previous.is_none();
-    if let Some(done) = previous {
+) -> Result<(), RunError> {
+    let queues = if cold {
+        lay_out_variant(fw, board, blob, v, 0, true)?
+    } else {
         // The previous run's GEMMs all dispatch and complete (the CP decides the rest
         // of them group by group), then every queue gets the next iteration's GEMM.
         drain_cp(fw, board, done)?;
-        board.lay_out_cp_at(s, 1)?;
+        let q = lay_out_variant(fw, board, blob, v, 1, false)?;
         board.clear_stats();
         // The same priority as the first run, so the same shape decides.
         fw.cp.set_rotation(0);
-    }
-    if cold {
-        board.reset();
-        let cfg = board.lay_out_cp(s)?;
-        fw.cp
-            .configure(cfg)
-            .map_err(|e| RunError::Firmware(e.into()))?;
-    }
+        q
+    };
+    done.clear();
     let before = fw.cp.work();
     // Every queue's producer rang its doorbell; one event reaches the CP, which reads
     // the doorbell bitmap.
-    board.ring(u32::MAX >> (32 - u32::from(s.queues.clamp(1, 32))));
+    board.ring(u32::MAX >> (32 - u32::from(queues.clamp(1, 32))));
     let doorbell = Event::Doorbell {
-        queue: s.queues.saturating_sub(1),
+        queue: queues.saturating_sub(1),
     };
     meter.start();
     fw.handle(doorbell, board)?;
@@ -358,7 +411,6 @@ fn run_cp_decision(
     board.settle();
     let work = fw.cp.work().since(&before);
     let (mut dispatched, mut swapped, mut cd, mut predicted) = (0u32, 0u32, 0u8, 0u8);
-    let mut done = Dispatched::new();
     while let Some(r) = fw.cp.pop_record() {
         if let CpAction::Dispatched {
             swapped: sw,
@@ -381,7 +433,7 @@ fn run_cp_decision(
         " gemms={} dispatched={dispatched} cd={cd} predicted={predicted} swapped={swapped} \
          mem_accesses={} bytes_read={} predictions={} visits={} mapped_visits={} decoded={} dispatches={} \
          model_cycles={} dispatch_hash={:#010x}",
-        s.queues,
+        queues,
         work.mem_accesses,
         work.bytes_read,
         work.predictions,
@@ -392,7 +444,7 @@ fn run_cp_decision(
         work.cycles(&CpCostModel::default()),
         board.stats.dispatch_hash,
     )?;
-    Ok(done)
+    Ok(())
 }
 
 /// The per-GEMM steps of a queue scan, each measured alone on queue 0's head: decoding
@@ -503,6 +555,7 @@ pub fn run_decide(
 ///
 /// # Errors
 /// [`RunError`] from layout or firmware, or [`RunError::LambStuck`].
+#[inline(never)]
 pub fn run_lamb(
     seq: &mut NmcSequencer,
     board: &mut Board<'_>,
@@ -760,15 +813,23 @@ mod tests {
         let mut mem = vec![0u8; WINDOW_BYTES];
         let mut board = Board::new(&mut mem, || 0);
         let mut fw = Box::<Firmware>::default();
-        let s = scenario::canned_cp();
+        let s = blob(&scenario::canned_cp());
         let mut out = String::new();
+        let all = Variant {
+            queues: None,
+            shapes: usize::MAX,
+        };
+        let mut done = Dispatched::new();
+        let x = format_args!("x");
         run_cp_decision(
             &mut fw,
             &mut board,
             &mut NoMeter,
             &s,
-            None,
-            format_args!("x"),
+            all,
+            &mut done,
+            true,
+            x,
             &mut out,
         )
         .unwrap();
@@ -800,18 +861,27 @@ mod tests {
             let mut board = if mapped { board } else { board.unmapped() };
             let mut fw = Box::<Firmware>::default();
             let s = scenario::canned_cp();
+            let b = blob(&s);
             let mut out = String::new();
-            let done = run_cp_decision(
+            let all = Variant {
+                queues: None,
+                shapes: usize::MAX,
+            };
+            let mut done = Dispatched::new();
+            let x = format_args!("x");
+            run_cp_decision(
                 &mut fw,
                 &mut board,
                 &mut NoMeter,
-                &s,
-                None,
-                format_args!("x"),
+                &b,
+                all,
+                &mut done,
+                true,
+                x,
                 &mut out,
             )
             .unwrap();
-            drain_cp(&mut fw, &mut board, done).unwrap();
+            drain_cp(&mut fw, &mut board, &mut done).unwrap();
             board.lay_out_cp_at(&s, 1).unwrap();
             // Queue 2's packet (id 1: ring slot 1) names a kernel descriptor no record
             // lists.
@@ -874,6 +944,64 @@ mod tests {
         run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
         let qemu = include_str!("../expected/sifive_e.txt");
         assert_eq!(functional(&out), functional(qemu), "host report:\n{out}");
+    }
+
+    /// The HiFive1 configuration of the CP (`--features hifive1`: the firmware's small
+    /// tables, one-packet rings, no RAM behind the kernel descriptors) decides exactly
+    /// what the virt build decides: every CP line's decision fields and dispatch hash
+    /// equal the committed virt run's. Run with
+    /// `cargo test -p nmcp-board --features hifive1 --lib small_cp`.
+    #[cfg(feature = "hifive1")]
+    #[test]
+    fn small_cp_decides_like_committed_virt_output() {
+        assert_eq!(board::BACKED_WINDOW_BYTES, WINDOW_BYTES - 0x300);
+        let mut mem = vec![0u32; board::BACKED_WINDOW_BYTES / 4];
+        // SAFETY: u32 to bytes, same allocation and length in bytes.
+        let bytes = unsafe {
+            core::slice::from_raw_parts_mut(mem.as_mut_ptr().cast::<u8>(), mem.len() * 4)
+        };
+        let mut board = Board::new(bytes, || 0);
+        let mut fw = Box::<Firmware>::default();
+        let cp = blob(&scenario::canned_cp_one_deep());
+        let mut out = String::new();
+        run_cp(&mut fw, &mut board, &mut NoMeter, &cp, &mut out).unwrap();
+        // The decisions and the work that led to them (the same packets read, the same
+        // fast-path visits), not the model cycles of the one-deep rings' layout.
+        const DECISION: [&str; 13] = [
+            "gemms",
+            "dispatched",
+            "cd",
+            "predicted",
+            "swapped",
+            "mem_accesses",
+            "bytes_read",
+            "predictions",
+            "visits",
+            "mapped_visits",
+            "decoded",
+            "dispatches",
+            "dispatch_hash",
+        ];
+        let decisions = |report: &str| -> std::vec::Vec<String> {
+            report
+                .lines()
+                .filter(|l| l.starts_with("cp_decision"))
+                .map(|l| {
+                    l.split(' ')
+                        .filter(|f| {
+                            !f.contains('=')
+                                || DECISION
+                                    .iter()
+                                    .any(|k| f.strip_prefix(k).is_some_and(|r| r.starts_with('=')))
+                        })
+                        .collect::<std::vec::Vec<_>>()
+                        .join(" ")
+                })
+                .collect()
+        };
+        let virt = decisions(include_str!("../expected/virt.txt"));
+        assert_eq!(virt.len(), 11);
+        assert_eq!(decisions(&out), virt, "host report:\n{out}");
     }
 
     #[test]

@@ -133,6 +133,14 @@ pub fn canned_cp() -> CpScenario {
     }
 }
 
+/// [`canned_cp`] with rings one packet deep: the HiFive1 build's window (16 KiB of RAM)
+/// holds 32 such rings. The decisions are the same (each queue holds one GEMM).
+pub fn canned_cp_one_deep() -> CpScenario {
+    let mut s = canned_cp();
+    s.ring_packets = 1;
+    s
+}
+
 /// A LAMB step over `tensors` tensors of BERT-large-like sizes (1024x1024, 1024x4096,
 /// 1024, 4096x1024, ...) on one HBM2 stack (32 pseudo-channels x 16 banks, 32 B columns,
 /// 32 columns per row), the NVIDIA defaults of `FusedLAMB`, and a gradient norm of 2

@@ -47,8 +47,14 @@ use queue::{QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
 pub const MAX_PACKETS_PER_EVENT: usize = 32;
 /// Records kept for the platform to drain ([`CommandProcessor::pop_record`]): enough for
-/// one handler's packets plus one dispatch per queue.
+/// one handler's packets plus one dispatch per queue (16 with the `small-tables`
+/// feature: a platform that drains the log after every handler).
+#[cfg(not(feature = "small-tables"))]
 pub const LOG_CAPACITY: usize = MAX_PACKETS_PER_EVENT + MAX_QUEUES;
+/// Records kept for the platform to drain ([`CommandProcessor::pop_record`]): 16 with the
+/// `small-tables` feature (a platform that drains the log after every handler).
+#[cfg(feature = "small-tables")]
+pub const LOG_CAPACITY: usize = 16;
 
 /// Errors of the command processor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,8 +141,12 @@ pub struct CpRecord {
 }
 
 /// Rejections whose reasons the log holds (the log's other records are 20 bytes; a
-/// reason is larger, and rejections are rare).
-pub const REJECT_CAPACITY: usize = 16;
+/// reason is larger, and rejections are rare); 4 with the `small-tables` feature.
+pub const REJECT_CAPACITY: usize = if cfg!(feature = "small-tables") {
+    4
+} else {
+    16
+};
 
 /// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words and
 /// bytes (20 bytes), the reason of a rejection kept apart (`CpState::rejects`).
@@ -222,8 +232,15 @@ const LOG_SWAPPED: u8 = 16;
 
 /// GEMM shapes (extension records) the CP remembers: their validated kernel map and
 /// their predicted CD. A training step has a handful of distinct GEMMs; one per queue
-/// head means a full set of heads never evicts a shape another head still uses.
-pub const MAX_SHAPES: usize = MAX_QUEUES;
+/// head means a full set of heads never evicts a shape another head still uses. With
+/// the `small-tables` feature (a 16 KiB-RAM board) 4: more distinct shapes at the heads
+/// than that evict one another (each eviction re-reads, re-validates and re-predicts a
+/// record), which costs time, not correctness.
+pub const MAX_SHAPES: usize = if cfg!(feature = "small-tables") {
+    4
+} else {
+    MAX_QUEUES
+};
 
 /// A GEMM extension record the CP has validated, keyed by its device address, with the
 /// prediction for its features. Records are immutable while the CP runs (they live with
@@ -273,7 +290,9 @@ enum Class {
 /// The command processor's state.
 #[derive(Debug, Default)]
 pub struct CommandProcessor {
-    config: Option<CpConfig>,
+    /// Meaningful only while `state.configured` (kept in place rather than in an
+    /// `Option`, so [`CommandProcessor::configure_in_place`] needs no temporary).
+    config: CpConfig,
     state: CpState,
 }
 
@@ -324,6 +343,109 @@ struct CpState {
     rejects: Deque<RejectReason, REJECT_CAPACITY>,
     log_dropped: u64,
     pending: bool,
+    /// `CommandProcessor::config` holds a checked configuration.
+    configured: bool,
+}
+
+/// Checks every queue descriptor of `config` and returns the CP's `rings` span
+/// (`CpState::rings`).
+fn check_config(config: &CpConfig) -> Result<(DevAddr, u64), CpError> {
+    for (i, q) in config.queues.iter().enumerate() {
+        if !q.is_valid(&config.device) {
+            return Err(CpError::BadQueue { queue: i as u8 });
+        }
+    }
+    let rings = config
+        .queues
+        .iter()
+        .map(|q| {
+            let len = u64::from(q.size_packets).saturating_mul(AQL_PACKET_BYTES as u64);
+            (q.ring_base, q.ring_base.saturating_add(len))
+        })
+        .fold((DevAddr::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+    let lo = rings.0.saturating_sub(7);
+    Ok((lo, rings.1.saturating_sub(lo)))
+}
+
+impl Default for CpConfig {
+    /// [`CpConfig::empty`].
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl CpConfig {
+    /// No queues, an empty device range, MI100 resources, the untrained predictor and
+    /// concurrency control on (what [`CommandProcessor::configure_in_place`] fills).
+    pub fn empty() -> Self {
+        Self {
+            queues: Vec::new(),
+            device: DeviceRange { base: 0, len: 0 },
+            resources: CuResources::MI100,
+            predictor: CdPredictor::default(),
+            concurrency_control: true,
+        }
+    }
+}
+
+impl CpState {
+    /// Resets to `CpState { rings, ..CpState::default() }` in place (no 3 KiB
+    /// temporary on a small board's stack). Every field is named, so a new field
+    /// fails to compile here until it is reset too.
+    fn reset(&mut self, rings_span: (DevAddr, u64)) {
+        let CpState {
+            rings,
+            queues,
+            dirty,
+            waiting,
+            dispatching,
+            in_group,
+            kernel_heads,
+            shape_heads,
+            last_masks,
+            mapped,
+            problem_heads,
+            shapes,
+            view_base,
+            next_victim,
+            completions_this_scan,
+            tally,
+            gemm_group_in_flight,
+            rr_start,
+            work,
+            log,
+            rejects,
+            log_dropped,
+            pending,
+            configured,
+        } = self;
+        *rings = rings_span;
+        queues.0.fill(QueueState::INIT);
+        *dirty = 0;
+        *waiting = 0;
+        *dispatching = 0;
+        *in_group = 0;
+        *kernel_heads = 0;
+        *shape_heads = [0; MAX_SHAPES];
+        *last_masks = [0; MAX_SHAPES];
+        *mapped = 0;
+        *problem_heads = [0; MAX_SHAPES];
+        shapes.clear();
+        *view_base = 0;
+        *next_victim = 0;
+        *completions_this_scan = 0;
+        *tally = Tally::default();
+        *gemm_group_in_flight = 0;
+        *rr_start = 0;
+        *work = CpWork::default();
+        log.buf.fill(LogEntry::EMPTY);
+        log.head = 0;
+        log.tail = 0;
+        rejects.clear();
+        *log_dropped = 0;
+        *pending = false;
+        *configured = false;
+    }
 }
 
 /// Every queue's state. Its `Default` copies one constant (`[T; 32]::default()` would
@@ -428,25 +550,31 @@ impl CommandProcessor {
     /// [`CpError::BadQueue`] for an unusable queue descriptor; the old configuration
     /// stays.
     pub fn configure(&mut self, config: CpConfig) -> Result<(), CpError> {
-        for (i, q) in config.queues.iter().enumerate() {
-            if !q.is_valid(&config.device) {
-                return Err(CpError::BadQueue { queue: i as u8 });
-            }
-        }
-        let rings = config
-            .queues
-            .iter()
-            .map(|q| {
-                let len = u64::from(q.size_packets).saturating_mul(AQL_PACKET_BYTES as u64);
-                (q.ring_base, q.ring_base.saturating_add(len))
-            })
-            .fold((DevAddr::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
-        self.config = Some(config);
-        let lo = rings.0.saturating_sub(7);
+        let rings = check_config(&config)?;
+        self.config = config;
         self.state = CpState {
-            rings: (lo, rings.1.saturating_sub(lo)),
+            rings,
+            configured: true,
             ..CpState::default()
         };
+        Ok(())
+    }
+
+    /// [`CommandProcessor::configure`] without moving a configuration or a state
+    /// through the stack (a board with 16 KiB of RAM, docs/decisions/board.md): `fill`
+    /// writes the new configuration over the current one (or over an empty one with
+    /// the untrained predictor), which is then checked, and all queue state is
+    /// forgotten in place.
+    ///
+    /// # Errors
+    /// [`CpError::BadQueue`] for an unusable queue descriptor; the CP is then left
+    /// unconfigured (it ignores events until configured again).
+    pub fn configure_in_place(&mut self, fill: impl FnOnce(&mut CpConfig)) -> Result<(), CpError> {
+        self.state.configured = false;
+        fill(&mut self.config);
+        let rings = check_config(&self.config)?;
+        self.state.reset(rings);
+        self.state.configured = true;
         Ok(())
     }
 
@@ -456,7 +584,7 @@ impl CommandProcessor {
     /// they were ([`CommandProcessor::configure`] forgets them).
     pub fn restart_queues(&mut self) {
         let s = &mut self.state;
-        s.queues = Default::default();
+        s.queues.0.fill(QueueState::INIT);
         s.mapped = 0;
         s.dirty = 0;
         s.waiting = 0;
@@ -474,11 +602,7 @@ impl CommandProcessor {
     /// Makes queue `queue` the first the next scan visits (the highest priority; the
     /// CP rotates it after every decision). Out-of-range queues are ignored.
     pub fn set_rotation(&mut self, queue: u8) {
-        if self
-            .config
-            .as_ref()
-            .is_some_and(|c| usize::from(queue) < c.queues.len())
-        {
+        if self.state.configured && usize::from(queue) < self.config.queues.len() {
             self.state.rr_start = queue;
         }
     }
@@ -490,7 +614,7 @@ impl CommandProcessor {
 
     /// The configuration, if any.
     pub fn config(&self) -> Option<&CpConfig> {
-        self.config.as_ref()
+        self.state.configured.then_some(&self.config)
     }
 
     /// Work done so far.
@@ -549,7 +673,7 @@ impl CommandProcessor {
         event: &Event,
         p: &mut P,
     ) -> Result<(), FirmwareError> {
-        let Some(cfg) = self.config.as_ref() else {
+        let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };
         let s = &mut self.state;
