@@ -458,3 +458,35 @@ fn a_completion_signal_inside_a_queue_ring_is_rejected() {
         assert!(o[&(0, i)].completed_at.is_some(), "queue 0 packet {i}");
     }
 }
+
+/// One handler that rejects more packets than the old 16-entry reason queue held: every
+/// rejection keeps its record and reason (a platform draining the log after each handler
+/// loses nothing). Two queues of 16 garbage packets each, one doorbell each, one run.
+#[test]
+fn every_rejection_of_a_busy_handler_keeps_its_record() {
+    let mut sys = system(2, constant(1));
+    for q in 0..2u8 {
+        for i in 0..16u8 {
+            let mut pkt = [0u8; AQL_PACKET_BYTES];
+            // A reserved packet type in the header: rejected on sight.
+            pkt[0] = 6;
+            pkt[1] = 0;
+            pkt[8] = i;
+            sys.enqueue(0, q, &pkt, 0.0).unwrap();
+        }
+        sys.ring_doorbell(0, q, 0.0).unwrap();
+    }
+    let ran = sys.run(100_000);
+    assert!(!ran.truncated);
+    let outcomes = sys.node(0).outcomes();
+    assert_eq!(outcomes.len(), 32);
+    for ((q, id), o) in outcomes {
+        assert!(
+            matches!(o.action, Some(CpAction::Rejected(_))),
+            "queue {q} packet {id}: {:?}",
+            o.action
+        );
+        assert_eq!(o.completions, 1, "queue {q} packet {id}");
+    }
+    assert_eq!(sys.node(0).firmware().cp.records_dropped(), 0);
+}

@@ -141,11 +141,15 @@ pub struct CpRecord {
 }
 
 /// Rejections whose reasons the log holds (the log's other records are 20 bytes; a
-/// reason is larger, and rejections are rare); 4 with the `small-tables` feature.
+/// reason is larger). As many as the log has entries: one handler can reject every
+/// packet it looks at (a queue of 16 garbage packets and more), and a reason queue
+/// shorter than the log would drop records that a platform draining after every handler
+/// must see (the `cp_stream` fuzz target found it with 16). 4 with the `small-tables`
+/// feature (HiFive1: not yet running the CP; docs/decisions/board.md).
 pub const REJECT_CAPACITY: usize = if cfg!(feature = "small-tables") {
     4
 } else {
-    16
+    LOG_CAPACITY
 };
 
 /// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words and
