@@ -8,8 +8,9 @@ use plotters::prelude::*;
 use serde_json::Value;
 
 use super::figures::{arr, num, FigureError};
+use crate::t3::plot::{bar_series, legend_and_present};
 
-type PlotResult = Result<(), Box<dyn std::error::Error>>;
+use crate::t3::plot::PlotResult;
 
 /// The i-th series colour: the shared palette past its grey (kept for baselines).
 fn colour(i: usize) -> RGBColor {
@@ -174,19 +175,9 @@ fn draw_stacked(svg: &mut String, bars: &[(String, Vec<f64>)]) -> PlotResult {
                 Rectangle::new([(x + 0.2, base), (x + 0.8, top)], c.filled())
             })
             .collect();
-        chart
-            .draw_series(rects)?
-            .label(*legend)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        bar_series(&mut chart, rects, *legend, c)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root, SeriesLabelPosition::UpperRight)
 }
 
 /// One group of bars: a label and `(legend, value)` pairs.
@@ -248,19 +239,9 @@ fn draw_grouped(svg: &mut String, title: &str, y_desc: &str, groups: &[BarGroup]
                 Some(Rectangle::new([(x0, 0.0), (x0 + 0.8 / k, v)], c.filled()))
             })
             .collect();
-        chart
-            .draw_series(rects)?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        bar_series(&mut chart, rects, name.clone(), c)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root, SeriesLabelPosition::UpperLeft)
 }
 
 #[cfg(test)]

@@ -10,7 +10,50 @@ use plotters::prelude::*;
 
 use super::{geomean, groups, TRAFFIC_SCENARIOS};
 
-type PlotResult = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type PlotResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The chart type of every bar plot here.
+pub(crate) type BarChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws one series of bars in `colour` with a legend swatch named `label`.
+pub(crate) fn bar_series<'a, DB: DrawingBackend + 'a>(
+    chart: &mut BarChart<'a, DB>,
+    bars: Vec<Rectangle<(f64, f64)>>,
+    label: impl Into<String>,
+    colour: RGBColor,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .draw_series(bars)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+    Ok(())
+}
+
+/// The legend box at `pos`, then the whole plot written out.
+pub(crate) fn legend_and_present<'a, DB: DrawingBackend + 'a>(
+    chart: &mut BarChart<'a, DB>,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    pos: SeriesLabelPosition,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
 
 /// The palette of every plot nmcp draws (grey first, for the baseline).
 pub(crate) const COLOURS: [RGBColor; 6] = [
@@ -135,10 +178,7 @@ fn speedup_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
                 Rectangle::new([(x0, 0.0), (x0 + w, b.1[ci])], colour.filled())
             })
             .collect();
-        chart
-            .draw_series(series)?
-            .label(s.name())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        bar_series(&mut chart, series, s.name(), colour)?;
     }
     // Sequential = 1.
     chart
@@ -148,14 +188,7 @@ fn speedup_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
         )))?
         .label("sequential = 1")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 10, y)], BLACK));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root, SeriesLabelPosition::UpperRight)
 }
 
 fn traffic_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
@@ -227,19 +260,9 @@ fn traffic_svg(svg: &mut String, results: &[SubLayerResult]) -> PlotResult {
         if name.is_empty() {
             name = kinds(&TrafficBytes::default())[k].0;
         }
-        chart
-            .draw_series(series)?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        bar_series(&mut chart, series, name, colour)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]
