@@ -185,11 +185,9 @@ fn direct_reduce_scatter_all_gather_and_all_to_all_complete() {
     }
 }
 
-/// Dissertation 8.2.2: the GEMM on fewer CUs and the ring RS on the rest, at once. Each
-/// is no faster than alone on the whole GPU, and the fewer CUs the RS gets, the slower.
-#[test]
-fn cu_split_slows_both_and_fewer_cus_slow_the_reduce_scatter_more() {
-    let sl = SubLayer {
+/// The sub-layer of the CU-split tests: 1024 x 2048 x 512 per GPU at TP 4.
+fn cu_split_sublayer() -> SubLayer {
+    SubLayer {
         model: "test".into(),
         name: "mid",
         h: 1024,
@@ -198,7 +196,14 @@ fn cu_split_slows_both_and_fewer_cus_slow_the_reduce_scatter_more() {
         m: 1024,
         n: 2048,
         k: 512,
-    };
+    }
+}
+
+/// Dissertation 8.2.2: the GEMM on fewer CUs and the ring RS on the rest, at once. Each
+/// is no faster than alone on the whole GPU, and the fewer CUs the RS gets, the slower.
+#[test]
+fn cu_split_slows_both_and_fewer_cus_slow_the_reduce_scatter_more() {
+    let sl = cu_split_sublayer();
     let opts = T3Options {
         gpus: 4,
         simulate: Simulate::Shortcut,
@@ -348,16 +353,7 @@ fn the_shortcut_refuses_chunks_of_different_shape() {
 /// `nmcp t3 cu-split`, "T3 simulation stuck").
 #[test]
 fn a_ring_on_few_cus_finishes_with_every_gpu_simulated() {
-    let sl = SubLayer {
-        model: "test".into(),
-        name: "mid",
-        h: 1024,
-        tokens: 2048,
-        tp: 4,
-        m: 1024,
-        n: 2048,
-        k: 512,
-    };
+    let sl = cu_split_sublayer();
     let opts = T3Options {
         gpus: 4,
         simulate: Simulate::AllGpus,

@@ -2,24 +2,8 @@
 //! `nmcp scenario init` templates generated from the CLI itself, the command line winning
 //! over the file, and bad files reported with file, line and column.
 
-use std::path::Path;
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
-
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("runs nmcp");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::run;
 
 /// A run's JSON without its wall-clock figures (they differ from run to run; every
 /// simulated figure is compared).

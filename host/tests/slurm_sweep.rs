@@ -13,20 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+mod common;
+use common::{BIN, GRID};
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/slurm/sweep.sbatch");
-
-/// 2 x 2 x 2 x 13 = 104 points of a short `nmcp mem` run.
-const GRID: &str = r#"command = "mem"
-seeds = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-[base]
-requests = 400
-page = "closed"
-[grid]
-pattern = ["stream", "random"]
-size = [32, 64]
-write-ratio = [0.0, 0.5]
-"#;
 
 /// Finds a program on PATH or in the sbin directories (daemons live there).
 fn find(name: &str) -> Option<PathBuf> {

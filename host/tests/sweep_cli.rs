@@ -4,41 +4,10 @@
 //! while the others are kept.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
-
-/// Runs nmcp in `dir`: exit code, stdout, stderr.
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("runs nmcp");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// 2 patterns x 2 sizes x 2 write ratios x 13 seeds = 104 points of a 400-request
-/// `nmcp mem` run each.
-const GRID: &str = r#"# A sweep over the HBM model's synthetic patterns.
-command = "mem"
-seeds = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-
-[base]
-requests = 400
-page = "closed"
-
-[grid]
-pattern = ["stream", "random"]
-size = [32, 64]
-write-ratio = [0.0, 0.5]
-"#;
+mod common;
+use common::{run, GRID};
 
 /// The wall-clock figures of `nmcp mem --json`: they differ from run to run, so the
 /// byte-for-byte comparison leaves them out (everything simulated stays).
