@@ -48,7 +48,7 @@ pub const TENSOR_DESC_BYTES: usize = 32;
 /// Reductions that may be in flight at once.
 pub const MAX_PENDING_REDUCTIONS: usize = 8;
 /// Tensors whose stage 1 may run ahead of their stage 2.
-pub const LOOKAHEAD: u32 = 2;
+pub const LOOKAHEAD: u32 = 4;
 
 /// Where one tensor's arrays live: bank-local first rows (every array starts at column 0
 /// of a row stripe) and its element count.
