@@ -170,6 +170,22 @@ pub fn run_all(
     Ok(())
 }
 
+/// What a board with 16 KiB of RAM runs: the CP decisions and the LAMB suite (not the
+/// parts benchmarks, whose candidates and configuration sit on the stack).
+///
+/// # Errors
+/// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+pub fn run_small(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    blobs: &Blobs<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    run_cp(fw, board, meter, blobs.cp, out)?;
+    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)
+}
+
 /// The LAMB steps (one and four tensors), the per-tensor cost, the T3 placeholder and
 /// the stack peak: everything a board without room for the CP's state can run.
 ///
@@ -287,10 +303,29 @@ struct Variant {
     shapes: usize,
 }
 
-/// Decodes the CP scenario `blob`, cuts it to `v` and lays it out in the window as
-/// dispatch id `id`; with `cold`, the window is reset first and the CP configured in
-/// place for it. Returns the variant's queue count. Kept out of line so that the
-/// decoded scenario's stack is free again when the CP runs.
+/// Takes one postcard-encoded value off the front of `rest`.
+///
+/// # Errors
+/// [`RunError::Decode`].
+fn take<'a, T: serde::Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, RunError> {
+    let (v, r) = postcard::take_from_bytes(rest).map_err(RunError::Decode)?;
+    *rest = r;
+    Ok(v)
+}
+
+/// Lays out the CP scenario `blob`, cut to `v`, in the window as dispatch id `id`; with
+/// `cold`, the window is reset first and the CP configured in place for it. Returns the
+/// variant's queue count.
+///
+/// The blob is decoded as it is laid out, one field at a time: postcard writes a
+/// [`CpScenario`] as its fields in order (`queues` a byte, `ring_packets` a varint, the
+/// `shapes` as a varint count and then each record, then the predictor's arrays), so
+/// `postcard::take_from_bytes` can read them one after another from the same bytes. At
+/// most one [`GemmExt`] and one predictor row are on the stack, never a whole
+/// `CpScenario` (1.3 KiB, and a 6.6 KiB decoding frame on RV32 when decoded at once).
+///
+/// # Errors
+/// [`RunError`] from decoding, layout or configuration.
 #[inline(never)]
 fn lay_out_variant(
     fw: &mut Firmware,
@@ -300,22 +335,57 @@ fn lay_out_variant(
     id: u64,
     cold: bool,
 ) -> Result<u8, RunError> {
-    let mut s = decode_cp(blob)?;
-    if let Some(q) = v.queues {
-        s.queues = q;
-    }
-    s.shapes.truncate(v.shapes);
+    let mut rest = blob;
+    let queues = take::<u8>(&mut rest)?;
+    let queues = v.queues.unwrap_or(queues);
+    let ring_packets: u32 = take(&mut rest)?;
+    let n = usize::try_from(take::<u32>(&mut rest)?).unwrap_or(usize::MAX);
+    let used = n.min(v.shapes);
     if cold {
         board.reset();
-        let mut laid = Ok(());
-        fw.cp
-            .configure_in_place(|cfg| laid = board.lay_out_cp_into(&mut s, id, Some(cfg)))
-            .map_err(|e| RunError::Firmware(e.into()))?;
-        laid?;
-    } else {
-        board.lay_out_cp_into(&mut s, id, None)?;
     }
-    Ok(s.queues)
+    board.begin_cp(queues, ring_packets, used)?;
+    let mut laid: heapless::Vec<board::LaidShape, { scenario::MAX_SHAPES }> =
+        heapless::Vec::new();
+    for si in 0..n {
+        // Every record is read (the predictor follows them); the variant's are laid out.
+        let mut g: GemmExt = take(&mut rest)?;
+        if si < used {
+            let l = board.lay_out_cp_shape(si, &mut g)?;
+            laid.push(l).map_err(|_| LayoutError::NoShapes)?;
+        }
+    }
+    if cold {
+        let mut laid_out = Ok(());
+        fw.cp
+            .configure_in_place(|cfg| {
+                laid_out = board
+                    .lay_out_cp_queues(queues, ring_packets, &laid, id, Some(cfg))
+                    .map_err(RunError::Layout)
+                    .and_then(|()| take_predictor(cfg, &mut rest));
+            })
+            .map_err(|e| RunError::Firmware(e.into()))?;
+        laid_out?;
+    } else {
+        board.lay_out_cp_queues(queues, ring_packets, &laid, id, None)?;
+    }
+    Ok(queues)
+}
+
+/// Reads the predictor's weights ([`scenario::PredictorWeights`], the rest of a CP
+/// scenario blob) into the CP's configuration, one array at a time.
+///
+/// # Errors
+/// [`RunError::Decode`].
+fn take_predictor(c: &mut nmcp_firmware::cp::CpConfig, rest: &mut &[u8]) -> Result<(), RunError> {
+    let p = &mut c.predictor;
+    p.min_q16 = take(rest)?;
+    p.inv_range_q32 = take(rest)?;
+    for row in p.weight_q16.iter_mut() {
+        *row = take(rest)?;
+    }
+    p.bias_q16 = take(rest)?;
+    Ok(())
 }
 
 /// Runs the CP until nothing is left: every dispatched kernel reports dispatched and
@@ -911,7 +981,9 @@ mod tests {
             let queues: Vec<u8> = dispatched.iter().map(|d| d.0).collect();
             assert_eq!(queues, vec![0, 4, 6, 8, 10, 12, 14], "mapped={mapped}");
             assert!(dispatched.iter().all(|&(_, cd, sw)| cd == 8 && sw));
-            let signal = DEVICE_BASE + (board::map::QUEUE_WORDS + 2 * 32 + 24) as u64;
+            let signal = DEVICE_BASE
+                + (board::map::QUEUE_WORDS + 2 * board::map::QUEUE_WORDS_STRIDE + board::map::SIGNAL)
+                    as u64;
             let mut v = [0u8; 8];
             board.read(signal, &mut v).unwrap();
             assert_eq!(
@@ -954,7 +1026,7 @@ mod tests {
     #[cfg(feature = "hifive1")]
     #[test]
     fn small_cp_decides_like_committed_virt_output() {
-        assert_eq!(board::BACKED_WINDOW_BYTES, WINDOW_BYTES - 0x300);
+        assert_eq!(board::BACKED_WINDOW_BYTES, 3232);
         let mut mem = vec![0u32; board::BACKED_WINDOW_BYTES / 4];
         // SAFETY: u32 to bytes, same allocation and length in bytes.
         let bytes = unsafe {
