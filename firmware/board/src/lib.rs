@@ -32,7 +32,7 @@ pub use board::{
 use scenario::{CpScenario, LambScenario};
 
 /// Field keys that carry measurements rather than functional results.
-pub const MEASURED_KEYS: [&str; 3] = ["instructions", "cycles", "peak_bytes"];
+pub const MEASURED_KEYS: [&str; 4] = ["instructions", "cycles", "peak_bytes", "high_water_bytes"];
 /// Events one LAMB step may take before the board gives up (8 per tensor plus a few,
 /// with margin).
 pub const MAX_LAMB_EVENTS: usize = 64 * scenario::MAX_TENSORS;
@@ -64,6 +64,11 @@ pub trait Meter {
     /// Deepest stack use of any region so far, below its caller's frame, bytes; `None`
     /// when unknown.
     fn stack_peak(&mut self) -> Option<u64>;
+    /// Deepest stack use of the whole run so far, measured from the top of the stack
+    /// (start-up, layout and harness frames included), bytes; `None` when unknown.
+    fn stack_high_water(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// A meter that measures nothing (host runs).
@@ -228,6 +233,9 @@ pub fn run_lamb_suite(
     write!(out, "stack")?;
     if let Some(peak) = meter.stack_peak() {
         write!(out, " peak_bytes={peak}")?;
+    }
+    if let Some(hw) = meter.stack_high_water() {
+        write!(out, " high_water_bytes={hw}")?;
     }
     writeln!(out)?;
     Ok(())
@@ -399,19 +407,20 @@ fn drain_cp(
     for _ in 0..4 * MAX_QUEUES {
         while let Some(r) = fw.cp.pop_record() {
             if let CpAction::Dispatched { .. } = r.action {
-                let _ = done.push((r.queue, r.dispatch_id));
+                push_done(done, r.queue, r.dispatch_id)?;
             }
         }
         if done.is_empty() && !fw.cp.has_pending_work() {
             return Ok(());
         }
-        for &(queue, dispatch_id) in done.iter() {
+        for &(queue, id) in done.iter() {
+            let dispatch_id = u64::from(id);
             fw.handle(Event::KernelDispatched { queue, dispatch_id }, board)?;
         }
-        for &(queue, dispatch_id) in done.iter() {
+        for &(queue, id) in done.iter() {
             let ev = Event::KernelCompleted {
                 queue,
-                dispatch_id,
+                dispatch_id: u64::from(id),
                 status: Ok(()),
             };
             fw.handle(ev, board)?;
@@ -426,8 +435,22 @@ fn drain_cp(
     )))
 }
 
-/// Kernels one decision dispatched: (queue, dispatch id).
-type Dispatched = heapless::Vec<(u8, u64), MAX_QUEUES>;
+/// Kernels one decision dispatched: (queue, dispatch id). The harness's ids are small
+/// (the layout publishes ids 0 and 1, the CP counts on from there): 32 bits keep the
+/// list at 256 bytes of stack on a 16 KiB board.
+type Dispatched = heapless::Vec<(u8, u32), MAX_QUEUES>;
+
+/// Appends a dispatched kernel to `done`.
+///
+/// # Errors
+/// [`RunError::Firmware`] (`CpError::Capacity`) for an id past 32 bits or a full list.
+fn push_done(done: &mut Dispatched, queue: u8, dispatch_id: u64) -> Result<(), RunError> {
+    let capacity = RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity));
+    let id = u32::try_from(dispatch_id).map_err(|_| capacity)?;
+    done.push((queue, id)).map_err(|_| {
+        RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity))
+    })
+}
 
 /// A writer that drops everything (the warm-up runs).
 struct Discard;
@@ -455,6 +478,34 @@ fn run_cp_decision(
     name: fmt::Arguments<'_>,
     out: &mut impl Write,
 ) -> Result<(), RunError> {
+    let queues = prepare_cp_decision(fw, board, blob, v, done, cold)?;
+    let before = fw.cp.work();
+    // Every queue's producer rang its doorbell; one event reaches the CP, which reads
+    // the doorbell bitmap.
+    board.ring(u32::MAX >> (32 - u32::from(queues.clamp(1, 32))));
+    let doorbell = Event::Doorbell {
+        queue: queues.saturating_sub(1),
+    };
+    meter.start();
+    fw.handle(doorbell, board)?;
+    let m = meter.stop();
+    report_cp_decision(fw, board, &before, queues, m, done, name, out)
+}
+
+/// Lays out a decision's queues (see [`run_cp_decision`]) and returns their count;
+/// `done` is then empty. Out of line, so its frames are gone when the CP runs.
+///
+/// # Errors
+/// [`RunError`] from layout or firmware.
+#[inline(never)]
+fn prepare_cp_decision(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    blob: &[u8],
+    v: Variant,
+    done: &mut Dispatched,
+    cold: bool,
+) -> Result<u8, RunError> {
     let queues = if cold {
         lay_out_variant(fw, board, blob, v, 0, true)?
     } else {
@@ -468,18 +519,29 @@ fn run_cp_decision(
         q
     };
     done.clear();
-    let before = fw.cp.work();
-    // Every queue's producer rang its doorbell; one event reaches the CP, which reads
-    // the doorbell bitmap.
-    board.ring(u32::MAX >> (32 - u32::from(queues.clamp(1, 32))));
-    let doorbell = Event::Doorbell {
-        queue: queues.saturating_sub(1),
-    };
-    meter.start();
-    fw.handle(doorbell, board)?;
-    let m = meter.stop();
+    Ok(queues)
+}
+
+/// Writes a decision's report line: its dispatches (kept in `done`), the CP's work
+/// since `before`, and the dispatch hash. Out of line, so its frame is not on the
+/// stack while the CP runs.
+///
+/// # Errors
+/// [`RunError`] from the CP's log or the output.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn report_cp_decision(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    before: &CpWork,
+    queues: u8,
+    m: Option<Measured>,
+    done: &mut Dispatched,
+    name: fmt::Arguments<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
     board.settle();
-    let work = fw.cp.work().since(&before);
+    let work = fw.cp.work().since(before);
     let (mut dispatched, mut swapped, mut cd, mut predicted) = (0u32, 0u32, 0u8, 0u8);
     while let Some(r) = fw.cp.pop_record() {
         if let CpAction::Dispatched {
@@ -489,7 +551,7 @@ fn run_cp_decision(
             ..
         } = r.action
         {
-            let _ = done.push((r.queue, r.dispatch_id));
+            push_done(done, r.queue, r.dispatch_id)?;
             dispatched += 1;
             swapped += u32::from(sw);
             cd = c;

@@ -22,6 +22,7 @@ mod target {
     use core::fmt::Write as _;
     use embedded_hal::digital::{ErrorType, OutputPin};
     use nmcp_board::{board::Board, Blobs, Measured, Meter};
+    use nmcp_firmware::Firmware;
 
     /// Which machine this binary was linked for (printed first, so an expected file
     /// cannot be compared with the wrong machine's run).
@@ -58,16 +59,11 @@ mod target {
     #[repr(C, align(8))]
     struct Aligned<const N: usize>([u8; N]);
 
-    #[cfg(not(feature = "hifive1"))]
-    static mut WINDOW: Aligned<{ nmcp_board::WINDOW_BYTES }> =
-        Aligned([0; nmcp_board::WINDOW_BYTES]);
-    #[cfg(not(feature = "hifive1"))]
-    static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
-    #[cfg(feature = "hifive1")]
+    /// The RAM behind the device window (all of it on virt; on the HiFive1 build the
+    /// parts a scenario reads, `nmcp_board::BACKED_WINDOW_BYTES`).
     static mut WINDOW: Aligned<{ nmcp_board::BACKED_WINDOW_BYTES }> =
         Aligned([0; nmcp_board::BACKED_WINDOW_BYTES]);
-    #[cfg(feature = "hifive1")]
-    static mut FIRMWARE: MaybeUninit<nmcp_firmware::Firmware> = MaybeUninit::uninit();
+    static mut FIRMWARE: MaybeUninit<Firmware> = MaybeUninit::uninit();
 
     /// On QEMU `virt` (no GPIO block) the "pin" is a RAM word; a logic analyser would
     /// watch a real output register instead.
@@ -158,6 +154,27 @@ mod target {
         sp: usize,
         paint_low: usize,
         peak: usize,
+        /// Lowest stack address found written since the run began.
+        low_water: usize,
+    }
+
+    impl CsrMeter {
+        /// Finds the deepest word written since the last painting (the first word from
+        /// the bottom of the stack that is not the paint) and lowers `low_water` to it.
+        #[inline(never)]
+        fn sweep(&mut self) {
+            let mut p = core::ptr::addr_of!(__estack) as usize;
+            p = (p + 3) & !3;
+            while p < self.low_water {
+                // SAFETY: between the end of .bss/.heap and the lowest address known
+                // to be in use: painted earlier, or in use now (read only).
+                if unsafe { core::ptr::read_volatile(p as *const u32) } != STACK_PAINT {
+                    break;
+                }
+                p += 4;
+            }
+            self.low_water = self.low_water.min(p);
+        }
     }
 
     impl Meter for CsrMeter {
@@ -167,6 +184,9 @@ mod target {
             // SAFETY: reads the stack pointer.
             unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
             self.sp = sp;
+            // The previous region and whatever ran since may have gone deeper than
+            // anything before: look before painting over it.
+            self.sweep();
             self.paint_low = paint_stack(sp);
             let _ = self.pin.set_high();
             self.t0 = counters();
@@ -196,10 +216,19 @@ mod target {
         fn stack_peak(&mut self) -> Option<u64> {
             Some(self.peak as u64)
         }
+
+        fn stack_high_water(&mut self) -> Option<u64> {
+            self.sweep();
+            let top = core::ptr::addr_of!(_stack_start) as usize;
+            Some(top.saturating_sub(self.low_water) as u64)
+        }
     }
 
     extern "C" {
+        /// riscv-rt: the end of .bss/.heap (the lowest address the stack may use).
         static __estack: u8;
+        /// riscv-rt: the top of the stack (the end of RAM).
+        static _stack_start: u8;
     }
 
     /// Paints the free stack below `sp` (less the guard); returns the lowest painted
@@ -334,7 +363,7 @@ mod target {
     /// Initialises the firmware in its static, one part at a time (each out of line), so
     /// that no frame holds a whole `Firmware` (a 7.6 KiB temporary on a 16 KiB board).
     #[inline(never)]
-    fn init_firmware(slot: &mut MaybeUninit<nmcp_firmware::Firmware>) -> &mut nmcp_firmware::Firmware {
+    fn init_firmware(slot: &'static mut MaybeUninit<Firmware>) -> &'static mut Firmware {
         let p = slot.as_mut_ptr();
         // SAFETY: `p` points at the static's storage (valid, aligned, unaliased); every
         // field of `Firmware` is written exactly once below (they are its only fields:
@@ -351,8 +380,8 @@ mod target {
     /// Every field of `Firmware` is named here, so a new one fails to compile until
     /// `init_firmware` initialises it too.
     #[allow(dead_code)]
-    fn _fields(f: nmcp_firmware::Firmware) {
-        let nmcp_firmware::Firmware { cp: _, nmc: _, t3: _ } = f;
+    fn _fields(f: Firmware) {
+        let Firmware { cp: _, nmc: _, t3: _ } = f;
     }
 
     /// `p` as a pointer to possibly uninitialised storage.
@@ -366,20 +395,17 @@ mod target {
         slot.write(T::default());
     }
 
+    /// Paints the whole free stack, initialises the firmware in its static and runs
+    /// the scenarios. Its own frame is small: the board, the meter and the report live
+    /// in `run`'s, so the firmware's initialisation and the run do not stack up.
     #[riscv_rt::entry]
     fn main() -> ! {
-        let mut meter = CsrMeter {
-            pin: measure_pin(),
-            t0: Measured::default(),
-            overhead: Measured::default(),
-            sp: 0,
-            paint_low: 0,
-            peak: 0,
-        };
-        meter.start();
-        meter.overhead = meter.stop().unwrap_or_default();
-        meter.peak = 0;
-        let _ = writeln!(SemihostingOut, "nmcp-board machine={MACHINE}");
+        let sp: usize;
+        // SAFETY: reads the stack pointer.
+        unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
+        // Everything below `main`'s frame (less the guard) is painted before the first
+        // frame of the run is pushed: the report's `high_water_bytes` covers start-up.
+        paint_stack(sp);
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
@@ -387,6 +413,28 @@ mod target {
                 init_firmware(&mut *addr_of_mut!(FIRMWARE)),
             )
         };
+        let status = run(window, fw, sp.saturating_sub(STACK_PAINT_GUARD));
+        let _ = writeln!(SemihostingOut, "exit status={status}");
+        semihosting::process::exit(status)
+    }
+
+    /// Runs every scenario of this machine and returns the exit status. `painted_top`
+    /// is the highest stack address `main` painted.
+    #[inline(never)]
+    fn run(window: &'static mut [u8], fw: &'static mut Firmware, painted_top: usize) -> i32 {
+        let mut meter = CsrMeter {
+            pin: measure_pin(),
+            t0: Measured::default(),
+            overhead: Measured::default(),
+            sp: 0,
+            paint_low: 0,
+            peak: 0,
+            low_water: painted_top,
+        };
+        meter.start();
+        meter.overhead = meter.stop().unwrap_or_default();
+        meter.peak = 0;
+        let _ = writeln!(SemihostingOut, "nmcp-board machine={MACHINE}");
         let mut board = Board::new(window, cycle_clock);
         let blobs = Blobs {
             cp: CP_BLOB,
@@ -398,14 +446,12 @@ mod target {
         let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
         #[cfg(feature = "hifive1")]
         let result = nmcp_board::run_small(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
-        let status = match result {
+        match result {
             Ok(()) => 0,
             Err(e) => {
                 let _ = writeln!(SemihostingOut, "error: {e}");
                 1
             }
-        };
-        let _ = writeln!(SemihostingOut, "exit status={status}");
-        semihosting::process::exit(status)
+        }
     }
 }
