@@ -89,10 +89,14 @@ pub mod map {
     pub const SIGNAL: usize = if SMALL { 16 } else { 24 };
     /// GEMM extension records, one per shape (shared by the queues running it).
     pub const GEMM_EXTS: usize = QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE;
+    /// Extension records the window holds: the scenario's maximum on virt, 2 on the
+    /// HiFive1 build (the canned scenario's two shapes; a scenario with more does not
+    /// lay out there: [`LayoutError::NoShapes`]).
+    pub const RECORD_SLOTS: usize = if SMALL { 2 } else { crate::scenario::MAX_SHAPES };
     /// Bytes reserved per extension record.
     pub const GEMM_EXT_STRIDE: usize = if SMALL { super::GEMM_EXT_BYTES } else { 128 };
     /// Queue rings.
-    pub const RINGS: usize = GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE;
+    pub const RINGS: usize = GEMM_EXTS + RECORD_SLOTS * GEMM_EXT_STRIDE;
     /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
     pub const RING_BYTES: usize = if SMALL { 0x800 } else { 0x1000 };
     /// HiFive1: the queues' doorbell words, 8 bytes each, after the rings and not backed
@@ -232,8 +236,11 @@ fn fnv_words(mut h: u32, bytes: &[u8]) -> u32 {
 /// one instruction per nanosecond, so its `mcycle` counts at 1 GHz.
 pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
 
-/// Dispatches one measured region may issue before the board reports `Busy`.
-pub const MAX_LATCHED_DISPATCHES: usize = 32;
+/// Dispatches the board latches between two [`Board::settle`] calls before it reports
+/// `Busy`: 32 on virt; 16 on the HiFive1 build (16 KiB of RAM), where one handler
+/// dispatches at most one GEMM group (a CD of at most 16) of the board's all-GEMM
+/// scenarios and the harness settles after every handler.
+pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 16 } else { 32 };
 
 /// A dispatch request as the HiFive1 build latches it: 12 bytes instead of
 /// [`DispatchRequest`]'s 24 (the board keeps 32 of them in 16 KiB of RAM). The kernel
@@ -384,7 +391,18 @@ impl<'a> Board<'a> {
     #[inline(always)]
     fn backed(&self, addr: DevAddr) -> u64 {
         addr.wrapping_sub(DEVICE_BASE)
-            .wrapping_sub(self.backed_from)
+            .wrapping_sub(self.backed_from())
+    }
+
+    /// [`Board::backed_from`]'s field; a constant 0 on virt, so its accesses cost what
+    /// they did before the HiFive1 build's compact window.
+    #[inline(always)]
+    fn backed_from(&self) -> u64 {
+        if SMALL {
+            self.backed_from
+        } else {
+            0
+        }
     }
 
     fn window(&mut self, addr: DevAddr, len: usize) -> Result<&mut [u8], MemoryError> {
@@ -392,7 +410,7 @@ impl<'a> Board<'a> {
             .checked_sub(DEVICE_BASE)
             .ok_or(MemoryError::OutOfRange)?;
         let off = raw
-            .checked_sub(self.backed_from)
+            .checked_sub(self.backed_from())
             .ok_or(MemoryError::OutOfRange)?;
         let off = usize::try_from(off).map_err(|_| MemoryError::OutOfRange)?;
         let end = off.checked_add(len).ok_or(MemoryError::OutOfRange)?;
@@ -510,7 +528,7 @@ impl<'a> Board<'a> {
     }
 
     /// Starts a CP layout: checks the queue count, ring size and shape count (1..=
-    /// [`MAX_SHAPES`](crate::scenario::MAX_SHAPES)) and backs the CP's part of the
+    /// [`map::RECORD_SLOTS`]) and backs the CP's part of the
     /// window ([`CP_BACKED_START`]).
     ///
     /// # Errors
@@ -529,7 +547,7 @@ impl<'a> Board<'a> {
         if !ring_packets.is_power_of_two() || ring_bytes.saturating_mul(n) > map::RING_BYTES {
             return Err(LayoutError::Ring(ring_packets));
         }
-        if shapes == 0 || shapes > crate::scenario::MAX_SHAPES {
+        if shapes == 0 || shapes > map::RECORD_SLOTS {
             return Err(LayoutError::NoShapes);
         }
         self.backed_from = CP_BACKED_START as u64;
@@ -542,9 +560,9 @@ impl<'a> Board<'a> {
     ///
     /// # Errors
     /// [`LayoutError::NoShapes`] for a shape with no kernel or an index past
-    /// [`MAX_SHAPES`](crate::scenario::MAX_SHAPES).
+    /// [`map::RECORD_SLOTS`].
     pub fn lay_out_cp_shape(&mut self, si: usize, g: &mut GemmExt) -> Result<LaidShape, LayoutError> {
-        if g.kernels.is_empty() || si >= crate::scenario::MAX_SHAPES {
+        if g.kernels.is_empty() || si >= map::RECORD_SLOTS {
             return Err(LayoutError::NoShapes);
         }
         for (ki, k) in g.kernels.iter_mut().enumerate() {
@@ -747,15 +765,15 @@ impl DeviceMemory for Board<'_> {
         // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
         // The view is the backed part (on the HiFive1 build, from the queue words on).
-        let base = DEVICE_BASE + self.backed_from;
+        let base = DEVICE_BASE + self.backed_from();
         (self.mapped && pre.is_empty()).then_some((base, words))
     }
 
     #[inline]
     fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        let base = DEVICE_BASE + self.backed_from();
         // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
-        let base = DEVICE_BASE + self.backed_from;
         (self.mapped && pre.is_empty()).then_some((base, words))
     }
 }

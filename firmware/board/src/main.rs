@@ -154,8 +154,12 @@ mod target {
         sp: usize,
         paint_low: usize,
         peak: usize,
-        /// Lowest stack address found written since the run began.
+        /// Lowest stack address found written since the firmware was initialised.
         low_water: usize,
+        /// Lowest address `main` painted (the sweeps start there).
+        floor: usize,
+        /// Stack used by the start-up (below the top of the stack), bytes.
+        startup: usize,
     }
 
     impl CsrMeter {
@@ -163,8 +167,7 @@ mod target {
         /// the bottom of the stack that is not the paint) and lowers `low_water` to it.
         #[inline(never)]
         fn sweep(&mut self) {
-            let mut p = core::ptr::addr_of!(__estack) as usize;
-            p = (p + 3) & !3;
+            let mut p = self.floor;
             while p < self.low_water {
                 // SAFETY: between the end of .bss/.heap and the lowest address known
                 // to be in use: painted earlier, or in use now (read only).
@@ -221,6 +224,10 @@ mod target {
             self.sweep();
             let top = core::ptr::addr_of!(_stack_start) as usize;
             Some(top.saturating_sub(self.low_water) as u64)
+        }
+
+        fn stack_startup(&mut self) -> Option<u64> {
+            Some(self.startup as u64)
         }
     }
 
@@ -405,7 +412,7 @@ mod target {
         unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
         // Everything below `main`'s frame (less the guard) is painted before the first
         // frame of the run is pushed: the report's `high_water_bytes` covers start-up.
-        paint_stack(sp);
+        let floor = paint_stack(sp);
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
@@ -413,15 +420,20 @@ mod target {
                 init_firmware(&mut *addr_of_mut!(FIRMWARE)),
             )
         };
-        let status = run(window, fw, sp.saturating_sub(STACK_PAINT_GUARD));
+        let status = run(window, fw, floor, sp.saturating_sub(STACK_PAINT_GUARD));
         let _ = writeln!(SemihostingOut, "exit status={status}");
         semihosting::process::exit(status)
     }
 
-    /// Runs every scenario of this machine and returns the exit status. `painted_top`
-    /// is the highest stack address `main` painted.
+    /// Runs every scenario of this machine and returns the exit status. `main` painted
+    /// the stack from `floor` up to `painted_top`.
     #[inline(never)]
-    fn run(window: &'static mut [u8], fw: &'static mut Firmware, painted_top: usize) -> i32 {
+    fn run(
+        window: &'static mut [u8],
+        fw: &'static mut Firmware,
+        floor: usize,
+        painted_top: usize,
+    ) -> i32 {
         let mut meter = CsrMeter {
             pin: measure_pin(),
             t0: Measured::default(),
@@ -430,7 +442,17 @@ mod target {
             paint_low: 0,
             peak: 0,
             low_water: painted_top,
+            floor,
+            startup: 0,
         };
+        // The start-up's depth (`main` painted everything below it), then the stack
+        // below this frame painted afresh for the run's own high-water.
+        meter.startup = meter.stack_high_water().unwrap_or(0) as usize;
+        let sp: usize;
+        // SAFETY: reads the stack pointer.
+        unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
+        paint_stack(sp);
+        meter.low_water = painted_top;
         meter.start();
         meter.overhead = meter.stop().unwrap_or_default();
         meter.peak = 0;
