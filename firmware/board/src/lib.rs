@@ -454,10 +454,19 @@ fn drain_cp(
     )))
 }
 
-/// Kernels one decision dispatched: (queue, dispatch id). The harness's ids are small
-/// (the layout publishes ids 0 and 1, the CP counts on from there): 32 bits keep the
-/// list at 256 bytes of stack on a 16 KiB board.
-type Dispatched = heapless::Vec<(u8, u32), MAX_QUEUES>;
+/// Kernels one decision (or one round of [`drain_cp`]) dispatched: (queue, dispatch id).
+/// The harness's ids are small (the layout publishes ids 0 and 1, the CP counts on from
+/// there), so 32 bits. On the HiFive1 build the list holds 16 (one GEMM group: the
+/// board's scenarios are all GEMMs, and a group has at most CD 16 members): 128 bytes
+/// of stack; more is an error, never a silent drop.
+type Dispatched = heapless::Vec<(u8, u32), MAX_DISPATCHED>;
+
+/// Capacity of [`Dispatched`].
+const MAX_DISPATCHED: usize = if cfg!(feature = "hifive1") {
+    16
+} else {
+    MAX_QUEUES
+};
 
 /// Appends a dispatched kernel to `done`.
 ///
