@@ -92,7 +92,11 @@ pub mod map {
     /// Extension records the window holds: the scenario's maximum on virt, 2 on the
     /// HiFive1 build (the canned scenario's two shapes; a scenario with more does not
     /// lay out there: [`LayoutError::NoShapes`]).
-    pub const RECORD_SLOTS: usize = if SMALL { 2 } else { crate::scenario::MAX_SHAPES };
+    pub const RECORD_SLOTS: usize = if SMALL {
+        2
+    } else {
+        crate::scenario::MAX_SHAPES
+    };
     /// Bytes reserved per extension record.
     pub const GEMM_EXT_STRIDE: usize = if SMALL { super::GEMM_EXT_BYTES } else { 128 };
     /// Queue rings.
@@ -561,7 +565,11 @@ impl<'a> Board<'a> {
     /// # Errors
     /// [`LayoutError::NoShapes`] for a shape with no kernel or an index past
     /// [`map::RECORD_SLOTS`].
-    pub fn lay_out_cp_shape(&mut self, si: usize, g: &mut GemmExt) -> Result<LaidShape, LayoutError> {
+    pub fn lay_out_cp_shape(
+        &mut self,
+        si: usize,
+        g: &mut GemmExt,
+    ) -> Result<LaidShape, LayoutError> {
         if g.kernels.is_empty() || si >= map::RECORD_SLOTS {
             return Err(LayoutError::NoShapes);
         }
@@ -813,7 +821,11 @@ impl KernelDispatcher for Board<'_> {
             b.write(a, v).map_err(|_| DispatchError::NoSuchQueue)
         };
         store(self, words + map::SIGNAL as u64, &value.to_le_bytes())?;
-        store(self, words + map::READ_INDEX as u64, &dispatch_id.saturating_add(1).to_le_bytes())?;
+        store(
+            self,
+            words + map::READ_INDEX as u64,
+            &dispatch_id.saturating_add(1).to_le_bytes(),
+        )?;
         self.stats.completions = self.stats.completions.saturating_add(1);
         Ok(())
     }

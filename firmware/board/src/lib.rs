@@ -368,8 +368,7 @@ fn lay_out_variant(
         board.reset();
     }
     board.begin_cp(queues, ring_packets, used)?;
-    let mut laid: heapless::Vec<board::LaidShape, { scenario::MAX_SHAPES }> =
-        heapless::Vec::new();
+    let mut laid: heapless::Vec<board::LaidShape, { scenario::MAX_SHAPES }> = heapless::Vec::new();
     for si in 0..n {
         // Every record is read (the predictor follows them); the variant's are laid out.
         let mut g: GemmExt = take(&mut rest)?;
@@ -475,9 +474,8 @@ const MAX_DISPATCHED: usize = if cfg!(feature = "hifive1") {
 fn push_done(done: &mut Dispatched, queue: u8, dispatch_id: u64) -> Result<(), RunError> {
     let capacity = RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity));
     let id = u32::try_from(dispatch_id).map_err(|_| capacity)?;
-    done.push((queue, id)).map_err(|_| {
-        RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity))
-    })
+    done.push((queue, id))
+        .map_err(|_| RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity)))
 }
 
 /// A writer that drops everything (the warm-up runs).
@@ -1072,8 +1070,9 @@ mod tests {
             assert_eq!(queues, vec![0, 4, 6, 8, 10, 12, 14], "mapped={mapped}");
             assert!(dispatched.iter().all(|&(_, cd, sw)| cd == 8 && sw));
             let signal = DEVICE_BASE
-                + (board::map::QUEUE_WORDS + 2 * board::map::QUEUE_WORDS_STRIDE + board::map::SIGNAL)
-                    as u64;
+                + (board::map::QUEUE_WORDS
+                    + 2 * board::map::QUEUE_WORDS_STRIDE
+                    + board::map::SIGNAL) as u64;
             let mut v = [0u8; 8];
             board.read(signal, &mut v).unwrap();
             assert_eq!(

@@ -43,8 +43,7 @@ mod target {
     static CP_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cp_32q.postcard"));
     /// The HiFive1 build's rings hold one packet each (its window fits 16 KiB of RAM).
     #[cfg(feature = "hifive1")]
-    static CP_BLOB: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/cp_32q_one_deep.postcard"));
+    static CP_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cp_32q_one_deep.postcard"));
     static LAMB_1T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_1t.postcard"));
     static LAMB_4T_BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lamb_4t.postcard"));
     static LAMB_MORE_BLOBS: [&[u8]; 3] = [
@@ -388,7 +387,11 @@ mod target {
     /// `init_firmware` initialises it too.
     #[allow(dead_code)]
     fn _fields(f: Firmware) {
-        let Firmware { cp: _, nmc: _, t3: _ } = f;
+        let Firmware {
+            cp: _,
+            nmc: _,
+            t3: _,
+        } = f;
     }
 
     /// `p` as a pointer to possibly uninitialised storage.

@@ -510,7 +510,10 @@ fn check_budgets(b: &Budgets, report: &str, sizes: &Sizes, failures: &mut Vec<St
             .and_then(|v| v.parse::<u64>().ok())
     };
     // Static RAM plus the deepest the stack went from its top, start-up included.
-    let ram_total = match (stack_field("high_water_bytes"), stack_field("startup_bytes")) {
+    let ram_total = match (
+        stack_field("high_water_bytes"),
+        stack_field("startup_bytes"),
+    ) {
         (Some(h), Some(s)) => Some(sizes.ram + h.max(s)),
         _ => None,
     };
@@ -589,7 +592,10 @@ mod tests {
         check_budgets(&b, report, &Sizes { flash: 0, ram: 300 }, &mut f);
         assert!(f.is_empty(), "{f:?}");
         check_budgets(&b, report, &Sizes { flash: 0, ram: 301 }, &mut f);
-        assert!(f.iter().any(|m| m.contains("ram_total bytes = 1501")), "{f:?}");
+        assert!(
+            f.iter().any(|m| m.contains("ram_total bytes = 1501")),
+            "{f:?}"
+        );
         let mut f = Vec::new();
         check_budgets(&b, REPORT, &Sizes { flash: 0, ram: 1 }, &mut f);
         assert_eq!(f.len(), 1, "no high-water in the report: {f:?}");
