@@ -852,6 +852,7 @@ mod tests {
     /// The firmware decides the same on x86 as on RISC-V: the functional fields of a host
     /// run equal those of the committed QEMU output.
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn host_run_matches_committed_qemu_output() {
         let host = host_report();
         let qemu = include_str!("../expected/virt.txt");
@@ -861,6 +862,7 @@ mod tests {
     /// The CP's word-wise fast path over mapped memory and its general path (reads
     /// through the trait, full decode) decide the same: identical functional fields.
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn fast_and_general_paths_decide_the_same() {
         let fast = host_report_on(true);
         let general = host_report_on(false);
@@ -967,6 +969,7 @@ mod tests {
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn a_doorbell_visits_only_the_rung_queues() {
         let mut mem = vec![0u8; WINDOW_BYTES];
         let mut board = Board::new(&mut mem, || 0);
@@ -1010,6 +1013,7 @@ mod tests {
     /// of the group still runs at the decided CD (one member fewer) — on the fast path
     /// (mapped view) and on the general path alike.
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn an_unlisted_kernel_object_is_rejected_at_dispatch_and_the_group_goes_on() {
         use nmcp_firmware::cp::{RejectCode, RejectReason};
         use nmcp_firmware::platform::DeviceMemory;
@@ -1178,6 +1182,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn cp_scenario_decides_cd8_for_the_first_shape() {
         let host = host_report();
         let line = host
@@ -1193,6 +1198,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
     fn lamb_scenarios_emit_five_commands_and_two_reductions_per_tensor() {
         let host = host_report();
         for (name, t) in [("lamb_1t", 1u32), ("lamb_4t", 4)] {
