@@ -65,7 +65,7 @@ pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
 /// signal), 128 bytes per extension record, two packets per ring. HiFive1 (compact, for
 /// 16 KiB of RAM): 24 bytes of words per queue (no doorbell word: the CP learns of
 /// doorbells from the dispatcher's bitmap and never reads a doorbell word, so the
-/// doorbells sit in an unbacked tail, [`DOORBELLS`]), records packed at their encoded
+/// doorbells sit in an unbacked tail, [`map::DOORBELLS`]), records packed at their encoded
 /// size, one packet per ring. The kernel descriptors stay where virt has them, so the
 /// kernel objects (and the dispatch hash over them) are the same on both machines.
 pub mod map {

@@ -29,7 +29,7 @@ use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 pub use board::{
     Board, LayoutError, BACKED_WINDOW_BYTES, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES,
 };
-use scenario::{CpScenario, LambScenario};
+use scenario::LambScenario;
 
 /// Field keys that carry measurements rather than functional results.
 pub const MEASURED_KEYS: [&str; 5] = [
@@ -154,7 +154,7 @@ fn measured(out: &mut impl Write, m: Option<Measured>) -> fmt::Result {
 /// The scenario blobs a run decodes.
 #[derive(Debug, Clone, Copy)]
 pub struct Blobs<'a> {
-    /// A postcard-encoded [`CpScenario`].
+    /// A postcard-encoded [`scenario::CpScenario`].
     pub cp: &'a [u8],
     /// A postcard-encoded one-tensor [`LambScenario`].
     pub lamb_1t: &'a [u8],
@@ -179,11 +179,10 @@ pub fn run_all(
 ) -> Result<(), RunError> {
     run_cp(fw, board, meter, blobs.cp, out)?;
     run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
-    let cp = decode_cp(blobs.cp)?;
     // Last: board-side benchmarks of the decision's parts (their candidates sit on the
     // stack, so they do not count towards the firmware's stack peak above).
-    run_parts(board, meter, &cp, out)?;
-    run_decide(board, meter, &cp, out)?;
+    run_parts(board, meter, blobs.cp, out)?;
+    run_decide(board, meter, blobs.cp, out)?;
     Ok(())
 }
 
@@ -309,21 +308,20 @@ pub fn run_cp(
     Ok(())
 }
 
-/// Decodes a postcard-encoded [`CpScenario`] (one out-of-line copy of the decoder).
-///
-/// # Errors
-/// [`RunError::Decode`].
-#[inline(never)]
-fn decode_cp(blob: &[u8]) -> Result<CpScenario, RunError> {
-    postcard::from_bytes(blob).map_err(RunError::Decode)
-}
-
 /// Which part of the canned CP scenario a decision runs: its queue count (`None`: the
 /// scenario's) and its first `shapes` GEMM shapes.
 #[derive(Debug, Clone, Copy)]
 struct Variant {
     queues: Option<u8>,
     shapes: usize,
+}
+
+impl Variant {
+    /// The whole scenario.
+    const ALL: Self = Self {
+        queues: None,
+        shapes: usize::MAX,
+    };
 }
 
 /// Takes one postcard-encoded value off the front of `rest`.
@@ -340,13 +338,6 @@ fn take<'a, T: serde::Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, RunErro
 /// `cold`, the window is reset first and the CP configured in place for it. Returns the
 /// variant's queue count.
 ///
-/// The blob is decoded as it is laid out, one field at a time: postcard writes a
-/// [`CpScenario`] as its fields in order (`queues` a byte, `ring_packets` a varint, the
-/// `shapes` as a varint count and then each record, then the predictor's arrays), so
-/// `postcard::take_from_bytes` can read them one after another from the same bytes. At
-/// most one [`GemmExt`] and one predictor row are on the stack, never a whole
-/// `CpScenario` (1.3 KiB, and a 6.6 KiB decoding frame on RV32 when decoded at once).
-///
 /// # Errors
 /// [`RunError`] from decoding, layout or configuration.
 #[inline(never)]
@@ -358,15 +349,44 @@ fn lay_out_variant(
     id: u64,
     cold: bool,
 ) -> Result<u8, RunError> {
+    if cold {
+        board.reset();
+        let mut laid = Ok((0, 0));
+        fw.cp
+            .configure_in_place(|cfg| laid = lay_out_blob(board, blob, v, id, Some(cfg)))
+            .map_err(|e| RunError::Firmware(e.into()))?;
+        Ok(laid?.0)
+    } else {
+        Ok(lay_out_blob(board, blob, v, id, None)?.0)
+    }
+}
+
+/// Lays out the CP scenario `blob`, cut to `v`, in the window as dispatch id `id` and
+/// fills `cfg` (queues, device, resources, predictor) when given. Returns the queue
+/// count and the number of shapes laid out.
+///
+/// The blob is decoded as it is laid out, one field at a time: postcard writes a
+/// [`scenario::CpScenario`] as its fields in order (`queues` a byte, `ring_packets` a varint, the
+/// `shapes` as a varint count and then each record, then the predictor's arrays), so
+/// `postcard::take_from_bytes` can read them one after another from the same bytes. At
+/// most one [`GemmExt`] and one predictor row are on the stack, never a whole
+/// `CpScenario` (1.3 KiB, and ~9 KiB of decoding frames on RV32 when decoded at once).
+///
+/// # Errors
+/// [`RunError`] from decoding or layout.
+fn lay_out_blob(
+    board: &mut Board<'_>,
+    blob: &[u8],
+    v: Variant,
+    id: u64,
+    cfg: Option<&mut nmcp_firmware::cp::CpConfig>,
+) -> Result<(u8, usize), RunError> {
     let mut rest = blob;
     let queues = take::<u8>(&mut rest)?;
     let queues = v.queues.unwrap_or(queues);
     let ring_packets: u32 = take(&mut rest)?;
     let n = usize::try_from(take::<u32>(&mut rest)?).unwrap_or(usize::MAX);
     let used = n.min(v.shapes);
-    if cold {
-        board.reset();
-    }
     board.begin_cp(queues, ring_packets, used)?;
     let mut laid: heapless::Vec<board::LaidShape, { scenario::MAX_SHAPES }> = heapless::Vec::new();
     for si in 0..n {
@@ -377,21 +397,14 @@ fn lay_out_variant(
             laid.push(l).map_err(|_| LayoutError::NoShapes)?;
         }
     }
-    if cold {
-        let mut laid_out = Ok(());
-        fw.cp
-            .configure_in_place(|cfg| {
-                laid_out = board
-                    .lay_out_cp_queues(queues, ring_packets, &laid, id, Some(cfg))
-                    .map_err(RunError::Layout)
-                    .and_then(|()| take_predictor(cfg, &mut rest));
-            })
-            .map_err(|e| RunError::Firmware(e.into()))?;
-        laid_out?;
-    } else {
-        board.lay_out_cp_queues(queues, ring_packets, &laid, id, None)?;
+    match cfg {
+        Some(cfg) => {
+            board.lay_out_cp_queues(queues, ring_packets, &laid, id, Some(&mut *cfg))?;
+            take_predictor(cfg, &mut rest)?;
+        }
+        None => board.lay_out_cp_queues(queues, ring_packets, &laid, id, None)?,
     }
-    Ok(queues)
+    Ok((queues, laid.len()))
 }
 
 /// Reads the predictor's weights ([`scenario::PredictorWeights`], the rest of a CP
@@ -614,13 +627,14 @@ fn report_cp_decision(
 pub fn run_parts(
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
+    blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     use nmcp_firmware::platform::DeviceMemory;
     use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
     board.reset();
-    let cfg = board.lay_out_cp(s)?;
+    let mut cfg = nmcp_firmware::cp::CpConfig::empty();
+    lay_out_blob(board, blob, Variant::ALL, 0, Some(&mut cfg))?;
     let bad = |_| RunError::Layout(LayoutError::NoShapes);
     let mut pkt = [0u8; AQL_PACKET_BYTES];
     let ring = cfg.queues.first().map_or(0, |q| q.ring_base);
@@ -675,15 +689,16 @@ pub fn run_parts(
 pub fn run_decide(
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
+    blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     board.reset();
-    let cfg = board.lay_out_cp(s)?;
+    let mut cfg = nmcp_firmware::cp::CpConfig::empty();
+    let (queues, shapes) = lay_out_blob(board, blob, Variant::ALL, 0, Some(&mut cfg))?;
     let mut cands: heapless::Vec<GemmCandidate, MAX_QUEUES> = heapless::Vec::new();
-    for q in 0..usize::from(s.queues) {
+    for q in 0..usize::from(queues) {
         let mut b = [0u8; GEMM_EXT_BYTES];
-        let shape = q % s.shapes.len().max(1);
+        let shape = q % shapes.max(1);
         let addr =
             DEVICE_BASE + (board::map::GEMM_EXTS + shape * board::map::GEMM_EXT_STRIDE) as u64;
         nmcp_firmware::platform::DeviceMemory::read(board, addr, &mut b)
@@ -852,7 +867,10 @@ mod tests {
     /// The firmware decides the same on x86 as on RISC-V: the functional fields of a host
     /// run equal those of the committed QEMU output.
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn host_run_matches_committed_qemu_output() {
         let host = host_report();
         let qemu = include_str!("../expected/virt.txt");
@@ -862,7 +880,10 @@ mod tests {
     /// The CP's word-wise fast path over mapped memory and its general path (reads
     /// through the trait, full decode) decide the same: identical functional fields.
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn fast_and_general_paths_decide_the_same() {
         let fast = host_report_on(true);
         let general = host_report_on(false);
@@ -969,7 +990,10 @@ mod tests {
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn a_doorbell_visits_only_the_rung_queues() {
         let mut mem = vec![0u8; WINDOW_BYTES];
         let mut board = Board::new(&mut mem, || 0);
@@ -1013,7 +1037,10 @@ mod tests {
     /// of the group still runs at the decided CD (one member fewer) — on the fast path
     /// (mapped view) and on the general path alike.
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn an_unlisted_kernel_object_is_rejected_at_dispatch_and_the_group_goes_on() {
         use nmcp_firmware::cp::{RejectCode, RejectReason};
         use nmcp_firmware::platform::DeviceMemory;
@@ -1182,7 +1209,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn cp_scenario_decides_cd8_for_the_first_shape() {
         let host = host_report();
         let line = host
@@ -1198,7 +1228,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(feature = "hifive1", ignore = "virt's layout (two-packet rings, full window)")]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn lamb_scenarios_emit_five_commands_and_two_reductions_per_tensor() {
         let host = host_report();
         for (name, t) in [("lamb_1t", 1u32), ("lamb_4t", 4)] {
