@@ -366,6 +366,21 @@ impl<'a> Board<'a> {
         self.doorbells |= mask;
     }
 
+    /// Latches an accepted dispatch request: what a dispatcher's doorbell register would
+    /// hold; hashed after the measured region ([`Board::settle`]), so the report's hash
+    /// costs the firmware nothing.
+    ///
+    /// # Errors
+    /// [`DispatchError::Busy`] when [`MAX_LATCHED_DISPATCHES`] are latched;
+    /// [`DispatchError::Unsupported`] on the HiFive1 build for a request its 12-byte
+    /// latch cannot hold.
+    #[inline(always)]
+    fn latch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+        self.dispatched
+            .push(Latched::new(req)?)
+            .map_err(|_| DispatchError::Busy)
+    }
+
     /// Forgets latched dispatches and zeroes the counters (the window stays).
     pub fn clear_stats(&mut self) {
         self.dispatched.clear();
@@ -791,12 +806,7 @@ impl KernelDispatcher for Board<'_> {
         if usize::from(req.queue) >= BOARD_QUEUES {
             return Err(DispatchError::NoSuchQueue);
         }
-        // What a dispatcher's doorbell register would latch; hashed after the measured
-        // region ([`Board::settle`]), so the report's hash costs the firmware nothing.
-        if self.dispatched.push(Latched::new(req)?).is_err() {
-            return Err(DispatchError::Busy);
-        }
-        Ok(())
+        self.latch(req)
     }
 
     fn take_doorbells(&mut self) -> u32 {
