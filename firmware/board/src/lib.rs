@@ -272,12 +272,9 @@ pub fn run_cp(
     blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
-    // The scenario is decoded afresh for every layout (`lay_out_variant`), so neither
-    // it nor a variant of it sits on the stack while the CP runs.
-    let all = Variant {
-        queues: None,
-        shapes: usize::MAX,
-    };
+    // The blob is decoded field by field as each layout writes it (`lay_out_blob`), so
+    // no scenario sits on the stack while the CP runs.
+    let all = Variant::ALL;
     // `CpScenario::queues` comes first and postcard encodes a `u8` as itself.
     let q = blob.first().copied().unwrap_or(0);
     let mut done = Dispatched::new();

@@ -414,7 +414,7 @@ mod target {
         // SAFETY: reads the stack pointer.
         unsafe { core::arch::asm!("mv {}, sp", out(reg) sp) };
         // Everything below `main`'s frame (less the guard) is painted before the first
-        // frame of the run is pushed: the report's `high_water_bytes` covers start-up.
+        // frame of the start-up is pushed (the report's `startup_bytes`).
         let floor = paint_stack(sp);
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
