@@ -18,43 +18,37 @@ use nmcp_firmware::platform::{
 use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
-use nmcp_isa::gemm_ext::{GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
+use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
 use nmcp_isa::nmc::{MacroCommand, MAX_MACRO_BYTES};
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
-use crate::scenario::{CpScenario, LambScenario, MAX_TENSORS};
+use crate::scenario::{CpScenario, LambScenario, PredictorWeights, MAX_TENSORS};
 
 /// Device address of window byte 0 (what the firmware sees as the start of device memory).
 pub const DEVICE_BASE: DevAddr = 0x1000_0000;
+/// The HiFive1 build (16 KiB of RAM): the compact CP layout of [`map`].
+const SMALL: bool = cfg!(feature = "hifive1");
 /// Bytes of the device-memory window for every scenario (the device range the CP is
 /// configured with).
-pub const WINDOW_BYTES: usize = map::RINGS + map::RING_BYTES;
-/// Bytes of RAM backing the window: [`WINDOW_BYTES`], less the kernel descriptors on
-/// the HiFive1 build (16 KiB of RAM), where nothing backs them: the CP only checks that
-/// a kernel object lies in device memory, it never reads the descriptor, and a board
-/// access to them fails with `MemoryError::OutOfRange`.
-pub const BACKED_WINDOW_BYTES: usize = WINDOW_BYTES - HOLE_LEN as usize;
-/// Start of the unbacked part of the window (offset from [`DEVICE_BASE`]).
-const HOLE_START: u64 = map::KERNELS as u64;
-/// Bytes of the unbacked part: the kernel descriptors on the HiFive1 build, none else.
-const HOLE_LEN: u64 = if cfg!(feature = "hifive1") {
-    (map::QUEUE_WORDS - map::KERNELS) as u64
+pub const WINDOW_BYTES: usize = if SMALL {
+    map::DOORBELLS + BOARD_QUEUES * 8
 } else {
-    0
+    map::RINGS + map::RING_BYTES
 };
-
-/// The offset into the backing RAM of window offset `off` (`u64::MAX` inside the
-/// unbacked part). Without a hole, `off` itself.
-#[inline(always)]
-fn backed(off: u64) -> u64 {
-    if HOLE_LEN == 0 || off < HOLE_START {
-        off
-    } else if off >= HOLE_START + HOLE_LEN {
-        off - HOLE_LEN
-    } else {
-        u64::MAX
-    }
-}
+/// Window offset of the first byte RAM backs while a CP scenario is laid out: on the
+/// HiFive1 build the queue words ([`map::QUEUE_WORDS`]); below them lie the LAMB area and
+/// the kernel descriptors, which the CP never reads (it only checks that a kernel object
+/// lies in device memory). Zero on virt, where RAM backs the whole window.
+pub const CP_BACKED_START: usize = if SMALL { map::QUEUE_WORDS } else { 0 };
+/// Bytes of RAM backing the window: on the HiFive1 build the CP's queue words, records
+/// and rings ([`CP_BACKED_START`] up to [`map::DOORBELLS`]; a LAMB scenario uses its
+/// first [`LAMB_WINDOW_BYTES`] from window offset 0), on virt the whole window. An
+/// access to an unbacked part fails with `MemoryError::OutOfRange`.
+pub const BACKED_WINDOW_BYTES: usize = if SMALL {
+    map::DOORBELLS - map::QUEUE_WORDS
+} else {
+    WINDOW_BYTES
+};
 /// Bytes of the window the LAMB scenarios use (its start), for a board with little RAM.
 pub const LAMB_WINDOW_BYTES: usize = map::KERNELS;
 /// NMC requests (commands and reductions) the engine model holds before it says `Busy`.
@@ -65,7 +59,15 @@ pub const SCALAR_REGS: u8 = 8;
 pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
 
 /// Window layout (offsets from [`DEVICE_BASE`]). The LAMB part comes first so a board
-/// with little RAM can back just [`LAMB_WINDOW_BYTES`].
+/// with little RAM can back just [`LAMB_WINDOW_BYTES`] for it.
+///
+/// Virt: per queue 32 bytes of words (read index, write index, doorbell, completion
+/// signal), 128 bytes per extension record, two packets per ring. HiFive1 (compact, for
+/// 16 KiB of RAM): 24 bytes of words per queue (no doorbell word: the CP learns of
+/// doorbells from the dispatcher's bitmap and never reads a doorbell word, so the
+/// doorbells sit in an unbacked tail, [`map::DOORBELLS`]), records packed at their encoded
+/// size, one packet per ring. The kernel descriptors stay where virt has them, so the
+/// kernel objects (and the dispatch hash over them) are the same on both machines.
 pub mod map {
     use super::*;
     /// LAMB tensor descriptor table.
@@ -74,22 +76,45 @@ pub mod map {
     pub const NMC_COMMAND: usize = 0x100;
     /// Kernel descriptors: 64 bytes each, [`MAX_KERNEL_OBJECTS`] per GEMM shape.
     pub const KERNELS: usize = 0x200;
-    /// Per queue: read index, write index, doorbell, completion signal (u64 each).
+    /// Per queue: read index, write index, (virt: doorbell,) completion signal (u64
+    /// each).
     pub const QUEUE_WORDS: usize = 0x500;
     /// Bytes of one queue's words.
-    pub const QUEUE_WORDS_STRIDE: usize = 32;
+    pub const QUEUE_WORDS_STRIDE: usize = if SMALL { 24 } else { 32 };
+    /// Offset of the read index in a queue's words.
+    pub const READ_INDEX: usize = 0;
+    /// Offset of the write index in a queue's words.
+    pub const WRITE_INDEX: usize = 8;
+    /// Offset of the completion signal in a queue's words.
+    pub const SIGNAL: usize = if SMALL { 16 } else { 24 };
     /// GEMM extension records, one per shape (shared by the queues running it).
-    pub const GEMM_EXTS: usize = 0x900;
-    /// Bytes reserved per extension record.
-    pub const GEMM_EXT_STRIDE: usize = 128;
-    /// Queue rings.
-    pub const RINGS: usize = GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE;
-    /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
-    pub const RING_BYTES: usize = if cfg!(feature = "hifive1") {
-        0x800
+    pub const GEMM_EXTS: usize = QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE;
+    /// Extension records the window holds: the scenario's maximum on virt, 2 on the
+    /// HiFive1 build (the canned scenario's two shapes; a scenario with more does not
+    /// lay out there: [`LayoutError::NoShapes`]).
+    pub const RECORD_SLOTS: usize = if SMALL {
+        2
     } else {
-        0x1000
+        crate::scenario::MAX_SHAPES
     };
+    /// Bytes reserved per extension record.
+    pub const GEMM_EXT_STRIDE: usize = if SMALL { super::GEMM_EXT_BYTES } else { 128 };
+    /// Queue rings.
+    pub const RINGS: usize = GEMM_EXTS + RECORD_SLOTS * GEMM_EXT_STRIDE;
+    /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
+    pub const RING_BYTES: usize = if SMALL { 0x800 } else { 0x1000 };
+    /// HiFive1: the queues' doorbell words, 8 bytes each, after the rings and not backed
+    /// by RAM (virt keeps each in its queue's words).
+    pub const DOORBELLS: usize = RINGS + RING_BYTES;
+
+    /// Window offset of queue `q`'s doorbell word.
+    pub const fn doorbell(q: usize) -> usize {
+        if SMALL {
+            DOORBELLS + q * 8
+        } else {
+            QUEUE_WORDS + q * QUEUE_WORDS_STRIDE + 16
+        }
+    }
 
     const _: () = assert!(
         TENSOR_TABLE + MAX_TENSORS * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES <= NMC_COMMAND
@@ -102,9 +127,22 @@ pub mod map {
                 * super::KERNEL_DESCRIPTOR_BYTES as usize
             <= QUEUE_WORDS
     );
-    const _: () = assert!(QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE <= GEMM_EXTS);
-    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE);
-    const _: () = assert!(GEMM_EXTS + crate::scenario::MAX_SHAPES * GEMM_EXT_STRIDE <= RINGS);
+    const _: () = assert!(SIGNAL + 8 <= QUEUE_WORDS_STRIDE && WRITE_INDEX + 8 <= SIGNAL);
+    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE && GEMM_EXT_STRIDE % 8 == 0);
+    const _: () = assert!(LAMB_WINDOW_BYTES <= BACKED_WINDOW_BYTES);
+    // Virt's layout is the one its expected output was recorded with.
+    const _: () = assert!(SMALL || (GEMM_EXTS == 0x900 && RINGS == 0xB00));
+}
+
+/// What the queue layout needs of a GEMM shape whose record is written
+/// ([`Board::lay_out_cp_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LaidShape {
+    /// The record's first kernel object (rebased into the descriptor area): what a
+    /// queue's packet names.
+    pub kernel_object: DevAddr,
+    /// Workgroups of 128x128 tiles (the packet's grid).
+    pub tiles: u32,
 }
 
 /// Why a scenario cannot be laid out or run.
@@ -202,8 +240,70 @@ fn fnv_words(mut h: u32, bytes: &[u8]) -> u32 {
 /// one instruction per nanosecond, so its `mcycle` counts at 1 GHz.
 pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
 
-/// Dispatches one measured region may issue before the board reports `Busy`.
-pub const MAX_LATCHED_DISPATCHES: usize = 32;
+/// Dispatches the board latches between two [`Board::settle`] calls before it reports
+/// `Busy`: 32 on virt; 16 on the HiFive1 build (16 KiB of RAM), where one handler
+/// dispatches at most one GEMM group (a CD of at most 16) of the board's all-GEMM
+/// scenarios and the harness settles after every handler.
+pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 16 } else { 32 };
+
+/// A dispatch request as the HiFive1 build latches it: 12 bytes instead of
+/// [`DispatchRequest`]'s 24 (the board keeps 32 of them in 16 KiB of RAM). The kernel
+/// object is an offset into the window (the CP dispatches only kernel objects inside
+/// its device range, which is the window) and the dispatch id fits 32 bits (the board's
+/// scenarios publish ids 0 and 1); a request outside these is refused (`Unsupported`).
+/// The conversion costs a few instructions per dispatch inside the measured region, so
+/// virt (whose CP budget has a 1 % margin) latches the request as it is.
+#[cfg(feature = "hifive1")]
+#[derive(Debug, Clone, Copy)]
+struct Latched {
+    kernel_object: u32,
+    dispatch_id: u32,
+    queue: u8,
+}
+
+#[cfg(feature = "hifive1")]
+impl Latched {
+    #[inline(always)]
+    fn new(req: &DispatchRequest) -> Result<Self, DispatchError> {
+        Ok(Self {
+            kernel_object: req
+                .kernel_object
+                .checked_sub(DEVICE_BASE)
+                .and_then(|o| u32::try_from(o).ok())
+                .ok_or(DispatchError::Unsupported)?,
+            dispatch_id: u32::try_from(req.dispatch_id).map_err(|_| DispatchError::Unsupported)?,
+            queue: req.queue,
+        })
+    }
+
+    fn request(&self) -> DispatchRequest {
+        DispatchRequest {
+            queue: self.queue,
+            dispatch_id: u64::from(self.dispatch_id),
+            kernel_object: DEVICE_BASE + u64::from(self.kernel_object),
+        }
+    }
+}
+
+#[cfg(not(feature = "hifive1"))]
+type Latched = DispatchRequest;
+
+#[cfg(not(feature = "hifive1"))]
+trait LatchedRequest: Sized {
+    fn new(req: &DispatchRequest) -> Result<Self, DispatchError>;
+    fn request(&self) -> DispatchRequest;
+}
+
+#[cfg(not(feature = "hifive1"))]
+impl LatchedRequest for DispatchRequest {
+    #[inline(always)]
+    fn new(req: &DispatchRequest) -> Result<Self, DispatchError> {
+        Ok(*req)
+    }
+    fn request(&self) -> DispatchRequest {
+        *self
+    }
+}
 
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
@@ -216,8 +316,11 @@ pub struct Board<'a> {
     mapped: bool,
     /// Doorbells rung and not yet read by the CP (bit per queue).
     doorbells: u32,
+    /// Window offset of backing byte 0: [`CP_BACKED_START`] while a CP scenario is laid
+    /// out, 0 for a LAMB scenario.
+    backed_from: u64,
     /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
-    dispatched: heapless::Vec<DispatchRequest, MAX_LATCHED_DISPATCHES>,
+    dispatched: heapless::Vec<Latched, MAX_LATCHED_DISPATCHES>,
     /// What the firmware asked for.
     pub stats: BoardStats,
 }
@@ -234,6 +337,7 @@ impl<'a> Board<'a> {
             next_ticket: 0,
             mapped: true,
             doorbells: 0,
+            backed_from: 0,
             dispatched: heapless::Vec::new(),
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
@@ -246,7 +350,8 @@ impl<'a> Board<'a> {
     /// Folds the dispatches latched since the last call into [`BoardStats`]
     /// (`dispatches`, `dispatch_hash`: FNV-1a over queue, dispatch id and kernel object).
     pub fn settle(&mut self) {
-        for req in self.dispatched.iter() {
+        for latched in self.dispatched.iter() {
+            let req = latched.request();
             let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
             h = fnv(h, &req.dispatch_id.to_le_bytes());
             self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
@@ -259,6 +364,21 @@ impl<'a> Board<'a> {
     /// through `KernelDispatcher::take_doorbells` with the next `Doorbell` event.
     pub fn ring(&mut self, mask: u32) {
         self.doorbells |= mask;
+    }
+
+    /// Latches an accepted dispatch request: what a dispatcher's doorbell register would
+    /// hold; hashed after the measured region ([`Board::settle`]), so the report's hash
+    /// costs the firmware nothing.
+    ///
+    /// # Errors
+    /// [`DispatchError::Busy`] when [`MAX_LATCHED_DISPATCHES`] are latched;
+    /// [`DispatchError::Unsupported`] on the HiFive1 build for a request its 12-byte
+    /// latch cannot hold.
+    #[inline(always)]
+    fn latch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+        self.dispatched
+            .push(Latched::new(req)?)
+            .map_err(|_| DispatchError::Busy)
     }
 
     /// Forgets latched dispatches and zeroes the counters (the window stays).
@@ -285,15 +405,33 @@ impl<'a> Board<'a> {
         };
     }
 
+    /// Offset into the backing RAM of device address `addr` (wrapping: an address below
+    /// the backed part gives a huge offset, which no bounds check passes).
+    #[inline(always)]
+    fn backed(&self, addr: DevAddr) -> u64 {
+        addr.wrapping_sub(DEVICE_BASE)
+            .wrapping_sub(self.backed_from())
+    }
+
+    /// [`Board::backed_from`]'s field; a constant 0 on virt, so its accesses cost what
+    /// they did before the HiFive1 build's compact window.
+    #[inline(always)]
+    fn backed_from(&self) -> u64 {
+        if SMALL {
+            self.backed_from
+        } else {
+            0
+        }
+    }
+
     fn window(&mut self, addr: DevAddr, len: usize) -> Result<&mut [u8], MemoryError> {
         let raw = addr
             .checked_sub(DEVICE_BASE)
             .ok_or(MemoryError::OutOfRange)?;
-        // A range must not reach into the unbacked part from below.
-        if HOLE_LEN != 0 && raw < HOLE_START && raw.saturating_add(len as u64) > HOLE_START {
-            return Err(MemoryError::OutOfRange);
-        }
-        let off = usize::try_from(backed(raw)).map_err(|_| MemoryError::OutOfRange)?;
+        let off = raw
+            .checked_sub(self.backed_from())
+            .ok_or(MemoryError::OutOfRange)?;
+        let off = usize::try_from(off).map_err(|_| MemoryError::OutOfRange)?;
         let end = off.checked_add(len).ok_or(MemoryError::OutOfRange)?;
         self.mem.get_mut(off..end).ok_or(MemoryError::OutOfRange)
     }
@@ -378,9 +516,12 @@ impl<'a> Board<'a> {
         Ok(cfg)
     }
 
-    /// [`Board::lay_out_cp_at`] in place, for a board with little RAM: rebases the
-    /// kernel objects of `s`'s shapes into the descriptor area (so `s` is consumed) and
-    /// writes the CP's configuration into `cfg` when given (left unchanged otherwise).
+    /// [`Board::lay_out_cp_at`] in place: rebases the kernel objects of `s`'s shapes into
+    /// the descriptor area (so `s` is consumed) and writes the CP's configuration into
+    /// `cfg` when given (left unchanged otherwise). The same steps as the board's
+    /// streamed layout (`lay_out_variant` in the crate root): [`Board::begin_cp`],
+    /// [`Board::lay_out_cp_shape`] per shape, [`Board::lay_out_cp_queues`] and
+    /// [`set_predictor`].
     ///
     /// # Errors
     /// [`LayoutError`] if the scenario does not fit the board.
@@ -390,88 +531,146 @@ impl<'a> Board<'a> {
         id: u64,
         cfg: Option<&mut CpConfig>,
     ) -> Result<(), LayoutError> {
-        let queues = usize::from(s.queues);
-        if queues == 0 || queues > BOARD_QUEUES {
-            return Err(LayoutError::Queues(s.queues));
+        self.begin_cp(s.queues, s.ring_packets, s.shapes.len())?;
+        let mut laid: heapless::Vec<LaidShape, { crate::scenario::MAX_SHAPES }> =
+            heapless::Vec::new();
+        for (si, g) in s.shapes.iter_mut().enumerate() {
+            let l = self.lay_out_cp_shape(si, g)?;
+            laid.push(l).map_err(|_| LayoutError::NoShapes)?;
         }
-        let ring_bytes = (s.ring_packets as usize).saturating_mul(AQL_PACKET_BYTES);
-        if !s.ring_packets.is_power_of_two() || ring_bytes.saturating_mul(queues) > map::RING_BYTES
-        {
-            return Err(LayoutError::Ring(s.ring_packets));
+        let mut cfg = cfg;
+        self.lay_out_cp_queues(s.queues, s.ring_packets, &laid, id, cfg.as_deref_mut())?;
+        if let Some(c) = cfg {
+            set_predictor(c, &s.predictor);
         }
-        if s.shapes.is_empty() || s.shapes.iter().any(|g| g.kernels.is_empty()) {
+        Ok(())
+    }
+
+    /// Starts a CP layout: checks the queue count, ring size and shape count (1..=
+    /// [`map::RECORD_SLOTS`]) and backs the CP's part of the
+    /// window ([`CP_BACKED_START`]).
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the scenario does not fit the board.
+    pub fn begin_cp(
+        &mut self,
+        queues: u8,
+        ring_packets: u32,
+        shapes: usize,
+    ) -> Result<(), LayoutError> {
+        let n = usize::from(queues);
+        if n == 0 || n > BOARD_QUEUES {
+            return Err(LayoutError::Queues(queues));
+        }
+        let ring_bytes = (ring_packets as usize).saturating_mul(AQL_PACKET_BYTES);
+        if !ring_packets.is_power_of_two() || ring_bytes.saturating_mul(n) > map::RING_BYTES {
+            return Err(LayoutError::Ring(ring_packets));
+        }
+        if shapes == 0 || shapes > map::RECORD_SLOTS {
+            return Err(LayoutError::NoShapes);
+        }
+        self.backed_from = CP_BACKED_START as u64;
+        Ok(())
+    }
+
+    /// Rebases shape `si`'s kernel objects (placeholders) into the descriptor area and
+    /// writes its extension record (one per shape, shared by every queue running it:
+    /// records live with the GO library's code objects).
+    ///
+    /// # Errors
+    /// [`LayoutError::NoShapes`] for a shape with no kernel or an index past
+    /// [`map::RECORD_SLOTS`].
+    pub fn lay_out_cp_shape(
+        &mut self,
+        si: usize,
+        g: &mut GemmExt,
+    ) -> Result<LaidShape, LayoutError> {
+        if g.kernels.is_empty() || si >= map::RECORD_SLOTS {
+            return Err(LayoutError::NoShapes);
+        }
+        for (ki, k) in g.kernels.iter_mut().enumerate() {
+            let slot = si * MAX_KERNEL_OBJECTS + ki;
+            k.kernel_object =
+                DEVICE_BASE + (map::KERNELS + slot * KERNEL_DESCRIPTOR_BYTES as usize) as u64;
+        }
+        self.put(map::GEMM_EXTS + si * map::GEMM_EXT_STRIDE, &g.encode())?;
+        Ok(LaidShape {
+            kernel_object: g.kernels.first().map_or(0, |k| k.kernel_object),
+            tiles: g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1),
+        })
+    }
+
+    /// One GEMM packet at the head of every queue (queue `q` runs shape
+    /// `q % shapes.len()`, published as dispatch id `id`), its indices and signal; with
+    /// `cfg`, its queue descriptors, device range, resources and concurrency control
+    /// (the predictor is [`set_predictor`]'s).
+    ///
+    /// # Errors
+    /// [`LayoutError`] if the queues do not fit the board.
+    pub fn lay_out_cp_queues(
+        &mut self,
+        queues: u8,
+        ring_packets: u32,
+        shapes: &[LaidShape],
+        id: u64,
+        cfg: Option<&mut CpConfig>,
+    ) -> Result<(), LayoutError> {
+        let ring_bytes = (ring_packets as usize).saturating_mul(AQL_PACKET_BYTES);
+        if shapes.is_empty() {
             return Err(LayoutError::NoShapes);
         }
         let addr = |off: usize| DEVICE_BASE + off as u64;
-        // Kernel objects: rebase each shape's placeholders into the descriptor area.
-        for (si, g) in s.shapes.iter_mut().enumerate() {
-            for (ki, k) in g.kernels.iter_mut().enumerate() {
-                let slot = si * MAX_KERNEL_OBJECTS + ki;
-                k.kernel_object = addr(map::KERNELS + slot * KERNEL_DESCRIPTOR_BYTES as usize);
-            }
-        }
-        // Not empty (checked above); `max` lets the compiler see no division by zero.
-        let n_shapes = s.shapes.len().max(1);
-        // One record per shape, shared by every queue running it (records live with the
-        // GO library's code objects).
-        for (si, g) in s.shapes.iter().enumerate() {
-            self.put(map::GEMM_EXTS + si * map::GEMM_EXT_STRIDE, &g.encode())?;
-        }
+        let n_shapes = shapes.len();
         let mut cfg = cfg;
         if let Some(c) = cfg.as_deref_mut() {
             c.queues.clear();
         }
-        for q in 0..queues {
-            let g = s.shapes.get(q % n_shapes).ok_or(LayoutError::NoShapes)?;
+        for q in 0..usize::from(queues) {
+            let si = q % n_shapes;
+            let g = shapes.get(si).ok_or(LayoutError::NoShapes)?;
             let words = map::QUEUE_WORDS + q * map::QUEUE_WORDS_STRIDE;
-            let ext_off = map::GEMM_EXTS + (q % n_shapes) * map::GEMM_EXT_STRIDE;
             let ring = map::RINGS + q * ring_bytes;
-            let ko = g.kernels.first().map_or(0, |k| k.kernel_object);
-            let tiles = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1);
             let packet = AqlPacket::KernelDispatch(KernelDispatchPacket {
                 header: PacketHeader::new(PacketType::KernelDispatch),
                 dimensions: 1,
                 workgroup_size: [256, 1, 1],
-                grid_size: [tiles.saturating_mul(256), 1, 1],
+                grid_size: [g.tiles.saturating_mul(256), 1, 1],
                 private_segment_size: 0,
                 group_segment_size: 0,
-                kernel_object: ko,
+                kernel_object: g.kernel_object,
                 kernarg_address: 0,
-                gemm_ext_address: addr(ext_off),
-                completion_signal: addr(words + 24),
+                gemm_ext_address: addr(map::GEMM_EXTS + si * map::GEMM_EXT_STRIDE),
+                completion_signal: addr(words + map::SIGNAL),
             });
-            // A power of two (checked above): the slot is the id's low bits.
-            let slot = (id & u64::from(s.ring_packets.wrapping_sub(1))) as usize * AQL_PACKET_BYTES;
+            // A power of two (`begin_cp`): the slot is the id's low bits.
+            let slot = (id & u64::from(ring_packets.wrapping_sub(1))) as usize * AQL_PACKET_BYTES;
             self.put(ring + slot, &aql::encode(&packet))?;
-            // Read index id, write index id + 1 (one packet published), doorbell id + 1,
-            // signal 1.
-            self.put(words, &id.to_le_bytes())?;
-            self.put(words + 8, &(id + 1).to_le_bytes())?;
-            self.put(words + 16, &(id + 1).to_le_bytes())?;
-            self.put(words + 24, &1u64.to_le_bytes())?;
+            // Read index id, write index id + 1 (one packet published), doorbell id + 1
+            // (virt; unbacked on the HiFive1 build), signal 1.
+            self.put(words + map::READ_INDEX, &id.to_le_bytes())?;
+            self.put(words + map::WRITE_INDEX, &(id + 1).to_le_bytes())?;
+            if !SMALL {
+                self.put(map::doorbell(q), &(id + 1).to_le_bytes())?;
+            }
+            self.put(words + map::SIGNAL, &1u64.to_le_bytes())?;
             if let Some(c) = cfg.as_deref_mut() {
                 c.queues
                     .push(QueueConfig {
                         ring_base: addr(ring),
-                        size_packets: s.ring_packets,
-                        read_index_addr: addr(words),
-                        write_index_addr: addr(words + 8),
-                        doorbell_addr: addr(words + 16),
+                        size_packets: ring_packets,
+                        read_index_addr: addr(words + map::READ_INDEX),
+                        write_index_addr: addr(words + map::WRITE_INDEX),
+                        doorbell_addr: addr(map::doorbell(q)),
                     })
-                    .map_err(|_| LayoutError::Queues(s.queues))?;
+                    .map_err(|_| LayoutError::Queues(queues))?;
             }
         }
         if let Some(c) = cfg {
-            let w = &s.predictor;
             c.device = DeviceRange {
                 base: DEVICE_BASE,
                 len: WINDOW_BYTES as u64,
             };
             c.resources = CuResources::MI100;
-            c.predictor.min_q16 = w.min_q16;
-            c.predictor.inv_range_q32 = w.inv_range_q32;
-            c.predictor.weight_q16 = w.weight_q16;
-            c.predictor.bias_q16 = w.bias_q16;
             c.concurrency_control = true;
         }
         Ok(())
@@ -486,6 +685,7 @@ impl<'a> Board<'a> {
         if s.tensors.is_empty() {
             return Err(LayoutError::NoTensors);
         }
+        self.backed_from = 0;
         let geometry = NmcGeometry {
             pseudo_channels: s.pseudo_channels,
             banks_per_pc: s.banks_per_pc,
@@ -525,6 +725,14 @@ impl<'a> Board<'a> {
     }
 }
 
+/// Copies a scenario's predictor weights into the CP's configuration.
+pub fn set_predictor(c: &mut CpConfig, w: &PredictorWeights) {
+    c.predictor.min_q16 = w.min_q16;
+    c.predictor.inv_range_q32 = w.inv_range_q32;
+    c.predictor.weight_q16 = w.weight_q16;
+    c.predictor.bias_q16 = w.bias_q16;
+}
+
 impl Clock for Board<'_> {
     fn now(&self) -> Cycle {
         (self.clock)()
@@ -550,7 +758,7 @@ impl DeviceMemory for Board<'_> {
     /// unaligned window or address takes the byte path, out of line).
     #[inline]
     fn read_u32(&mut self, addr: DevAddr) -> Result<u32, MemoryError> {
-        let off = backed(addr.wrapping_sub(DEVICE_BASE));
+        let off = self.backed(addr);
         let p = self.mem.as_ptr().wrapping_add(off as usize);
         if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
             // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
@@ -562,7 +770,7 @@ impl DeviceMemory for Board<'_> {
 
     #[inline]
     fn write_u32(&mut self, addr: DevAddr, value: u32) -> Result<(), MemoryError> {
-        let off = backed(addr.wrapping_sub(DEVICE_BASE));
+        let off = self.backed(addr);
         let p = self.mem.as_mut_ptr().wrapping_add(off as usize);
         if off < self.mem.len().saturating_sub(3) as u64 && p as usize & 3 == 0 {
             // SAFETY: `off + 4 <= len` (checked above) and `p` is 4-byte aligned.
@@ -579,18 +787,16 @@ impl DeviceMemory for Board<'_> {
     fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
         // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
-        // With a hole, the view starts after it (the CP's words all lie there).
-        let words = words.get((HOLE_START / 4) as usize * usize::from(HOLE_LEN != 0)..)?;
-        let base = DEVICE_BASE + (HOLE_START + HOLE_LEN) * u64::from(HOLE_LEN != 0);
+        // The view is the backed part (on the HiFive1 build, from the queue words on).
+        let base = DEVICE_BASE + self.backed_from();
         (self.mapped && pre.is_empty()).then_some((base, words))
     }
 
     #[inline]
     fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        let base = DEVICE_BASE + self.backed_from();
         // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
         let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
-        let words = words.get_mut((HOLE_START / 4) as usize * usize::from(HOLE_LEN != 0)..)?;
-        let base = DEVICE_BASE + (HOLE_START + HOLE_LEN) * u64::from(HOLE_LEN != 0);
         (self.mapped && pre.is_empty()).then_some((base, words))
     }
 }
@@ -600,12 +806,7 @@ impl KernelDispatcher for Board<'_> {
         if usize::from(req.queue) >= BOARD_QUEUES {
             return Err(DispatchError::NoSuchQueue);
         }
-        // What a dispatcher's doorbell register would latch; hashed after the measured
-        // region ([`Board::settle`]), so the report's hash costs the firmware nothing.
-        if self.dispatched.push(*req).is_err() {
-            return Err(DispatchError::Busy);
-        }
-        Ok(())
+        self.latch(req)
     }
 
     fn take_doorbells(&mut self) -> u32 {
@@ -629,8 +830,12 @@ impl KernelDispatcher for Board<'_> {
         let store = |b: &mut Self, a: DevAddr, v: &[u8]| {
             b.write(a, v).map_err(|_| DispatchError::NoSuchQueue)
         };
-        store(self, words + 24, &value.to_le_bytes())?;
-        store(self, words, &dispatch_id.saturating_add(1).to_le_bytes())?;
+        store(self, words + map::SIGNAL as u64, &value.to_le_bytes())?;
+        store(
+            self,
+            words + map::READ_INDEX as u64,
+            &dispatch_id.saturating_add(1).to_le_bytes(),
+        )?;
         self.stats.completions = self.stats.completions.saturating_add(1);
         Ok(())
     }

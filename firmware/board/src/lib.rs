@@ -29,10 +29,16 @@ use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 pub use board::{
     Board, LayoutError, BACKED_WINDOW_BYTES, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES,
 };
-use scenario::{CpScenario, LambScenario};
+use scenario::LambScenario;
 
 /// Field keys that carry measurements rather than functional results.
-pub const MEASURED_KEYS: [&str; 3] = ["instructions", "cycles", "peak_bytes"];
+pub const MEASURED_KEYS: [&str; 5] = [
+    "instructions",
+    "cycles",
+    "peak_bytes",
+    "high_water_bytes",
+    "startup_bytes",
+];
 /// Events one LAMB step may take before the board gives up (8 per tensor plus a few,
 /// with margin).
 pub const MAX_LAMB_EVENTS: usize = 64 * scenario::MAX_TENSORS;
@@ -64,6 +70,17 @@ pub trait Meter {
     /// Deepest stack use of any region so far, below its caller's frame, bytes; `None`
     /// when unknown.
     fn stack_peak(&mut self) -> Option<u64>;
+    /// Deepest stack use since the firmware was initialised, measured from the top of
+    /// the stack (every frame of the harness, layout and firmware included), bytes;
+    /// `None` when unknown.
+    fn stack_high_water(&mut self) -> Option<u64> {
+        None
+    }
+    /// Deepest stack use of the start-up (the firmware's initialisation), measured from
+    /// the top of the stack, bytes; `None` when unknown.
+    fn stack_startup(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// A meter that measures nothing (host runs).
@@ -137,7 +154,7 @@ fn measured(out: &mut impl Write, m: Option<Measured>) -> fmt::Result {
 /// The scenario blobs a run decodes.
 #[derive(Debug, Clone, Copy)]
 pub struct Blobs<'a> {
-    /// A postcard-encoded [`CpScenario`].
+    /// A postcard-encoded [`scenario::CpScenario`].
     pub cp: &'a [u8],
     /// A postcard-encoded one-tensor [`LambScenario`].
     pub lamb_1t: &'a [u8],
@@ -162,12 +179,27 @@ pub fn run_all(
 ) -> Result<(), RunError> {
     run_cp(fw, board, meter, blobs.cp, out)?;
     run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
-    let cp = decode_cp(blobs.cp)?;
     // Last: board-side benchmarks of the decision's parts (their candidates sit on the
     // stack, so they do not count towards the firmware's stack peak above).
-    run_parts(board, meter, &cp, out)?;
-    run_decide(board, meter, &cp, out)?;
+    run_parts(board, meter, blobs.cp, out)?;
+    run_decide(board, meter, blobs.cp, out)?;
     Ok(())
+}
+
+/// What a board with 16 KiB of RAM runs: the CP decisions and the LAMB suite (not the
+/// parts benchmarks, whose candidates and configuration sit on the stack).
+///
+/// # Errors
+/// [`RunError`] if a scenario does not decode or fit, or the firmware fails.
+pub fn run_small(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    meter: &mut impl Meter,
+    blobs: &Blobs<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
+    run_cp(fw, board, meter, blobs.cp, out)?;
+    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)
 }
 
 /// The LAMB steps (one and four tensors), the per-tensor cost, the T3 placeholder and
@@ -213,6 +245,12 @@ pub fn run_lamb_suite(
     if let Some(peak) = meter.stack_peak() {
         write!(out, " peak_bytes={peak}")?;
     }
+    if let Some(hw) = meter.stack_high_water() {
+        write!(out, " high_water_bytes={hw}")?;
+    }
+    if let Some(st) = meter.stack_startup() {
+        write!(out, " startup_bytes={st}")?;
+    }
     writeln!(out)?;
     Ok(())
 }
@@ -234,12 +272,9 @@ pub fn run_cp(
     blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
-    // The scenario is decoded afresh for every layout (`lay_out_variant`), so neither
-    // it nor a variant of it sits on the stack while the CP runs.
-    let all = Variant {
-        queues: None,
-        shapes: usize::MAX,
-    };
+    // The blob is decoded field by field as each layout writes it (`lay_out_blob`), so
+    // no scenario sits on the stack while the CP runs.
+    let all = Variant::ALL;
     // `CpScenario::queues` comes first and postcard encodes a `u8` as itself.
     let q = blob.first().copied().unwrap_or(0);
     let mut done = Dispatched::new();
@@ -270,15 +305,6 @@ pub fn run_cp(
     Ok(())
 }
 
-/// Decodes a postcard-encoded [`CpScenario`] (one out-of-line copy of the decoder).
-///
-/// # Errors
-/// [`RunError::Decode`].
-#[inline(never)]
-fn decode_cp(blob: &[u8]) -> Result<CpScenario, RunError> {
-    postcard::from_bytes(blob).map_err(RunError::Decode)
-}
-
 /// Which part of the canned CP scenario a decision runs: its queue count (`None`: the
 /// scenario's) and its first `shapes` GEMM shapes.
 #[derive(Debug, Clone, Copy)]
@@ -287,10 +313,30 @@ struct Variant {
     shapes: usize,
 }
 
-/// Decodes the CP scenario `blob`, cuts it to `v` and lays it out in the window as
-/// dispatch id `id`; with `cold`, the window is reset first and the CP configured in
-/// place for it. Returns the variant's queue count. Kept out of line so that the
-/// decoded scenario's stack is free again when the CP runs.
+impl Variant {
+    /// The whole scenario.
+    const ALL: Self = Self {
+        queues: None,
+        shapes: usize::MAX,
+    };
+}
+
+/// Takes one postcard-encoded value off the front of `rest`.
+///
+/// # Errors
+/// [`RunError::Decode`].
+fn take<'a, T: serde::Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, RunError> {
+    let (v, r) = postcard::take_from_bytes(rest).map_err(RunError::Decode)?;
+    *rest = r;
+    Ok(v)
+}
+
+/// Lays out the CP scenario `blob`, cut to `v`, in the window as dispatch id `id`; with
+/// `cold`, the window is reset first and the CP configured in place for it. Returns the
+/// variant's queue count.
+///
+/// # Errors
+/// [`RunError`] from decoding, layout or configuration.
 #[inline(never)]
 fn lay_out_variant(
     fw: &mut Firmware,
@@ -300,22 +346,78 @@ fn lay_out_variant(
     id: u64,
     cold: bool,
 ) -> Result<u8, RunError> {
-    let mut s = decode_cp(blob)?;
-    if let Some(q) = v.queues {
-        s.queues = q;
-    }
-    s.shapes.truncate(v.shapes);
     if cold {
         board.reset();
-        let mut laid = Ok(());
+        let mut laid = Ok((0, 0));
         fw.cp
-            .configure_in_place(|cfg| laid = board.lay_out_cp_into(&mut s, id, Some(cfg)))
+            .configure_in_place(|cfg| laid = lay_out_blob(board, blob, v, id, Some(cfg)))
             .map_err(|e| RunError::Firmware(e.into()))?;
-        laid?;
+        Ok(laid?.0)
     } else {
-        board.lay_out_cp_into(&mut s, id, None)?;
+        Ok(lay_out_blob(board, blob, v, id, None)?.0)
     }
-    Ok(s.queues)
+}
+
+/// Lays out the CP scenario `blob`, cut to `v`, in the window as dispatch id `id` and
+/// fills `cfg` (queues, device, resources, predictor) when given. Returns the queue
+/// count and the number of shapes laid out.
+///
+/// The blob is decoded as it is laid out, one field at a time: postcard writes a
+/// [`scenario::CpScenario`] as its fields in order (`queues` a byte, `ring_packets` a varint, the
+/// `shapes` as a varint count and then each record, then the predictor's arrays), so
+/// `postcard::take_from_bytes` can read them one after another from the same bytes. At
+/// most one [`GemmExt`] and one predictor row are on the stack, never a whole
+/// `CpScenario` (1.3 KiB, and ~9 KiB of decoding frames on RV32 when decoded at once).
+///
+/// # Errors
+/// [`RunError`] from decoding or layout.
+fn lay_out_blob(
+    board: &mut Board<'_>,
+    blob: &[u8],
+    v: Variant,
+    id: u64,
+    cfg: Option<&mut nmcp_firmware::cp::CpConfig>,
+) -> Result<(u8, usize), RunError> {
+    let mut rest = blob;
+    let queues = take::<u8>(&mut rest)?;
+    let queues = v.queues.unwrap_or(queues);
+    let ring_packets: u32 = take(&mut rest)?;
+    let n = usize::try_from(take::<u32>(&mut rest)?).unwrap_or(usize::MAX);
+    let used = n.min(v.shapes);
+    board.begin_cp(queues, ring_packets, used)?;
+    let mut laid: heapless::Vec<board::LaidShape, { scenario::MAX_SHAPES }> = heapless::Vec::new();
+    for si in 0..n {
+        // Every record is read (the predictor follows them); the variant's are laid out.
+        let mut g: GemmExt = take(&mut rest)?;
+        if si < used {
+            let l = board.lay_out_cp_shape(si, &mut g)?;
+            laid.push(l).map_err(|_| LayoutError::NoShapes)?;
+        }
+    }
+    match cfg {
+        Some(cfg) => {
+            board.lay_out_cp_queues(queues, ring_packets, &laid, id, Some(&mut *cfg))?;
+            take_predictor(cfg, &mut rest)?;
+        }
+        None => board.lay_out_cp_queues(queues, ring_packets, &laid, id, None)?,
+    }
+    Ok((queues, laid.len()))
+}
+
+/// Reads the predictor's weights ([`scenario::PredictorWeights`], the rest of a CP
+/// scenario blob) into the CP's configuration, one array at a time.
+///
+/// # Errors
+/// [`RunError::Decode`].
+fn take_predictor(c: &mut nmcp_firmware::cp::CpConfig, rest: &mut &[u8]) -> Result<(), RunError> {
+    let p = &mut c.predictor;
+    p.min_q16 = take(rest)?;
+    p.inv_range_q32 = take(rest)?;
+    for row in p.weight_q16.iter_mut() {
+        *row = take(rest)?;
+    }
+    p.bias_q16 = take(rest)?;
+    Ok(())
 }
 
 /// Runs the CP until nothing is left: every dispatched kernel reports dispatched and
@@ -329,26 +431,31 @@ fn drain_cp(
     for _ in 0..4 * MAX_QUEUES {
         while let Some(r) = fw.cp.pop_record() {
             if let CpAction::Dispatched { .. } = r.action {
-                let _ = done.push((r.queue, r.dispatch_id));
+                push_done(done, r.queue, r.dispatch_id)?;
             }
         }
         if done.is_empty() && !fw.cp.has_pending_work() {
             return Ok(());
         }
-        for &(queue, dispatch_id) in done.iter() {
+        for &(queue, id) in done.iter() {
+            let dispatch_id = u64::from(id);
             fw.handle(Event::KernelDispatched { queue, dispatch_id }, board)?;
+            // The next group's dispatches (the stats are cleared after the drain).
+            board.settle();
         }
-        for &(queue, dispatch_id) in done.iter() {
+        for &(queue, id) in done.iter() {
             let ev = Event::KernelCompleted {
                 queue,
-                dispatch_id,
+                dispatch_id: u64::from(id),
                 status: Ok(()),
             };
             fw.handle(ev, board)?;
+            board.settle();
         }
         done.clear();
         if fw.cp.has_pending_work() {
             fw.handle(Event::Deferred, board)?;
+            board.settle();
         }
     }
     Err(RunError::Firmware(FirmwareError::Cp(
@@ -356,8 +463,30 @@ fn drain_cp(
     )))
 }
 
-/// Kernels one decision dispatched: (queue, dispatch id).
-type Dispatched = heapless::Vec<(u8, u64), MAX_QUEUES>;
+/// Kernels one decision (or one round of [`drain_cp`]) dispatched: (queue, dispatch id).
+/// The harness's ids are small (the layout publishes ids 0 and 1, the CP counts on from
+/// there), so 32 bits. On the HiFive1 build the list holds 16 (one GEMM group: the
+/// board's scenarios are all GEMMs, and a group has at most CD 16 members): 128 bytes
+/// of stack; more is an error, never a silent drop.
+type Dispatched = heapless::Vec<(u8, u32), MAX_DISPATCHED>;
+
+/// Capacity of [`Dispatched`].
+const MAX_DISPATCHED: usize = if cfg!(feature = "hifive1") {
+    16
+} else {
+    MAX_QUEUES
+};
+
+/// Appends a dispatched kernel to `done`.
+///
+/// # Errors
+/// [`RunError::Firmware`] (`CpError::Capacity`) for an id past 32 bits or a full list.
+fn push_done(done: &mut Dispatched, queue: u8, dispatch_id: u64) -> Result<(), RunError> {
+    let capacity = RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity));
+    let id = u32::try_from(dispatch_id).map_err(|_| capacity)?;
+    done.push((queue, id))
+        .map_err(|_| RunError::Firmware(FirmwareError::Cp(nmcp_firmware::cp::CpError::Capacity)))
+}
 
 /// A writer that drops everything (the warm-up runs).
 struct Discard;
@@ -385,6 +514,34 @@ fn run_cp_decision(
     name: fmt::Arguments<'_>,
     out: &mut impl Write,
 ) -> Result<(), RunError> {
+    let queues = prepare_cp_decision(fw, board, blob, v, done, cold)?;
+    let before = fw.cp.work();
+    // Every queue's producer rang its doorbell; one event reaches the CP, which reads
+    // the doorbell bitmap.
+    board.ring(u32::MAX >> (32 - u32::from(queues.clamp(1, 32))));
+    let doorbell = Event::Doorbell {
+        queue: queues.saturating_sub(1),
+    };
+    meter.start();
+    fw.handle(doorbell, board)?;
+    let m = meter.stop();
+    report_cp_decision(fw, board, &before, queues, m, done, name, out)
+}
+
+/// Lays out a decision's queues (see [`run_cp_decision`]) and returns their count;
+/// `done` is then empty. Out of line, so its frames are gone when the CP runs.
+///
+/// # Errors
+/// [`RunError`] from layout or firmware.
+#[inline(never)]
+fn prepare_cp_decision(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    blob: &[u8],
+    v: Variant,
+    done: &mut Dispatched,
+    cold: bool,
+) -> Result<u8, RunError> {
     let queues = if cold {
         lay_out_variant(fw, board, blob, v, 0, true)?
     } else {
@@ -398,18 +555,29 @@ fn run_cp_decision(
         q
     };
     done.clear();
-    let before = fw.cp.work();
-    // Every queue's producer rang its doorbell; one event reaches the CP, which reads
-    // the doorbell bitmap.
-    board.ring(u32::MAX >> (32 - u32::from(queues.clamp(1, 32))));
-    let doorbell = Event::Doorbell {
-        queue: queues.saturating_sub(1),
-    };
-    meter.start();
-    fw.handle(doorbell, board)?;
-    let m = meter.stop();
+    Ok(queues)
+}
+
+/// Writes a decision's report line: its dispatches (kept in `done`), the CP's work
+/// since `before`, and the dispatch hash. Out of line, so its frame is not on the
+/// stack while the CP runs.
+///
+/// # Errors
+/// [`RunError`] from the CP's log or the output.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn report_cp_decision(
+    fw: &mut Firmware,
+    board: &mut Board<'_>,
+    before: &CpWork,
+    queues: u8,
+    m: Option<Measured>,
+    done: &mut Dispatched,
+    name: fmt::Arguments<'_>,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
     board.settle();
-    let work = fw.cp.work().since(&before);
+    let work = fw.cp.work().since(before);
     let (mut dispatched, mut swapped, mut cd, mut predicted) = (0u32, 0u32, 0u8, 0u8);
     while let Some(r) = fw.cp.pop_record() {
         if let CpAction::Dispatched {
@@ -419,7 +587,7 @@ fn run_cp_decision(
             ..
         } = r.action
         {
-            let _ = done.push((r.queue, r.dispatch_id));
+            push_done(done, r.queue, r.dispatch_id)?;
             dispatched += 1;
             swapped += u32::from(sw);
             cd = c;
@@ -456,13 +624,14 @@ fn run_cp_decision(
 pub fn run_parts(
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
+    blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     use nmcp_firmware::platform::DeviceMemory;
     use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
     board.reset();
-    let cfg = board.lay_out_cp(s)?;
+    let mut cfg = nmcp_firmware::cp::CpConfig::empty();
+    lay_out_blob(board, blob, Variant::ALL, 0, Some(&mut cfg))?;
     let bad = |_| RunError::Layout(LayoutError::NoShapes);
     let mut pkt = [0u8; AQL_PACKET_BYTES];
     let ring = cfg.queues.first().map_or(0, |q| q.ring_base);
@@ -517,15 +686,16 @@ pub fn run_parts(
 pub fn run_decide(
     board: &mut Board<'_>,
     meter: &mut impl Meter,
-    s: &CpScenario,
+    blob: &[u8],
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     board.reset();
-    let cfg = board.lay_out_cp(s)?;
+    let mut cfg = nmcp_firmware::cp::CpConfig::empty();
+    let (queues, shapes) = lay_out_blob(board, blob, Variant::ALL, 0, Some(&mut cfg))?;
     let mut cands: heapless::Vec<GemmCandidate, MAX_QUEUES> = heapless::Vec::new();
-    for q in 0..usize::from(s.queues) {
+    for q in 0..usize::from(queues) {
         let mut b = [0u8; GEMM_EXT_BYTES];
-        let shape = q % s.shapes.len().max(1);
+        let shape = q % shapes.max(1);
         let addr =
             DEVICE_BASE + (board::map::GEMM_EXTS + shape * board::map::GEMM_EXT_STRIDE) as u64;
         nmcp_firmware::platform::DeviceMemory::read(board, addr, &mut b)
@@ -694,6 +864,10 @@ mod tests {
     /// The firmware decides the same on x86 as on RISC-V: the functional fields of a host
     /// run equal those of the committed QEMU output.
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn host_run_matches_committed_qemu_output() {
         let host = host_report();
         let qemu = include_str!("../expected/virt.txt");
@@ -703,6 +877,10 @@ mod tests {
     /// The CP's word-wise fast path over mapped memory and its general path (reads
     /// through the trait, full decode) decide the same: identical functional fields.
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn fast_and_general_paths_decide_the_same() {
         let fast = host_report_on(true);
         let general = host_report_on(false);
@@ -809,6 +987,10 @@ mod tests {
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn a_doorbell_visits_only_the_rung_queues() {
         let mut mem = vec![0u8; WINDOW_BYTES];
         let mut board = Board::new(&mut mem, || 0);
@@ -852,6 +1034,10 @@ mod tests {
     /// of the group still runs at the decided CD (one member fewer) — on the fast path
     /// (mapped view) and on the general path alike.
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn an_unlisted_kernel_object_is_rejected_at_dispatch_and_the_group_goes_on() {
         use nmcp_firmware::cp::{RejectCode, RejectReason};
         use nmcp_firmware::platform::DeviceMemory;
@@ -911,7 +1097,10 @@ mod tests {
             let queues: Vec<u8> = dispatched.iter().map(|d| d.0).collect();
             assert_eq!(queues, vec![0, 4, 6, 8, 10, 12, 14], "mapped={mapped}");
             assert!(dispatched.iter().all(|&(_, cd, sw)| cd == 8 && sw));
-            let signal = DEVICE_BASE + (board::map::QUEUE_WORDS + 2 * 32 + 24) as u64;
+            let signal = DEVICE_BASE
+                + (board::map::QUEUE_WORDS
+                    + 2 * board::map::QUEUE_WORDS_STRIDE
+                    + board::map::SIGNAL) as u64;
             let mut v = [0u8; 8];
             board.read(signal, &mut v).unwrap();
             assert_eq!(
@@ -923,7 +1112,7 @@ mod tests {
         }
     }
 
-    /// The same for the HiFive1 build, which runs the LAMB suite only.
+    /// The same for the LAMB part of the HiFive1 build's report.
     #[test]
     fn host_lamb_suite_matches_committed_sifive_e_output() {
         let mut mem = vec![0u8; board::LAMB_WINDOW_BYTES];
@@ -942,19 +1131,23 @@ mod tests {
         };
         let mut out = String::new();
         run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
-        let qemu = include_str!("../expected/sifive_e.txt");
-        assert_eq!(functional(&out), functional(qemu), "host report:\n{out}");
+        // The LAMB part of the report (its CP lines: `small_cp_decides_like_...`).
+        let qemu: std::vec::Vec<String> = functional(include_str!("../expected/sifive_e.txt"))
+            .into_iter()
+            .filter(|l| !l.starts_with("cp_decision"))
+            .collect();
+        assert_eq!(functional(&out), qemu, "host report:\n{out}");
     }
 
     /// The HiFive1 configuration of the CP (`--features hifive1`: the firmware's small
-    /// tables, one-packet rings, no RAM behind the kernel descriptors) decides exactly
-    /// what the virt build decides: every CP line's decision fields and dispatch hash
+    /// tables, one-packet rings, the compact window) decides exactly what the virt build
+    /// decides: every CP line's decision fields and dispatch hash
     /// equal the committed virt run's. Run with
     /// `cargo test -p nmcp-board --features hifive1 --lib small_cp`.
     #[cfg(feature = "hifive1")]
     #[test]
     fn small_cp_decides_like_committed_virt_output() {
-        assert_eq!(board::BACKED_WINDOW_BYTES, WINDOW_BYTES - 0x300);
+        assert_eq!(board::BACKED_WINDOW_BYTES, 3024);
         let mut mem = vec![0u32; board::BACKED_WINDOW_BYTES / 4];
         // SAFETY: u32 to bytes, same allocation and length in bytes.
         let bytes = unsafe {
@@ -1002,9 +1195,21 @@ mod tests {
         let virt = decisions(include_str!("../expected/virt.txt"));
         assert_eq!(virt.len(), 11);
         assert_eq!(decisions(&out), virt, "host report:\n{out}");
+        // And every functional field of the committed sifive_e run's CP lines.
+        let sifive: std::vec::Vec<String> = functional(include_str!("../expected/sifive_e.txt"))
+            .into_iter()
+            .filter(|l| l.starts_with("cp_decision"))
+            .collect();
+        assert_eq!(sifive.len(), 11);
+        let host: std::vec::Vec<String> = functional(&out);
+        assert_eq!(host, sifive, "host report:\n{out}");
     }
 
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn cp_scenario_decides_cd8_for_the_first_shape() {
         let host = host_report();
         let line = host
@@ -1020,6 +1225,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        feature = "hifive1",
+        ignore = "virt's layout (two-packet rings, full window)"
+    )]
     fn lamb_scenarios_emit_five_commands_and_two_reductions_per_tensor() {
         let host = host_report();
         for (name, t) in [("lamb_1t", 1u32), ("lamb_4t", 4)] {

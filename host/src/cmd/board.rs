@@ -45,8 +45,8 @@ enum BoardCommand {
 enum Machine {
     /// QEMU `virt`: everything in RAM at 0x8000_0000; all scenarios.
     Virt,
-    /// SiFive HiFive1 / QEMU `sifive_e`: flash at 0x2040_0000, 16 KiB RAM; the LAMB
-    /// scenarios only (the CP's state does not fit).
+    /// SiFive HiFive1 / QEMU `sifive_e`: flash at 0x2040_0000, 16 KiB RAM; the CP
+    /// decisions (checked against virt's) and the LAMB scenarios.
     #[value(name = "sifive_e")]
     SifiveE,
 }
@@ -137,6 +137,13 @@ fn run_board(a: RunArgs) -> CmdResult {
             )
         })?;
         compare(&expected, &report, a.strict, &mut failures);
+    }
+    if a.machine != Machine::Virt {
+        // The same CP decisions as virt's committed run, byte for byte.
+        let virt_path = board_dir.join("expected").join("virt.txt");
+        let virt = std::fs::read_to_string(&virt_path)
+            .map_err(|e| format!("{}: cannot read: {e}", virt_path.display()))?;
+        compare_cp_decisions(&virt, &report, &mut failures);
     }
 
     let budgets_path = board_dir.join("budgets.toml");
@@ -307,6 +314,47 @@ fn compare(expected: &str, actual: &str, strict: bool, failures: &mut Vec<String
     }
 }
 
+/// Report lines every machine must decide exactly as virt does.
+const CP_LINES_REQUIRED: [&str; 2] = ["cp_decision_32q_cold", "cp_decision_32q"];
+
+/// Checks that every CP decision line (`cp_decision*`) of `report` has the functional
+/// fields of the same line in virt's expected report, and that the report has the lines
+/// of [`CP_LINES_REQUIRED`].
+fn compare_cp_decisions(virt: &str, report: &str, failures: &mut Vec<String>) {
+    let functional = |l: &str| -> Vec<String> {
+        parse_line(l)
+            .1
+            .iter()
+            .filter(|(k, _)| !is_measured(k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    };
+    let before = failures.len();
+    let mut seen = Vec::new();
+    for line in report
+        .lines()
+        .filter(|l| parse_line(l).0.starts_with("cp_decision"))
+    {
+        let name = parse_line(line).0;
+        seen.push(name);
+        match virt.lines().find(|l| parse_line(l).0 == name) {
+            Some(v) if functional(v) == functional(line) => {}
+            Some(v) => failures.push(format!(
+                "{name} decides differently from virt\n  virt:   {v}\n  actual: {line}"
+            )),
+            None => failures.push(format!("{name}: virt's expected report has no such line")),
+        }
+    }
+    for name in CP_LINES_REQUIRED {
+        if !seen.contains(&name) {
+            failures.push(format!("report has no {name} line to compare with virt's"));
+        }
+    }
+    if failures.len() == before {
+        println!("CP decisions: {} lines equal to virt's", seen.len());
+    }
+}
+
 /// The budgets of one machine.
 #[derive(Debug, Default)]
 struct Budgets {
@@ -349,9 +397,9 @@ impl Budgets {
             }
         }
         for k in b.bytes.keys() {
-            if !["flash", "ram", "stack"].contains(&k.as_str()) {
+            if !["flash", "ram", "stack", "ram_total"].contains(&k.as_str()) {
                 return Err(format!(
-                    "[{machine}.bytes] {k}: unknown (flash, ram or stack)"
+                    "[{machine}.bytes] {k}: unknown (flash, ram, stack or ram_total)"
                 ));
             }
         }
@@ -454,10 +502,26 @@ fn check_budgets(b: &Budgets, report: &str, sizes: &Sizes, failures: &mut Vec<St
                 .flatten()
         })
         .and_then(|v| v.parse::<u64>().ok());
+    let stack_field = |key: &str| {
+        report
+            .lines()
+            .find(|l| parse_line(l).0 == "stack")
+            .and_then(|l| field(l, key))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    // Static RAM plus the deepest the stack went from its top, start-up included.
+    let ram_total = match (
+        stack_field("high_water_bytes"),
+        stack_field("startup_bytes"),
+    ) {
+        (Some(h), Some(s)) => Some(sizes.ram + h.max(s)),
+        _ => None,
+    };
     for (k, &budget) in &b.bytes {
         let v = match k.as_str() {
             "flash" => Some(sizes.flash),
             "ram" => Some(sizes.ram),
+            "ram_total" => ram_total,
             _ => stack,
         };
         match v {
@@ -474,6 +538,26 @@ mod tests {
     const REPORT: &str = "nmcp-board machine=virt\n\
         op_a instructions=100 cycles=100 cd=8\n\
         stack peak_bytes=4000\n";
+
+    #[test]
+    fn cp_decisions_must_equal_virts() {
+        let virt = "nmcp-board machine=virt\n\
+            cp_decision_32q_cold instructions=9 cd=8 dispatch_hash=0x1\n\
+            cp_decision_32q instructions=9 cd=8 dispatch_hash=0x2\n";
+        let same = "nmcp-board machine=sifive_e\n\
+            cp_decision_32q_cold instructions=7 cd=8 dispatch_hash=0x1\n\
+            cp_decision_32q instructions=5 cd=8 dispatch_hash=0x2\n";
+        let mut f = Vec::new();
+        compare_cp_decisions(virt, same, &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        let other = same.replace("dispatch_hash=0x2", "dispatch_hash=0x3");
+        compare_cp_decisions(virt, &other, &mut f);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("decides differently"), "{f:?}");
+        let mut f = Vec::new();
+        compare_cp_decisions(virt, "nmcp-board machine=sifive_e\n", &mut f);
+        assert_eq!(f.len(), 2, "both required lines missing: {f:?}");
+    }
 
     #[test]
     fn functional_difference_fails_measurement_difference_notes() {
@@ -501,6 +585,20 @@ mod tests {
         assert!(f.iter().any(|m| m.contains("op_a instructions = 100")));
         assert!(f.iter().any(|m| m.contains("ram bytes = 11")));
         assert!(Budgets::parse("[virt.bytes]\nheap = 1\n", "virt").is_err());
+        // `ram_total`: static RAM plus the deeper of the run's and the start-up's stack.
+        let b = Budgets::parse("[virt.bytes]\nram_total = 1500\n", "virt").unwrap();
+        let report = "stack peak_bytes=10 high_water_bytes=900 startup_bytes=1200\n";
+        let mut f = Vec::new();
+        check_budgets(&b, report, &Sizes { flash: 0, ram: 300 }, &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        check_budgets(&b, report, &Sizes { flash: 0, ram: 301 }, &mut f);
+        assert!(
+            f.iter().any(|m| m.contains("ram_total bytes = 1501")),
+            "{f:?}"
+        );
+        let mut f = Vec::new();
+        check_budgets(&b, REPORT, &Sizes { flash: 0, ram: 1 }, &mut f);
+        assert_eq!(f.len(), 1, "no high-water in the report: {f:?}");
         assert!(Budgets::parse("[other]\n", "virt").is_err());
     }
 
