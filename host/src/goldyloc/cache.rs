@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 /// Bumped when a step's output format or semantics change or the GEMM model's results
 /// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`; 3: concurrent
-/// kernels launched one CP dispatch apart).
-const CACHE_VERSION: u32 = 3;
+/// kernels launched one CP dispatch apart; 4: memory latency in the GEMM model).
+const CACHE_VERSION: u32 = 4;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]
