@@ -460,3 +460,26 @@ fn one_stream_overlaps_launch_processing_with_the_previous_kernel() {
         "saved {saved} of window {window}"
     );
 }
+
+#[test]
+fn transposes_change_the_lines_a_panel_feeds_per_iteration() {
+    // Same FLOPs, same tiles: B contiguous along K (NN) gives 16-element runs per
+    // iteration with U = 16 (32 B of each 64 B L1 line in FP16), B contiguous along N
+    // (NT) full lines. The LLC-bandwidth-bound 64x64 kernel pays for NN; with U = 32
+    // the runs fill the lines and the layouts cost the same.
+    let g = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let t = |ta: bool, tb: bool, u: u16| {
+        let s = f16(4096, 4096, 1024, ta, tb);
+        isolated_time(&g, &cal, &s, &kernel_exact(64, 64, u, true)).expect("runs")
+    };
+    let (nn, nt, tn) = (t(false, false, 16), t(false, true, 16), t(true, false, 16));
+    assert!(nn > 1.05 * nt, "NN {nn} vs NT {nt} ns");
+    // TN: both panels contiguous along K (A transposed, B not).
+    assert!(tn > 1.05 * nn, "TN {tn} vs NN {nn} ns");
+    let (nn32, nt32) = (t(false, false, 32), t(false, true, 32));
+    assert!(
+        (nn32 - nt32).abs() <= 1e-9 * nt32,
+        "U = 32: {nn32} vs {nt32} ns"
+    );
+}

@@ -131,7 +131,8 @@ pub struct KernelCost {
     pub wg_flops_per_ns: f64,
     /// FLOPs one workgroup executes (full tiles: edge tiles waste work).
     pub wg_flops: f64,
-    /// Bytes one workgroup requests from the LLC (panels, in cache lines, plus output).
+    /// Bytes one workgroup requests from the LLC (panels in L1 lines, iteration by
+    /// iteration, plus output).
     pub wg_llc_bytes: f64,
     /// Panel bytes per workgroup that must come from HBM in any case (the GEMM's inputs
     /// read once, spread over its workgroups).
@@ -228,6 +229,26 @@ fn cost_of_meta(
         rows_a * cols_b * eb
     };
     let wg_panels = panel_a + panel_b;
+    // What the workgroup pulls from the LLC into its L1, in L1 lines, iteration by
+    // iteration: a panel contiguous along K (A transposed, B not) gives runs of only
+    // U elements per row per iteration, and the L1 (16 KB, shared by the CU's
+    // residents) does not keep a line until the next iteration needs its other part;
+    // a panel contiguous along M (N) gives runs of the tile's rows (columns). So the
+    // transposes and U decide how many line bytes feed the same FLOPs (HBM traffic and
+    // the LLC footprint above stay in LLC lines over the whole K).
+    let l1_line = f64::from(gpu.l1_line_bytes.max(1));
+    let u_run = f64::from(kernel.depth_u.max(1)).min(ks) * eb;
+    let l1_waste_a = if shape.trans_a {
+        line_waste(u_run, l1_line)
+    } else {
+        line_waste(rows_a * eb, l1_line)
+    };
+    let l1_waste_b = if shape.trans_b {
+        line_waste(cols_b * eb, l1_line)
+    } else {
+        line_waste(u_run, l1_line)
+    };
+    let wg_l1_panels = (rows_a * l1_waste_a + cols_b * l1_waste_b) * ks * eb;
     // Every A element is needed by all tile columns and every B element by all tile
     // rows, but fetched from HBM once if reuse works.
     let compulsory_total = (m * waste_a * k + n * waste_b * k) * eb * f64::from(shape.batch);
@@ -257,7 +278,7 @@ fn cost_of_meta(
         cu_demand,
         wg_flops_per_ns,
         wg_flops,
-        wg_llc_bytes: wg_panels + out_bytes,
+        wg_llc_bytes: wg_l1_panels + out_bytes,
         wg_compulsory_bytes: compulsory_panels,
         wg_out_bytes: out_bytes,
         grid: (tiles_m, tiles_n, slices),
