@@ -4,8 +4,10 @@
 //! progress at the same rate, so they are simulated as one *cohort*; events happen when
 //! a cohort finishes its fixed phase or its main loop, and each event re-places freed CU
 //! capacity round-robin over the runnable kernels and re-solves the shared resources:
-//! - CU matrix throughput: the resident main-loop workgroups of a CU pool demand
-//!   `sum(n * cu_demand) / cus`; above 1 everyone slows in proportion.
+//! - CU matrix throughput: the resident main-loop workgroups of a CU demand their
+//!   `cu_demand` each, capped by memory latency (a workgroup cannot outrun its loads in
+//!   flight, [`Calibration::memory_latency_ns`]); over-demand is shared in proportion to
+//!   `cu_demand`, and what a latency-bound workgroup leaves goes to its co-residents.
 //! - LLC: the panel working set of all resident workgroups (of all kernels) against
 //!   `llc_bytes * llc_reuse`; the part that does not fit turns reuse hits into misses.
 //! - HBM and LLC bandwidth: fluid max-min fair shares per workgroup. How much HBM
