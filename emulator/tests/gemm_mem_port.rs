@@ -269,6 +269,7 @@ fn kernels_launched_as_packets_reach_the_dram_port_with_their_tiling() {
         workgroups: workgroups(&ext, &meta),
         workgroup_size: k.threads,
         workgroup_time: 0.0,
+        barrier: false,
     };
     sim.launch(0.0, 7, &launch);
     let mut events = Vec::new();

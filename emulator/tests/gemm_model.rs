@@ -148,6 +148,7 @@ fn run_engine() -> Vec<GpuEvent> {
             workgroups: workgroups(&ext, &meta),
             workgroup_size: k.threads,
             workgroup_time: 0.0,
+            barrier: false,
         };
         sim.launch(tag as f64 * 1000.0, tag, &launch);
     }
@@ -159,6 +160,7 @@ fn run_engine() -> Vec<GpuEvent> {
             workgroups: 300,
             workgroup_size: 256,
             workgroup_time: 5000.0,
+            barrier: false,
         },
     );
     while let Some(t) = sim.next_event() {
@@ -302,5 +304,182 @@ fn gpu_half_and_quarter_scale_cus_and_llc_but_not_hbm() {
     assert_eq!(
         e.to_string(),
         "unknown GPU preset `mi100-eighth` (mi100, mi100-half, mi100-quarter, t3-table-8.1)"
+    );
+}
+
+/// The catalog kernel with these tiles and depth, the most threads, no split, with or
+/// without prefetch (padded LDS).
+fn kernel_exact(
+    mt0: u16,
+    mt1: u16,
+    u: u16,
+    prefetch: bool,
+) -> nmcp_emulator::gpu::catalog::CatalogKernel {
+    Catalog::standard()
+        .kernels()
+        .iter()
+        .filter(|k| {
+            k.mt0 == mt0
+                && k.mt1 == mt1
+                && k.depth_u == u
+                && k.split_u == 1
+                && k.prefetch == prefetch
+        })
+        .max_by_key(|k| (k.threads, k.lds_pad))
+        .copied()
+        .expect("kernel in catalog")
+}
+
+#[test]
+fn partial_wave_gemm_gains_from_concurrency_because_of_memory_latency() {
+    // 120 workgroups of a 64x64, U = 16 prefetch kernel: one per CU alone. In FP16 an
+    // iteration computes in ~0.18 us, less than the 0.5 us load latency, so a lone
+    // workgroup waits on memory; a second copy's workgroups on the same CUs compute
+    // while it waits. Without the latency term the CU is already busy and a copy only
+    // shares it.
+    let g = GpuConfig::mi100();
+    let on = Calibration::default();
+    let off = Calibration {
+        memory_latency_ns: 0.0,
+        ..on
+    };
+    let s = f16(640, 768, 4096, false, false);
+    let k = kernel_exact(64, 64, 16, true);
+    let cost = kernel_cost(&g, &on, &s, &k).expect("resident");
+    assert_eq!(cost.workgroups, u64::from(g.cus), "one workgroup per CU");
+    let gain = |cal: &Calibration| {
+        let t1 = isolated_time(&g, cal, &s, &k).expect("runs");
+        (
+            t1,
+            2.0 * t1 / concurrent_time(&g, cal, &s, &k, 2).expect("runs"),
+        )
+    };
+    let ((t_on, g_on), (t_off, g_off)) = (gain(&on), gain(&off));
+    assert!(
+        t_on > 1.5 * t_off,
+        "latency-bound alone: {t_on} vs {t_off} ns"
+    );
+    assert!(
+        g_on > g_off + 0.5,
+        "gain of 2 copies with latency {g_on:.3}, without {g_off:.3}"
+    );
+}
+
+#[test]
+fn compute_bound_gemm_is_unaffected_by_memory_latency() {
+    // FP32, 128x128 tiles with prefetch: an iteration computes for ~2.5 us, far longer
+    // than the load latency it overlaps.
+    let g = GpuConfig::mi100();
+    let on = Calibration::default();
+    let off = Calibration {
+        memory_latency_ns: 0.0,
+        ..on
+    };
+    let s = GemmShape::new(4096, 4096, 1024, false, false, GemmDataType::F32);
+    let k = kernel_exact(128, 128, 16, true);
+    for copies in [1, 2, 4] {
+        let a = concurrent_time(&g, &on, &s, &k, copies).expect("runs");
+        let b = concurrent_time(&g, &off, &s, &k, copies).expect("runs");
+        assert!((a - b).abs() <= 1e-9 * b, "{copies} copies: {a} vs {b} ns");
+    }
+}
+
+/// Runs two copies of a GEMM back to back on one stream: the second launched `gap` ns
+/// after the first completes, with or without the barrier bit. Returns (first
+/// completion, second completion).
+fn back_to_back(
+    s: &GemmShape,
+    k: &nmcp_emulator::gpu::catalog::CatalogKernel,
+    barrier: bool,
+    gap: f64,
+) -> (f64, f64) {
+    let g = GpuConfig::mi100();
+    let mut sim = GpuSim::new(g, Calibration::default());
+    let mut ext = s.to_ext();
+    let meta = k.meta(s.dtype);
+    ext.kernels.push(meta).expect("room");
+    let launch = |barrier| KernelLaunch {
+        gemm: Some((ext.clone(), meta)),
+        workgroups: workgroups(&ext, &meta),
+        workgroup_size: k.threads,
+        workgroup_time: 0.0,
+        barrier,
+    };
+    let mut events = Vec::new();
+    let done = |events: &[GpuEvent], tag: u64| {
+        events.iter().find_map(|e| match e {
+            GpuEvent::Completed { tag: t, at } if *t == tag => Some(*at),
+            _ => None,
+        })
+    };
+    // The first kernel of the stream waited for nothing: the barrier bit changes nothing.
+    sim.launch(0.0, 1, &launch(barrier));
+    while done(&events, 1).is_none() {
+        let t = sim.next_event().expect("running");
+        sim.advance(t, &mut events);
+    }
+    let first = done(&events, 1).expect("completed");
+    sim.launch(first + gap, 2, &launch(barrier));
+    sim.run_to_idle(&mut events);
+    let second = done(&events, 2);
+    assert!(second.is_some(), "{events:?}");
+    (first, second.unwrap_or(0.0))
+}
+
+#[test]
+fn one_stream_overlaps_launch_processing_with_the_previous_kernel() {
+    let g = GpuConfig::mi100();
+    // One wave of workgroups: the next packet sits at the head for the whole run.
+    let s = f16(1024, 1024, 1024, false, false);
+    let k = kernel_with_tile(128, 128);
+    let (first_b, second_b) = back_to_back(&s, &k, true, 300.0);
+    let (first_n, second_n) = back_to_back(&s, &k, false, 300.0);
+    assert_eq!(first_b, first_n, "a stream's first kernel overlaps nothing");
+    let (dur_b, dur_n) = (second_b - first_b, second_n - first_n);
+    // The whole start-up (kernel_start_ns) is hidden: the tail was longer than it.
+    let saved = dur_n - dur_b;
+    assert!(
+        (saved - g.kernel_start_ns).abs() < 1.0,
+        "saved {saved} ns of {} ns",
+        g.kernel_start_ns
+    );
+    // What cannot overlap stays: the second kernel still starts after the first
+    // completed (and the CP's gap), and runs as long as the first.
+    assert!(dur_b > first_b - g.kernel_start_ns, "{dur_b} vs {first_b}");
+    // A tiny GEMM's tail (from its last placement, at kernel_start_ns, to its
+    // completion) plus the gap is shorter than the start-up: only that much is hidden.
+    let tiny = f16(128, 128, 32, false, false);
+    let small = kernel_with_tile(64, 64);
+    let (first_b, second_b) = back_to_back(&tiny, &small, true, 100.0);
+    let (first_n, second_n) = back_to_back(&tiny, &small, false, 100.0);
+    let window = first_b + 100.0 - g.kernel_start_ns;
+    assert!(window < g.kernel_start_ns, "window {window}");
+    let saved = (second_n - first_n) - (second_b - first_b);
+    assert!(
+        (saved - window).abs() < 1.0,
+        "saved {saved} of window {window}"
+    );
+}
+
+#[test]
+fn transposes_change_the_lines_a_panel_feeds_per_iteration() {
+    // Same FLOPs, same tiles: B contiguous along K (NN) gives 16-element runs per
+    // iteration with U = 16 (32 B of each 64 B L1 line in FP16), B contiguous along N
+    // (NT) full lines. The LLC-bandwidth-bound 64x64 kernel pays for NN; with U = 32
+    // the runs fill the lines and the layouts cost the same.
+    let g = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let t = |ta: bool, tb: bool, u: u16| {
+        let s = f16(4096, 4096, 1024, ta, tb);
+        isolated_time(&g, &cal, &s, &kernel_exact(64, 64, u, true)).expect("runs")
+    };
+    let (nn, nt, tn) = (t(false, false, 16), t(false, true, 16), t(true, false, 16));
+    assert!(nn > 1.05 * nt, "NN {nn} vs NT {nt} ns");
+    // TN: both panels contiguous along K (A transposed, B not).
+    assert!(tn > 1.05 * nn, "TN {tn} vs NN {nn} ns");
+    let (nn32, nt32) = (t(false, false, 32), t(false, true, 32));
+    assert!(
+        (nn32 - nt32).abs() <= 1e-9 * nt32,
+        "U = 32: {nn32} vs {nt32} ns"
     );
 }

@@ -59,6 +59,9 @@ pub struct GpuConfig {
     pub llc_bytes_per_cycle_per_bank: f64,
     /// Cache line bytes (a strided panel wastes part of each line).
     pub line_bytes: u32,
+    /// Vector L1 line bytes: the unit a CU requests from the LLC (64 B on GCN/CDNA 1-2).
+    #[serde(default = "default_l1_line_bytes")]
+    pub l1_line_bytes: u32,
     /// Peak HBM bandwidth in bytes per ns (= GB/s / 1).
     pub hbm_bytes_per_ns: f64,
     /// Fraction of peak HBM bandwidth sustained with many concurrent streams (row
@@ -69,6 +72,10 @@ pub struct GpuConfig {
     pub wg_fixed_ns: f64,
     /// Time from a kernel's launch until its first workgroup can be placed, in ns.
     pub kernel_start_ns: f64,
+}
+
+fn default_l1_line_bytes() -> u32 {
+    64
 }
 
 impl GpuConfig {
@@ -92,6 +99,7 @@ impl GpuConfig {
             llc_banks: 16,
             llc_bytes_per_cycle_per_bank: 128.0,
             line_bytes: 128,
+            l1_line_bytes: 64,
             hbm_bytes_per_ns: 1228.8,
             hbm_sustained_fraction: 0.85,
             wg_fixed_ns: 1000.0,
@@ -117,6 +125,7 @@ impl GpuConfig {
             llc_banks: 64,
             llc_bytes_per_cycle_per_bank: 64.0,
             line_bytes: 128,
+            l1_line_bytes: 64,
             hbm_bytes_per_ns: 1000.0,
             hbm_sustained_fraction: 0.85,
             wg_fixed_ns: 1000.0,

@@ -40,6 +40,7 @@ pub fn launch_from_packet(
             workgroups: p.workgroups(),
             workgroup_size: u16::try_from(p.workgroup_threads()).unwrap_or(u16::MAX),
             workgroup_time: non_gemm_workgroup_ns,
+            barrier: p.header.barrier,
         });
     }
     let mut eb = [0u8; GEMM_EXT_BYTES];
@@ -56,6 +57,7 @@ pub fn launch_from_packet(
         workgroups: nmcp_firmware::cp::features::workgroups(&ext, &meta),
         workgroup_size: meta.workgroup_size,
         workgroup_time: 0.0,
+        barrier: p.header.barrier,
         gemm: Some((ext, meta)),
     })
 }

@@ -25,7 +25,9 @@ pub struct Calibration {
     /// depth U runs at `U / (U + loop_overhead_u)`.
     pub loop_overhead_u: f64,
     /// Efficiency curve: factor when global loads are not hidden (no prefetch and only
-    /// one resident workgroup per CU to switch to).
+    /// one resident workgroup per CU to switch to). 1 since `memory_latency_ns` charges
+    /// the exposed loads as a mechanism (it was 0.85, a stand-in for it, before cache
+    /// version 4); a value below 1 with latency on would count them twice.
     pub exposed_load_factor: f64,
     /// Efficiency curve: factor for LDS bank conflicts when rows are not padded.
     pub bank_conflict_factor: f64,
@@ -51,6 +53,16 @@ pub struct Calibration {
     /// Workgroup dispatcher: waves the GPU can launch per cycle (one per shader engine
     /// per cycle; MI100 has 4 shader engines). Workgroups of all kernels queue for it.
     pub waves_launched_per_cycle: f64,
+    /// Memory latency of a main-loop iteration's global loads, ns (0 = off). Little's
+    /// law per workgroup: with prefetch (a second LDS buffer) the next iteration's tile
+    /// is always in flight while this one computes, so an iteration takes at least one
+    /// latency; without it the loads are issued, waited for, then computed on, so an
+    /// iteration takes the latency plus its compute. A workgroup alone on its CU is then
+    /// latency-bound when its iteration computes faster than the latency; co-resident
+    /// workgroups (of its kernel or of concurrent ones) use the CU while it waits.
+    /// Co-resident workgroups walk K in step, so a panel line another workgroup already
+    /// requested is an in-flight miss for the late-comers too: one latency, the HBM one.
+    pub memory_latency_ns: f64,
 }
 
 impl Default for Calibration {
@@ -59,13 +71,14 @@ impl Default for Calibration {
             peak_efficiency: 0.80,
             half_intensity: 12.0,
             loop_overhead_u: 4.0,
-            exposed_load_factor: 0.85,
+            exposed_load_factor: 1.0,
             bank_conflict_factor: 0.92,
             llc_reuse: 1.0,
             l1_bytes_per_cycle: 64.0,
             hbm_row_miss_cost: 99.99 / 82.3,
             hbm_banks_per_group: 4.0,
             waves_launched_per_cycle: 4.0,
+            memory_latency_ns: 500.0,
         }
     }
 }
@@ -118,7 +131,8 @@ pub struct KernelCost {
     pub wg_flops_per_ns: f64,
     /// FLOPs one workgroup executes (full tiles: edge tiles waste work).
     pub wg_flops: f64,
-    /// Bytes one workgroup requests from the LLC (panels, in cache lines, plus output).
+    /// Bytes one workgroup requests from the LLC (panels in L1 lines, iteration by
+    /// iteration, plus output).
     pub wg_llc_bytes: f64,
     /// Panel bytes per workgroup that must come from HBM in any case (the GEMM's inputs
     /// read once, spread over its workgroups).
@@ -133,6 +147,10 @@ pub struct KernelCost {
     pub wg_fixed_ns: f64,
     /// Wavefronts per workgroup (what the dispatcher launches).
     pub waves_per_wg: f64,
+    /// Shortest time the main loop can take because of memory latency, ns (0 when
+    /// latency is off): `iterations x memory_latency_ns` with prefetch, plus the main
+    /// loop's compute alone without it (see [`Calibration::memory_latency_ns`]).
+    pub wg_latency_floor_ns: f64,
 }
 
 /// Fraction of a cache line's bytes a contiguous run of `run` bytes uses, inverted
@@ -211,6 +229,26 @@ fn cost_of_meta(
         rows_a * cols_b * eb
     };
     let wg_panels = panel_a + panel_b;
+    // What the workgroup pulls from the LLC into its L1, in L1 lines, iteration by
+    // iteration: a panel contiguous along K (A transposed, B not) gives runs of only
+    // U elements per row per iteration, and the L1 (16 KB, shared by the CU's
+    // residents) does not keep a line until the next iteration needs its other part;
+    // a panel contiguous along M (N) gives runs of the tile's rows (columns). So the
+    // transposes and U decide how many line bytes feed the same FLOPs (HBM traffic and
+    // the LLC footprint above stay in LLC lines over the whole K).
+    let l1_line = f64::from(gpu.l1_line_bytes.max(1));
+    let u_run = f64::from(kernel.depth_u.max(1)).min(ks) * eb;
+    let l1_waste_a = if shape.trans_a {
+        line_waste(u_run, l1_line)
+    } else {
+        line_waste(rows_a * eb, l1_line)
+    };
+    let l1_waste_b = if shape.trans_b {
+        line_waste(cols_b * eb, l1_line)
+    } else {
+        line_waste(u_run, l1_line)
+    };
+    let wg_l1_panels = (rows_a * l1_waste_a + cols_b * l1_waste_b) * ks * eb;
     // Every A element is needed by all tile columns and every B element by all tile
     // rows, but fetched from HBM once if reuse works.
     let compulsory_total = (m * waste_a * k + n * waste_b * k) * eb * f64::from(shape.batch);
@@ -221,19 +259,33 @@ fn cost_of_meta(
         .max(1.0);
     let cu_demand = (waves_per_wg / f64::from(gpu.simds_per_cu)).min(1.0);
     let eff = cal.efficiency(kernel, occ);
+    let wg_flops_per_ns = gpu.cu_flops_per_ns(shape.dtype) * eff * cu_demand;
+    let wg_flops = 2.0 * mt0 * mt1 * ks;
+    // Memory latency (Little's law): one iteration's tile in flight at a time; with
+    // prefetch it overlaps the compute, without it the compute waits for it.
+    let iterations = (ks / f64::from(kernel.depth_u.max(1))).ceil().max(1.0);
+    let latency = cal.memory_latency_ns.max(0.0);
+    let latency_floor = if latency <= 0.0 {
+        0.0
+    } else if kernel.prefetch {
+        iterations * latency
+    } else {
+        iterations * latency + wg_flops / wg_flops_per_ns.max(f64::MIN_POSITIVE)
+    };
     Some(KernelCost {
         workgroups,
         occupancy: occ,
         cu_demand,
-        wg_flops_per_ns: gpu.cu_flops_per_ns(shape.dtype) * eff * cu_demand,
-        wg_flops: 2.0 * mt0 * mt1 * ks,
-        wg_llc_bytes: wg_panels + out_bytes,
+        wg_flops_per_ns,
+        wg_flops,
+        wg_llc_bytes: wg_l1_panels + out_bytes,
         wg_compulsory_bytes: compulsory_panels,
         wg_out_bytes: out_bytes,
         grid: (tiles_m, tiles_n, slices),
         panel_bytes: (panel_a, panel_b),
         wg_fixed_ns: gpu.wg_fixed_ns,
         waves_per_wg,
+        wg_latency_floor_ns: latency_floor,
     })
 }
 

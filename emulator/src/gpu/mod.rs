@@ -37,6 +37,10 @@ pub struct KernelLaunch {
     pub workgroup_size: u16,
     /// For a non-GEMM kernel: time one workgroup takes running alone on a CU.
     pub workgroup_time: Nanos,
+    /// The packet's barrier bit: it waited at its queue's head for the queue's earlier
+    /// kernels, so the GPU could fetch and set it up while they ran (see
+    /// [`sim::GpuSim`]'s launch overlap).
+    pub barrier: bool,
 }
 
 /// What the timing model reports.

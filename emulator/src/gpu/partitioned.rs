@@ -83,6 +83,7 @@ mod tests {
             workgroups,
             workgroup_size: 256,
             workgroup_time: 1000.0,
+            barrier: false,
         }
     }
 

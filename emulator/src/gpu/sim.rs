@@ -4,8 +4,10 @@
 //! progress at the same rate, so they are simulated as one *cohort*; events happen when
 //! a cohort finishes its fixed phase or its main loop, and each event re-places freed CU
 //! capacity round-robin over the runnable kernels and re-solves the shared resources:
-//! - CU matrix throughput: the resident main-loop workgroups of a CU pool demand
-//!   `sum(n * cu_demand) / cus`; above 1 everyone slows in proportion.
+//! - CU matrix throughput: the resident main-loop workgroups of a CU demand their
+//!   `cu_demand` each, capped by memory latency (a workgroup cannot outrun its loads in
+//!   flight, [`Calibration::memory_latency_ns`]); over-demand is shared in proportion to
+//!   `cu_demand`, and what a latency-bound workgroup leaves goes to its co-residents.
 //! - LLC: the panel working set of all resident workgroups (of all kernels) against
 //!   `llc_bytes * llc_reuse`; the part that does not fit turns reuse hits into misses.
 //! - HBM and LLC bandwidth: fluid max-min fair shares per workgroup. How much HBM
@@ -51,6 +53,8 @@ struct KernelState {
     to_place: u64,
     resident: u64,
     all_dispatched: bool,
+    /// When the last workgroup was placed (the queue's next packet became its head).
+    dispatched_at: Nanos,
     completed: bool,
 }
 
@@ -113,6 +117,9 @@ pub struct GpuSim<P = FluidHbm> {
     workgroups_done: u64,
     /// When the workgroup dispatcher has launched every wave placed so far.
     dispatcher_free: Nanos,
+    /// When the most recently completed kernel placed its last workgroup: from then on
+    /// its queue's next packet sat at the head (see `push_kernel`).
+    last_completed_dispatched_at: Option<Nanos>,
 }
 
 impl GpuSim<FluidHbm> {
@@ -156,6 +163,7 @@ impl<P: MemoryPort> GpuSim<P> {
             launches: 0,
             workgroups_done: 0,
             dispatcher_free: 0.0,
+            last_completed_dispatched_at: None,
         }
     }
 
@@ -199,16 +207,42 @@ impl<P: MemoryPort> GpuSim<P> {
     ) -> bool {
         match kernel_cost(&self.gpu, &self.cal, shape, k) {
             Some(cost) => {
-                self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)));
+                self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)), false);
                 true
             }
             None => false,
         }
     }
 
-    fn push_kernel(&mut self, now: Nanos, tag: u64, cost: KernelCost, tiling: Option<GemmTiling>) {
+    /// Adds a kernel launched at `now`. Its first workgroup can be placed
+    /// `kernel_start_ns` later (packet and kernel-descriptor fetch, dispatch set-up),
+    /// except for a `barrier` packet: it waited at its queue's head while the kernel it
+    /// depended on ran its last workgroups, and a single stream's packet processor sets
+    /// up the next kernel in that time (as a HIP stream does); only what is left of the
+    /// start-up after that window delays it. What cannot overlap is already charged
+    /// elsewhere: the CP noticing the completion and dispatching (the firmware's own
+    /// time) and the wave launches (`waves_launched_per_cycle`). The GPU does not see
+    /// when a packet was published; the window is the time since the last completed
+    /// kernel placed its last workgroup, exact for one stream whose packets were
+    /// published ahead (the evaluation's Sequential).
+    fn push_kernel(
+        &mut self,
+        now: Nanos,
+        tag: u64,
+        cost: KernelCost,
+        tiling: Option<GemmTiling>,
+        barrier: bool,
+    ) {
         if now > self.now {
             self.progress(now);
+        }
+        let at = self.now.max(now);
+        let mut start_delay = self.gpu.kernel_start_ns;
+        if barrier {
+            if let Some(head_since) = self.last_completed_dispatched_at {
+                // At least a picosecond: placement happens at a start event.
+                start_delay = (start_delay - (at - head_since).max(0.0)).max(1e3 * TIME_EPS);
+            }
         }
         let pool = self.launches % (self.pools.max(1) as usize);
         self.launches += 1;
@@ -219,10 +253,11 @@ impl<P: MemoryPort> GpuSim<P> {
             tiling,
             slot_units,
             pool,
-            start_at: self.now.max(now) + self.gpu.kernel_start_ns,
+            start_at: at + start_delay,
             to_place: cost.workgroups,
             resident: 0,
             all_dispatched: false,
+            dispatched_at: at,
             completed: false,
         });
     }
@@ -245,6 +280,7 @@ impl<P: MemoryPort> GpuSim<P> {
             panel_bytes: (0.0, 0.0),
             wg_fixed_ns: launch.workgroup_time.max(0.0),
             waves_per_wg: f64::from(waves),
+            wg_latency_floor_ns: 0.0,
         }
     }
 
@@ -318,12 +354,14 @@ impl<P: MemoryPort> GpuSim<P> {
             if !k.completed && k.to_place == 0 && k.resident == 0 && k.start_at <= now + TIME_EPS {
                 if !k.all_dispatched {
                     k.all_dispatched = true;
+                    k.dispatched_at = now;
                     self.outbox.push(GpuEvent::AllDispatched {
                         tag: k.tag,
                         at: now,
                     });
                 }
                 k.completed = true;
+                self.last_completed_dispatched_at = Some(k.dispatched_at);
                 self.outbox.push(GpuEvent::Completed {
                     tag: k.tag,
                     at: now,
@@ -553,6 +591,7 @@ impl<P: MemoryPort> GpuSim<P> {
         let fixed = k.cost.wg_fixed_ns;
         if k.to_place == 0 && !k.all_dispatched {
             k.all_dispatched = true;
+            k.dispatched_at = now;
             self.outbox.push(GpuEvent::AllDispatched {
                 tag: k.tag,
                 at: now,
@@ -580,13 +619,28 @@ impl<P: MemoryPort> GpuSim<P> {
 
     /// Re-solves CU shares, LLC misses and bandwidth shares for the current residents.
     fn solve_rates(&mut self) {
-        // Matrix-unit demand per CU of each group.
-        let mut demand = vec![0.0f64; self.groups.len()];
-        for c in &self.cohorts {
-            if c.fixed_left <= 0.0 && c.work_left > 0.0 {
-                if let (Some(k), Some(d)) = (self.kernels.get(c.kernel), demand.get_mut(c.group)) {
-                    *d += c.per_cu as f64 * k.cost.cu_demand;
+        // Matrix units: each main-loop workgroup asks for its `cu_demand` of a CU (its
+        // waves' SIMDs) times the fraction of its full rate memory latency lets it
+        // use; a CU's units are shared in proportion to `cu_demand`, and what a
+        // latency-bound workgroup leaves goes to its co-residents (water-filling per
+        // CU group, in units of `cu_demand`).
+        let mut cu_level = vec![None; self.groups.len()];
+        {
+            let mut per_group: Vec<(Vec<f64>, Vec<f64>)> =
+                vec![(Vec::new(), Vec::new()); self.groups.len()];
+            for c in &self.cohorts {
+                if c.fixed_left <= 0.0 && c.work_left > 0.0 {
+                    if let (Some(k), Some(g)) =
+                        (self.kernels.get(c.kernel), per_group.get_mut(c.group))
+                    {
+                        g.0.push(c.per_cu as f64 * k.cost.cu_demand);
+                        g.1.push(latency_fraction(&k.cost));
+                    }
                 }
+            }
+            for (level, (weights, wants)) in cu_level.iter_mut().zip(&per_group) {
+                let ones = vec![1.0; wants.len()];
+                *level = water_level(weights, wants, &ones, 1.0);
             }
         }
         // LLC working set of all resident workgroups.
@@ -614,11 +668,14 @@ impl<P: MemoryPort> GpuSim<P> {
             let Some(k) = self.kernels.get(c.kernel) else {
                 continue;
             };
-            let d = demand.get(c.group).copied().unwrap_or(1.0);
-            let share = if d > 1.0 { 1.0 / d } else { 1.0 };
+            let want = latency_fraction(&k.cost);
+            let used = match cu_level.get(c.group).copied().flatten() {
+                Some(level) => want.min(level),
+                None => want,
+            };
             idx.push(ci);
             counts.push((c.per_cu * self.groups.get(c.group).map_or(0, |g| g.cus)) as f64);
-            rates.push(k.cost.wg_flops_per_ns * share / k.cost.wg_flops);
+            rates.push(k.cost.wg_flops_per_ns * used / k.cost.wg_flops);
             hbm.push(k.cost.hbm_bytes(k.resident as f64, miss));
             llc.push(k.cost.wg_llc_bytes);
         }
@@ -731,6 +788,16 @@ impl<P: MemoryPort> GpuSim<P> {
     }
 }
 
+/// The fraction of its full main-loop rate (its `cu_demand` of a CU to itself) a
+/// workgroup can use given memory latency: 1 when latency does not bind.
+fn latency_fraction(cost: &KernelCost) -> f64 {
+    if cost.wg_latency_floor_ns <= 0.0 || cost.wg_flops <= 0.0 || cost.wg_flops_per_ns <= 0.0 {
+        return 1.0;
+    }
+    let full = cost.wg_flops_per_ns / cost.wg_flops;
+    (1.0 / cost.wg_latency_floor_ns / full).min(1.0)
+}
+
 /// Max-min fair level: per-workgroup bandwidth `lambda` such that workgroups wanting
 /// less get what they want and the rest get `lambda`, using up `capacity`. `None` when
 /// everyone's demand fits.
@@ -777,10 +844,12 @@ impl<P: MemoryPort> KernelEngine for GpuSim<P> {
                 .map(|cost| (cost, GemmTiling::new(&shape, &kernel)))
         });
         match gemm {
-            Some((cost, tiling)) => self.push_kernel(now, tag, cost, Some(tiling)),
+            Some((cost, tiling)) => {
+                self.push_kernel(now, tag, cost, Some(tiling), launch.barrier);
+            }
             None => {
                 let cost = self.non_gemm_cost(launch);
-                self.push_kernel(now, tag, cost, None);
+                self.push_kernel(now, tag, cost, None, launch.barrier);
             }
         }
     }
