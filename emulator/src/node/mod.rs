@@ -21,7 +21,7 @@ use std::fmt;
 
 use nmcp_firmware::cp::{
     CdPredictor, CpAction, CpConfig, CpError, CpRecord, CpWork, CuResources, QueueConfig,
-    MAX_QUEUES,
+    QueueTable, MAX_QUEUES,
 };
 use nmcp_firmware::nmc::LambJob;
 use nmcp_firmware::platform::{MemoryError, NmcTicket};
@@ -309,8 +309,8 @@ impl<E: KernelEngine> GpuNode<E> {
             firmware
                 .cp
                 .configure(CpConfig {
-                    queues: heapless::Vec::from_slice(&queues)
-                        .map_err(|_| NodeError::Cp(CpError::Capacity))?,
+                    queues: QueueTable::from_slice(&queues)
+                        .map_err(|e| NodeError::Config(format!("CP queue table: {e}")))?,
                     device: config.device,
                     resources: config.resources,
                     predictor: config.predictor,

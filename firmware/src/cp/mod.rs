@@ -25,7 +25,7 @@ pub use decision::{
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
-pub use queue::{QueueConfig, MAX_QUEUES};
+pub use queue::{QueueConfig, QueueTable, QueueTableError, MAX_QUEUES};
 pub use reject::{RejectCode, RejectReason};
 pub use work::{CpCostModel, CpWork};
 
@@ -41,7 +41,7 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
 };
 use crate::{Event, FirmwareError};
-use queue::{QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
+use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
@@ -88,8 +88,9 @@ impl core::error::Error for CpError {}
 /// Everything the CP needs to know about its GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpConfig {
-    /// Active queues, index = queue id.
-    pub queues: Vec<QueueConfig, MAX_QUEUES>,
+    /// Active queues, index = queue id (addresses kept as 32-bit offsets,
+    /// [`QueueTable`]).
+    pub queues: QueueTable,
     /// Device memory every address must fall in.
     pub device: DeviceRange,
     /// Per-CU resources, for occupancy and waves.
@@ -383,7 +384,7 @@ impl CpConfig {
     /// concurrency control on (what [`CommandProcessor::configure_in_place`] fills).
     pub fn empty() -> Self {
         Self {
-            queues: Vec::new(),
+            queues: QueueTable::new(),
             device: DeviceRange { base: 0, len: 0 },
             resources: CuResources::MI100,
             predictor: CdPredictor::default(),
@@ -694,7 +695,7 @@ impl CommandProcessor {
                 if let Some(q) = s.queues.get(qi) {
                     let b = bit(qi);
                     s.dirty |= b;
-                    if s.dispatching & b != 0 && q.dispatching_id == dispatch_id {
+                    if s.dispatching & b != 0 && q.dispatching_id == low_id(dispatch_id) {
                         s.dispatching &= !b;
                     }
                 }
@@ -709,7 +710,7 @@ impl CommandProcessor {
                     s.dirty |= b;
                     // A group of CD GEMMs runs together; the next group starts when the
                     // whole group has completed (CD 1 serialises).
-                    if s.in_group & b != 0 && q.group_id == dispatch_id {
+                    if s.in_group & b != 0 && q.group_id == low_id(dispatch_id) {
                         s.in_group &= !b;
                         s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
                     }
@@ -1027,7 +1028,7 @@ impl CpState {
             let ok = self
                 .queues
                 .get_mut(q)
-                .is_some_and(|qs| map_queue(qs, cfg.queues.get(q), base, words));
+                .is_some_and(|qs| map_queue(qs, cfg.queues.get(q).as_ref(), base, words));
             if ok {
                 self.mapped |= bit(q);
                 first_visits += 1;
@@ -1225,7 +1226,7 @@ impl CpState {
             }
             *budget -= 1;
             let outstanding = qs.outstanding;
-            let class = self.classify(cfg, qc, outstanding, id, p)?;
+            let class = self.classify(cfg, &qc, outstanding, id, p)?;
             match class {
                 Class::Wait => {
                     self.dirty &= !qb;
@@ -1798,8 +1799,8 @@ impl CpState {
                 Err(e) => return Err(e.into()),
             }
             if let Some(qs) = self.queues.get_mut(qi) {
-                qs.dispatching_id = id;
-                qs.group_id = id;
+                qs.dispatching_id = low_id(id);
+                qs.group_id = low_id(id);
                 qs.outstanding = qs.outstanding.wrapping_add(1);
                 qs.set_next(id.wrapping_add(1));
                 qs.head = HEAD_NONE;
@@ -1919,9 +1920,9 @@ impl CpState {
         }
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
-            q.dispatching_id = dispatch_id;
+            q.dispatching_id = low_id(dispatch_id);
             if gemm {
-                q.group_id = dispatch_id;
+                q.group_id = low_id(dispatch_id);
             }
             q.outstanding = q.outstanding.wrapping_add(1);
             q.set_next(dispatch_id.wrapping_add(1));
