@@ -244,13 +244,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 843 * work.handlers
+            + 892 * work.handlers
             + 43 * work.mapped_visits
-            + 474 * general
-            + 236 * work.dispatches
-            + 10_331 * work.predictions
+            + 525 * general
+            + 210 * work.dispatches
+            + 10_345 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 236 * work.completions
+            + 210 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);
