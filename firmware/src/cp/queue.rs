@@ -311,3 +311,75 @@ impl Default for QueueState {
         Self::INIT
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(ring_base: DevAddr) -> QueueConfig {
+        QueueConfig {
+            ring_base,
+            size_packets: 64,
+            read_index_addr: ring_base + 64 * 64,
+            write_index_addr: ring_base + 64 * 64 + 8,
+            doorbell_addr: ring_base + 64 * 64 + 16,
+        }
+    }
+
+    #[test]
+    fn table_round_trips_queues_on_both_sides_of_a_high_anchor() {
+        // The emulator's queues sit above 2^46; a queue may lie below the first one.
+        let base = 0x7000_0F00_0000u64;
+        let qs = [q(base), q(base - 0x10_0000), q(base + 0x7FFF_0000)];
+        let t = QueueTable::from_slice(&qs).unwrap();
+        assert_eq!(t.len(), 3);
+        for (i, want) in qs.iter().enumerate() {
+            assert_eq!(t.get(i), Some(*want));
+        }
+        assert_eq!(t.iter().collect::<std::vec::Vec<_>>(), qs.to_vec());
+        assert_eq!(t.get(3), None);
+    }
+
+    #[test]
+    fn table_refuses_an_address_2_gib_or_more_from_the_anchor() {
+        let base = 0x1_0000_0000u64;
+        let mut t = QueueTable::from_slice(&[q(base)]).unwrap();
+        // The ring fits, its doorbell lies exactly 2^31 above the anchor.
+        let mut far = q(base + 0x7FFF_0000);
+        far.doorbell_addr = base + (1 << 31);
+        assert_eq!(t.push(far), Err(QueueTableError::OutOfWindow { queue: 1 }));
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.push(q(base - (1 << 31) - 64)),
+            Err(QueueTableError::OutOfWindow { queue: 1 })
+        );
+        // Exactly -2^31 is inside (a signed 32-bit offset).
+        let mut low = q(base);
+        low.ring_base = base - (1 << 31);
+        assert_eq!(t.push(low), Ok(()));
+        assert_eq!(t.get(1), Some(low));
+        t.clear();
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn table_refuses_a_33rd_queue() {
+        let mut t = QueueTable::new();
+        for i in 0..MAX_QUEUES as u64 {
+            t.push(q(0x1000 + i * 0x2000)).unwrap();
+        }
+        assert_eq!(t.push(q(0x1000)), Err(QueueTableError::Full));
+    }
+
+    #[test]
+    fn low_ids_tell_apart_ids_of_one_ring() {
+        // Ids less than 2^32 apart (a ring holds at most 2^31 packets) differ in their
+        // low word, across the 2^32 boundary too.
+        let id = (5u64 << 32) - 3;
+        for d in 1..8u64 {
+            assert_ne!(low_id(id), low_id(id + d));
+            assert_ne!(low_id(id), low_id(id + (1 << 31) - d));
+        }
+        assert_eq!(low_id(id), low_id(id + (1 << 32)));
+    }
+}
