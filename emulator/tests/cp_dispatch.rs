@@ -244,13 +244,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 892 * work.handlers
+            + 888 * work.handlers
             + 43 * work.mapped_visits
-            + 525 * general
-            + 210 * work.dispatches
-            + 10_345 * work.predictions
+            + 534 * general
+            + 214 * work.dispatches
+            + 10_340 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 210 * work.completions
+            + 214 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -695,7 +695,9 @@ impl CommandProcessor {
                 if let Some(q) = s.queues.get(qi) {
                     let b = bit(qi);
                     s.dirty |= b;
-                    if s.dispatching & b != 0 && q.dispatching_id == low_id(dispatch_id) {
+                    // While a queue is dispatching, its next id is the one after the
+                    // dispatched packet (the scan does not visit it, nothing advances it).
+                    if s.dispatching & b != 0 && q.next_id.wrapping_sub(1) == dispatch_id {
                         s.dispatching &= !b;
                     }
                 }
@@ -1861,7 +1863,6 @@ impl CpState {
         let qi = usize::from(r.queue);
         if let Some(qs) = self.queues.get_mut(qi) {
             let id = r.dispatch_id;
-            qs.dispatching_id = low_id(id);
             qs.group_id = low_id(id);
             qs.outstanding = qs.outstanding.wrapping_add(1);
             qs.set_next(id.wrapping_add(1));
@@ -1962,7 +1963,6 @@ impl CpState {
         }
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
-            q.dispatching_id = low_id(dispatch_id);
             if gemm {
                 q.group_id = low_id(dispatch_id);
             }

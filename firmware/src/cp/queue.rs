@@ -225,16 +225,14 @@ pub(crate) struct QueueState {
     pub next_id: u64,
     /// Kernel object of the classified head packet.
     pub head_ko: u64,
-    /// Low 32 bits of the dispatch id of the kernel dispatched and not yet placed (valid
-    /// while the queue's bit is set in the CP's `dispatching` mask). A 64-bit HSA id is
-    /// compared by its low word ([`low_id`]): exact, since the ids this is compared
-    /// with are packets of the same ring, fewer than 2^31 apart (a ring holds at most
-    /// 2^31 packets: its size is a `u32` power of two of 64-byte packets inside device
-    /// memory), and two ids less than 2^32 apart differ in their low word.
-    pub dispatching_id: u32,
     /// Low 32 bits of the dispatch id of this queue's member of the GEMM group in
-    /// flight (valid while the queue's bit is set in the CP's `in_group` mask); compared
-    /// like `dispatching_id`.
+    /// flight (valid while the queue's bit is set in the CP's `in_group` mask). The
+    /// 64-bit HSA id of a `KernelCompleted` event is compared by its low word
+    /// ([`low_id`]): exact, since the ids compared are packets of the same ring, fewer
+    /// than 2^31 apart (a ring holds at most 2^31 packets: its size is a `u32` power of
+    /// two), and two ids less than 2^32 apart differ in their low word. (The dispatching
+    /// kernel's id needs no field: while the queue's bit is set in the CP's
+    /// `dispatching` mask its next id is the one after it.)
     pub group_id: u32,
     /// Dispatched kernels not yet completed (for the header's barrier bit).
     pub outstanding: u32,
@@ -267,7 +265,7 @@ pub(crate) struct QueueState {
 }
 
 /// The low 32 bits of a dispatch id: the ring position the CP keeps per queue
-/// (`QueueState::dispatching_id`, `group_id`).
+/// (`QueueState::group_id`).
 #[inline(always)]
 pub(crate) fn low_id(id: u64) -> u32 {
     id as u32
@@ -291,7 +289,6 @@ impl QueueState {
     pub const INIT: Self = Self {
         next_id: 0,
         head_ko: 0,
-        dispatching_id: 0,
         group_id: 0,
         outstanding: 0,
         view_write: u32::MAX,
