@@ -852,7 +852,17 @@ impl<E: KernelEngine> NodeParts<E> {
             .memory
             .read_u64(qc.packet_addr(id) + aql::offset::COMPLETION_SIGNAL as u64)
             .ok()?;
-        (sig != 0 && self.memory.range().contains(sig, 8)).then_some(sig)
+        // A signal word overlapping a queue's ring or its index and doorbell words is not
+        // a signal: storing into it would corrupt the packet processor's own state (a
+        // rejected packet's garbage signal on another queue's read index made that
+        // queue's index -9 and its next dispatch `NotAtHead`; cp_stream fuzz finding).
+        // The dispatch path rejects such a signal inside the rings; the completion of a
+        // rejected packet leaves it alone.
+        let in_queue_area = self.queues.iter().any(|q| {
+            let end = q.doorbell_addr.max(q.ring_base + q.ring_bytes()) + 8;
+            sig < end && q.ring_base < sig.saturating_add(8)
+        });
+        (sig != 0 && !in_queue_area && self.memory.range().contains(sig, 8)).then_some(sig)
     }
 
     fn ticket(&mut self) -> NmcTicket {
