@@ -215,6 +215,25 @@ pub trait KernelDispatcher {
     /// [`DispatchError::Unsupported`].
     fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError>;
 
+    /// Dispatches the requests of one GEMM group, in order, as
+    /// [`KernelDispatcher::dispatch`] would one by one (a dispatcher that takes a whole
+    /// group in one command saves the CP a call per member). Returns how many were
+    /// accepted and, when that is fewer than `reqs.len()`, the error of the first one
+    /// that was not (the rest were not attempted). The default calls
+    /// [`KernelDispatcher::dispatch`] for each.
+    ///
+    /// # Errors
+    /// The second field: as [`KernelDispatcher::dispatch`], for request
+    /// `reqs[accepted]`.
+    fn dispatch_group(&mut self, reqs: &[DispatchRequest]) -> (usize, Result<(), DispatchError>) {
+        for (i, r) in reqs.iter().enumerate() {
+            if let Err(e) = self.dispatch(r) {
+                return (i, Err(e));
+            }
+        }
+        (reqs.len(), Ok(()))
+    }
+
     /// Completes the packet at the head of `queue` without running it (a packet the CP
     /// rejected, or a barrier packet that resolved), storing `value` into its completion
     /// signal, and advances the queue's read index.

@@ -21,7 +21,7 @@ use std::fmt;
 
 use nmcp_firmware::cp::{
     CdPredictor, CpAction, CpConfig, CpError, CpRecord, CpWork, CuResources, QueueConfig,
-    MAX_QUEUES,
+    QueueTable, MAX_QUEUES,
 };
 use nmcp_firmware::nmc::LambJob;
 use nmcp_firmware::platform::{MemoryError, NmcTicket};
@@ -309,8 +309,8 @@ impl<E: KernelEngine> GpuNode<E> {
             firmware
                 .cp
                 .configure(CpConfig {
-                    queues: heapless::Vec::from_slice(&queues)
-                        .map_err(|_| NodeError::Cp(CpError::Capacity))?,
+                    queues: QueueTable::from_slice(&queues)
+                        .map_err(|e| NodeError::Config(format!("CP queue table: {e}")))?,
                     device: config.device,
                     resources: config.resources,
                     predictor: config.predictor,
@@ -852,7 +852,17 @@ impl<E: KernelEngine> NodeParts<E> {
             .memory
             .read_u64(qc.packet_addr(id) + aql::offset::COMPLETION_SIGNAL as u64)
             .ok()?;
-        (sig != 0 && self.memory.range().contains(sig, 8)).then_some(sig)
+        // A signal word overlapping a queue's ring or its index and doorbell words is not
+        // a signal: storing into it would corrupt the packet processor's own state (a
+        // rejected packet's garbage signal on another queue's read index made that
+        // queue's index -9 and its next dispatch `NotAtHead`; cp_stream fuzz finding).
+        // The dispatch path rejects such a signal inside the rings; the completion of a
+        // rejected packet leaves it alone.
+        let in_queue_area = self.queues.iter().any(|q| {
+            let end = q.doorbell_addr.max(q.ring_base + q.ring_bytes()) + 8;
+            sig < end && q.ring_base < sig.saturating_add(8)
+        });
+        (sig != 0 && !in_queue_area && self.memory.range().contains(sig, 8)).then_some(sig)
     }
 
     fn ticket(&mut self) -> NmcTicket {

@@ -809,6 +809,19 @@ impl KernelDispatcher for Board<'_> {
         self.latch(req)
     }
 
+    /// A whole GEMM group per call (a dispatcher that takes a group per command).
+    fn dispatch_group(&mut self, reqs: &[DispatchRequest]) -> (usize, Result<(), DispatchError>) {
+        for (i, r) in reqs.iter().enumerate() {
+            if usize::from(r.queue) >= BOARD_QUEUES {
+                return (i, Err(DispatchError::NoSuchQueue));
+            }
+            if let Err(e) = self.latch(r) {
+                return (i, Err(e));
+            }
+        }
+        (reqs.len(), Ok(()))
+    }
+
     fn take_doorbells(&mut self) -> u32 {
         core::mem::take(&mut self.doorbells)
     }

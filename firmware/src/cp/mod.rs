@@ -25,7 +25,7 @@ pub use decision::{
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
-pub use queue::{QueueConfig, MAX_QUEUES};
+pub use queue::{QueueConfig, QueueTable, QueueTableError, MAX_QUEUES};
 pub use reject::{RejectCode, RejectReason};
 pub use work::{CpCostModel, CpWork};
 
@@ -41,7 +41,7 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
 };
 use crate::{Event, FirmwareError};
-use queue::{QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
+use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
@@ -88,8 +88,9 @@ impl core::error::Error for CpError {}
 /// Everything the CP needs to know about its GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpConfig {
-    /// Active queues, index = queue id.
-    pub queues: Vec<QueueConfig, MAX_QUEUES>,
+    /// Active queues, index = queue id (addresses kept as 32-bit offsets,
+    /// [`QueueTable`]).
+    pub queues: QueueTable,
     /// Device memory every address must fall in.
     pub device: DeviceRange,
     /// Per-CU resources, for occupancy and waves.
@@ -383,7 +384,7 @@ impl CpConfig {
     /// concurrency control on (what [`CommandProcessor::configure_in_place`] fills).
     pub fn empty() -> Self {
         Self {
-            queues: Vec::new(),
+            queues: QueueTable::new(),
             device: DeviceRange { base: 0, len: 0 },
             resources: CuResources::MI100,
             predictor: CdPredictor::default(),
@@ -457,9 +458,15 @@ impl CpState {
 #[derive(Debug)]
 struct QueueStates([QueueState; MAX_QUEUES]);
 
+impl QueueStates {
+    /// The whole array as one constant, so `default` copies it from flash instead of
+    /// building it in a stack temporary (2.3 KiB of start-up stack on a 16 KiB board).
+    const ALL: [QueueState; MAX_QUEUES] = [QueueState::INIT; MAX_QUEUES];
+}
+
 impl Default for QueueStates {
     fn default() -> Self {
-        Self([QueueState::INIT; MAX_QUEUES])
+        Self(Self::ALL)
     }
 }
 
@@ -694,7 +701,9 @@ impl CommandProcessor {
                 if let Some(q) = s.queues.get(qi) {
                     let b = bit(qi);
                     s.dirty |= b;
-                    if s.dispatching & b != 0 && q.dispatching_id == dispatch_id {
+                    // While a queue is dispatching, its next id is the one after the
+                    // dispatched packet (the scan does not visit it, nothing advances it).
+                    if s.dispatching & b != 0 && q.next_id.wrapping_sub(1) == dispatch_id {
                         s.dispatching &= !b;
                     }
                 }
@@ -709,7 +718,7 @@ impl CommandProcessor {
                     s.dirty |= b;
                     // A group of CD GEMMs runs together; the next group starts when the
                     // whole group has completed (CD 1 serialises).
-                    if s.in_group & b != 0 && q.group_id == dispatch_id {
+                    if s.in_group & b != 0 && q.group_id == low_id(dispatch_id) {
                         s.in_group &= !b;
                         s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
                     }
@@ -902,7 +911,7 @@ impl CpState {
             }
             CpAction::BarrierResolved => (LOG_BARRIER, 0, 0, 0),
         };
-        let dropped = self.log.push_back(LogEntry {
+        self.log_entry(LogEntry {
             id: [dispatch_id as u32, (dispatch_id >> 32) as u32],
             ko: [ko as u32, (ko >> 32) as u32],
             queue,
@@ -910,7 +919,13 @@ impl CpState {
             cd,
             predicted,
         });
-        if let Some(old) = dropped {
+    }
+
+    /// Appends `e` (a rejection's reason already queued); when the log is full the
+    /// oldest entry is dropped (and counted).
+    #[inline(always)]
+    fn log_entry(&mut self, e: LogEntry) {
+        if let Some(old) = self.log.push_back(e) {
             self.log_dropped = self.log_dropped.saturating_add(1);
             if old.kind == LOG_REJECTED {
                 let _ = self.rejects.pop_front();
@@ -1027,7 +1042,7 @@ impl CpState {
             let ok = self
                 .queues
                 .get_mut(q)
-                .is_some_and(|qs| map_queue(qs, cfg.queues.get(q), base, words));
+                .is_some_and(|qs| map_queue(qs, cfg.queues.get(q).as_ref(), base, words));
             if ok {
                 self.mapped |= bit(q);
                 first_visits += 1;
@@ -1225,7 +1240,7 @@ impl CpState {
             }
             *budget -= 1;
             let outstanding = qs.outstanding;
-            let class = self.classify(cfg, qc, outstanding, id, p)?;
+            let class = self.classify(cfg, &qc, outstanding, id, p)?;
             match class {
                 Class::Wait => {
                     self.dirty &= !qb;
@@ -1608,7 +1623,7 @@ impl CpState {
                 .and_then(|qs| self.shapes.get(usize::from(qs.head)))
                 .map_or(1, |sh| sh.predicted)
         };
-        let (chosen, cd, predicted) = if all.count_ones() < 2 {
+        let (chosen, cd, predicted) = if all & all.wrapping_sub(1) == 0 {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else {
@@ -1643,14 +1658,18 @@ impl CpState {
     /// Dispatches the GEMM group `chosen` (a [`rotate`]d mask from `start`), each member
     /// with the kernel object its record tuned for `cd_index` (its own for `None`).
     ///
-    /// First, for every member, the checks that matter only for a packet that runs, on
-    /// two fields read now (through the mapped view when there is one, where the kernel
-    /// object is also patched): its kernel object is one the record lists, its
-    /// completion signal lies outside the queue rings. Then the dispatch requests, in
-    /// priority order. A member that fails the checks is rejected exactly as the general
-    /// path's full decode rejects it ([`CpState::reject_at_dispatch`]) and the rest of
-    /// the group still dispatches, with the CD decided (the group is one smaller). When
-    /// the dispatcher is busy, the members not yet requested stay classified heads.
+    /// One pass over the members, through one borrow of the mapped view when there is
+    /// one, reads the two fields that matter only for a packet that runs and checks them
+    /// (its kernel object is one the record lists, its completion signal lies outside
+    /// the queue rings), patches the kernel object when the decided one differs and
+    /// builds the member's request; members outside the view get the same through the
+    /// platform's word reads and writes. The requests then go to the dispatcher in one
+    /// [`KernelDispatcher::dispatch_group`] call, in priority order, and the queue
+    /// bookkeeping and the log follow for the accepted ones. A member that fails the
+    /// checks is rejected exactly as the general path's full decode rejects it
+    /// ([`CpState::reject_at_dispatch`]) and the rest of the group still dispatches, with
+    /// the CD decided (the group is one smaller). When the dispatcher is busy, the
+    /// members not yet accepted stay classified heads.
     #[allow(clippy::too_many_arguments)]
     fn dispatch_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
@@ -1664,76 +1683,83 @@ impl CpState {
         predicted: u8,
     ) -> Result<(), FirmwareError> {
         const G: usize = MAX_CD as usize;
-        // Member `j`'s queue (its own kernel object goes to `QueueState::head_ko`).
-        let mut queue_of = [0u8; G];
-        let mut k = 0usize;
-        let mut m = chosen;
-        while m != 0 && k < G {
-            let q = unrotate(m.trailing_zeros() as usize, start, n);
-            m &= m.wrapping_sub(1);
-            if let Some(slot) = queue_of.get_mut(k) {
-                *slot = q as u8;
-            }
-            k += 1;
-        }
-        let members = queue_of.get(..k).unwrap_or_default();
-        let rings = self.rings;
-        let shapes = &self.shapes;
-        let queues = &mut self.queues;
-        // Member j failed the checks (bit j); members still to be read word by word.
+        // Per member (in priority order) its request; bit i of the masks: request i's
+        // kernel object was swapped, it failed the checks (its `kernel_object` is then
+        // the packet's own), it is still to be read word by word.
+        let mut reqs: Vec<DispatchRequest, G> = Vec::new();
+        let mut swaps = 0u32;
         let mut bad = 0u32;
-        let mut unread = active_mask(k);
-        if let Some((base, words)) = p.mapped_words_mut() {
-            if base == self.view_base {
-                for (j, &q) in members.iter().enumerate() {
-                    let q = usize::from(q);
-                    let (Some(qs), true) = (queues.get_mut(q), self.mapped & bit(q) != 0) else {
-                        continue;
-                    };
-                    let Some(shape) = shapes.get(usize::from(qs.head)) else {
-                        continue;
-                    };
-                    let i = (qs.view_slot as usize).wrapping_add(W_KO);
-                    let Some([k0, k1, _, _, _, _, s0, s1]) =
-                        words.get_mut(i..).and_then(|s| s.first_chunk_mut::<8>())
-                    else {
-                        continue;
-                    };
+        let mut unread = 0u32;
+        let rings = self.rings;
+        let cdi = cd_index.unwrap_or(usize::MAX);
+        {
+            let shapes = &self.shapes;
+            let queues = &mut self.queues;
+            let mapped = self.mapped;
+            let view_base = self.view_base;
+            let mut view = p.mapped_words_mut().filter(|&(base, _)| base == view_base);
+            let mut m = chosen;
+            while m != 0 && !reqs.is_full() {
+                let q = unrotate(m.trailing_zeros() as usize, start, n);
+                m &= m.wrapping_sub(1);
+                let Some(qs) = queues.get(q) else {
+                    continue;
+                };
+                let Some(shape) = shapes.get(usize::from(qs.head)) else {
+                    // Not a GEMM head (cannot happen): not dispatched.
+                    continue;
+                };
+                let rb = bit(reqs.len());
+                let i = (qs.view_slot as usize).wrapping_add(W_KO);
+                let fields = view
+                    .as_mut()
+                    .filter(|_| mapped & bit(q) != 0)
+                    .and_then(|(_, w)| w.get_mut(i..))
+                    .and_then(|s| s.first_chunk_mut::<8>());
+                let mut kernel_object = 0;
+                if let Some([k0, k1, _, _, _, _, s0, s1]) = fields {
                     let own = u64::from(u32::from_le(*k0)) | (u64::from(u32::from_le(*k1)) << 32);
                     let signal =
                         u64::from(u32::from_le(*s0)) | (u64::from(u32::from_le(*s1)) << 32);
-                    unread &= !bit(j);
-                    qs.head_ko = own;
+                    kernel_object = own;
                     if !shape.lists(own) || in_rings(rings, signal) {
-                        bad |= bit(j);
-                        continue;
+                        bad |= rb;
+                    } else {
+                        let ko = shape.ko_per_cd.get(cdi).copied().unwrap_or(own);
+                        if ko != own {
+                            *k0 = (ko as u32).to_le();
+                            *k1 = ((ko >> 32) as u32).to_le();
+                            swaps |= rb;
+                            kernel_object = ko;
+                        }
                     }
-                    let ko = cd_index
-                        .and_then(|c| shape.ko_per_cd.get(c).copied())
-                        .unwrap_or(own);
-                    if ko != own {
-                        *k0 = (ko as u32).to_le();
-                        *k1 = ((ko >> 32) as u32).to_le();
-                    }
+                } else {
+                    unread |= rb;
                 }
+                let _ = reqs.push(DispatchRequest {
+                    queue: q as u8,
+                    dispatch_id: qs.next_id,
+                    kernel_object,
+                });
             }
         }
-        // Members outside the view: word reads and writes through the platform.
-        let mut skip = 0u32;
         while unread != 0 {
-            let j = unread.trailing_zeros() as usize;
+            // Members outside the view: word reads and writes through the platform.
+            let i = unread.trailing_zeros() as usize;
             unread &= unread.wrapping_sub(1);
-            let q = usize::from(members.get(j).copied().unwrap_or(0));
+            let Some(r) = reqs.get(i).copied() else {
+                continue;
+            };
+            let q = usize::from(r.queue);
             let (Some(qs), Some(qc)) = (self.queues.get(q), cfg.queues.get(q)) else {
-                skip |= bit(j);
+                bad |= bit(i);
                 continue;
             };
             let Some(shape) = self.shapes.get(usize::from(qs.head)) else {
-                // Not a GEMM head (cannot happen): not dispatched.
-                skip |= bit(j);
+                bad |= bit(i);
                 continue;
             };
-            let addr = qc.packet_addr(qs.next_id);
+            let addr = qc.packet_addr(r.dispatch_id);
             let ko_addr = addr.wrapping_add(aql::offset::KERNEL_OBJECT as u64);
             let own = read_u64(p, &mut self.tally, ko_addr)?;
             let signal = read_u64(
@@ -1742,89 +1768,82 @@ impl CpState {
                 addr.wrapping_add(aql::offset::COMPLETION_SIGNAL as u64),
             )?;
             self.tally.reads = self.tally.reads.wrapping_sub(4);
-            if let Some(qs) = self.queues.get_mut(q) {
-                qs.head_ko = own;
-            }
+            let mut kernel_object = own;
             if !shape.lists(own) || in_rings(rings, signal) {
-                bad |= bit(j);
-                continue;
+                bad |= bit(i);
+            } else {
+                let ko = shape.ko_per_cd.get(cdi).copied().unwrap_or(own);
+                if ko != own {
+                    p.write_u32(ko_addr, ko as u32)?;
+                    p.write_u32(ko_addr.wrapping_add(4), (ko >> 32) as u32)?;
+                    swaps |= bit(i);
+                    kernel_object = ko;
+                }
             }
-            let ko = cd_index
-                .and_then(|c| shape.ko_per_cd.get(c).copied())
-                .unwrap_or(own);
-            if ko != own {
-                p.write_u32(ko_addr, ko as u32)?;
-                p.write_u32(ko_addr.wrapping_add(4), (ko >> 32) as u32)?;
+            if let Some(r) = reqs.get_mut(i) {
+                r.kernel_object = kernel_object;
             }
         }
-        // The requests, in priority order.
+        let len = reqs.len();
+        // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
+        let t = &mut self.tally;
+        t.reads = t.reads.wrapping_add(4 * len as u32);
+        t.writes = t.writes.wrapping_add(2 * swaps.count_ones());
+        // The requests, in priority order: runs of members that passed the checks in
+        // one call each (the whole group when every member did).
         let mut done = 0u32;
-        let mut swaps = 0u32;
-        for (j, &q) in members.iter().enumerate() {
-            let qi = usize::from(q);
-            let qb = bit(qi);
-            let Some(&QueueState {
-                next_id: id,
-                head_ko: own,
-                head,
-                ..
-            }) = self.queues.get(qi)
-            else {
-                continue;
+        let mut count = 0u32;
+        let mut i = 0usize;
+        while i < len {
+            let Some(&r) = reqs.get(i) else {
+                break;
             };
-            if skip & bit(j) != 0 {
-                continue;
-            }
-            if bad & bit(j) != 0 {
-                self.reject_at_dispatch(cfg, p, qi, id, own)?;
+            if bad & bit(i) != 0 {
+                self.reject_at_dispatch(
+                    cfg,
+                    p,
+                    usize::from(r.queue),
+                    r.dispatch_id,
+                    r.kernel_object,
+                )?;
+                i += 1;
                 continue;
             }
-            let kernel_object = match (cd_index, self.shapes.get(usize::from(head))) {
-                (Some(c), Some(shape)) => shape.ko_per_cd.get(c).copied().unwrap_or(own),
-                _ => own,
+            let later = bad.checked_shr(i as u32).unwrap_or(0);
+            let end = if later == 0 {
+                len
+            } else {
+                i + later.trailing_zeros() as usize
             };
-            let req = DispatchRequest {
-                queue: q,
-                dispatch_id: id,
-                kernel_object,
-            };
-            match p.dispatch(&req) {
+            let run = reqs.get(i..end).unwrap_or_default();
+            let (accepted, result) = p.dispatch_group(run);
+            let accepted = accepted.min(run.len());
+            count = count.wrapping_add(accepted as u32);
+            for (j, r) in run.iter().take(accepted).enumerate() {
+                done |= self.dispatched_member(r, swaps & bit(i + j) != 0, cd, predicted);
+            }
+            i += accepted;
+            match result {
                 Ok(()) => {}
                 Err(DispatchError::Busy) => break,
                 Err(DispatchError::BadPacket) => {
-                    self.reject_head(p, qi, id, RejectReason::DispatchRefused)?;
-                    continue;
+                    if let Some(&r) = reqs.get(i) {
+                        self.reject_head(
+                            p,
+                            usize::from(r.queue),
+                            r.dispatch_id,
+                            RejectReason::DispatchRefused,
+                        )?;
+                    }
+                    i += 1;
                 }
                 Err(e) => return Err(e.into()),
             }
-            if let Some(qs) = self.queues.get_mut(qi) {
-                qs.dispatching_id = id;
-                qs.group_id = id;
-                qs.outstanding = qs.outstanding.wrapping_add(1);
-                qs.set_next(id.wrapping_add(1));
-                qs.head = HEAD_NONE;
+            if accepted == 0 && result.is_ok() {
+                break;
             }
-            done |= qb;
-            let swapped = kernel_object != own;
-            swaps += u32::from(swapped);
-            self.log(
-                q,
-                id,
-                CpAction::Dispatched {
-                    kernel_object,
-                    gemm: true,
-                    cd,
-                    predicted_cd: predicted,
-                    swapped,
-                },
-            );
         }
-        // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
-        let t = &mut self.tally;
-        t.reads = t.reads.wrapping_add(4 * k as u32);
-        t.writes = t.writes.wrapping_add(2 * swaps);
-        let count = done.count_ones();
-        t.dispatches = t.dispatches.wrapping_add(count);
+        self.tally.dispatches = self.tally.dispatches.wrapping_add(count);
         let ns = self.shapes.len().min(MAX_SHAPES);
         for h in self.shape_heads.iter_mut().take(ns) {
             *h &= !done;
@@ -1834,6 +1853,37 @@ impl CpState {
         self.in_group |= done;
         self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
         Ok(())
+    }
+
+    /// The bookkeeping of GEMM group member `r`, accepted by the dispatcher: its queue's
+    /// ids, outstanding count and next packet, and its log entry. Returns the queue's
+    /// bit.
+    #[inline(always)]
+    fn dispatched_member(
+        &mut self,
+        r: &DispatchRequest,
+        swapped: bool,
+        cd: u8,
+        predicted: u8,
+    ) -> u32 {
+        let qi = usize::from(r.queue);
+        if let Some(qs) = self.queues.get_mut(qi) {
+            let id = r.dispatch_id;
+            qs.group_id = low_id(id);
+            qs.outstanding = qs.outstanding.wrapping_add(1);
+            qs.set_next(id.wrapping_add(1));
+            qs.head = HEAD_NONE;
+        }
+        let flags = LOG_DISPATCHED | LOG_GEMM | if swapped { LOG_SWAPPED } else { 0 };
+        self.log_entry(LogEntry {
+            id: [r.dispatch_id as u32, (r.dispatch_id >> 32) as u32],
+            ko: [r.kernel_object as u32, (r.kernel_object >> 32) as u32],
+            queue: r.queue,
+            kind: flags,
+            cd,
+            predicted,
+        });
+        bit(qi)
     }
 
     /// Rejects the GEMM packet `id` at queue `qi`'s head (its own kernel object `own`)
@@ -1919,9 +1969,8 @@ impl CpState {
         }
         self.tally.dispatches = self.tally.dispatches.wrapping_add(1);
         if let Some(q) = self.queues.get_mut(qi) {
-            q.dispatching_id = dispatch_id;
             if gemm {
-                q.group_id = dispatch_id;
+                q.group_id = low_id(dispatch_id);
             }
             q.outstanding = q.outstanding.wrapping_add(1);
             q.set_next(dispatch_id.wrapping_add(1));

@@ -48,6 +48,167 @@ impl QueueConfig {
     }
 }
 
+/// One queue as the CP stores it ([`QueueTable`]): [`QueueConfig`]'s addresses as 32-bit
+/// offsets from the table's anchor (20 bytes instead of 40 on RV32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CompactQueue {
+    ring: u32,
+    size_packets: u32,
+    read_index: u32,
+    write_index: u32,
+    doorbell: u32,
+}
+
+/// Why [`QueueTable::push`] refused a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum QueueTableError {
+    /// The table holds [`MAX_QUEUES`] queues already.
+    Full,
+    /// An address of queue `queue` lies 2 GiB or more from the first queue's ring base
+    /// (the CP keeps queue addresses as signed 32-bit offsets from it).
+    OutOfWindow {
+        /// Index the queue would have had.
+        queue: u8,
+    },
+}
+
+impl core::fmt::Display for QueueTableError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Full => write!(f, "more than {MAX_QUEUES} queues"),
+            Self::OutOfWindow { queue } => write!(
+                f,
+                "queue {queue}: an address lies 2 GiB or more from queue 0's ring base"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for QueueTableError {}
+
+/// The CP's queue descriptors (up to [`MAX_QUEUES`]). Every address is stored as a
+/// 32-bit offset from one 64-bit anchor (the first queue's ring base), read as a signed
+/// (two's-complement) offset: a queue's ring and index words may lie anywhere within
+/// 2 GiB of it on either side, however high device memory sits (the emulator's queues
+/// live above 2^46). 20 bytes per queue instead of 40 on RV32; [`QueueTable::get`]
+/// rebuilds the full [`QueueConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueTable {
+    anchor: DevAddr,
+    queues: heapless::Vec<CompactQueue, MAX_QUEUES>,
+}
+
+impl Default for QueueTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl QueueTable {
+    /// No queues.
+    pub const fn new() -> Self {
+        Self {
+            anchor: 0,
+            queues: heapless::Vec::new(),
+        }
+    }
+
+    /// A table of `queues`, in order.
+    ///
+    /// # Errors
+    /// As [`QueueTable::push`].
+    pub fn from_slice(queues: &[QueueConfig]) -> Result<Self, QueueTableError> {
+        let mut t = Self::new();
+        for &q in queues {
+            t.push(q)?;
+        }
+        Ok(t)
+    }
+
+    /// Appends queue `q` (its index is the number of queues before it).
+    ///
+    /// # Errors
+    /// [`QueueTableError::Full`] with [`MAX_QUEUES`] queues already;
+    /// [`QueueTableError::OutOfWindow`] when one of its addresses is not within 2 GiB
+    /// of the first queue's ring base (the table is unchanged).
+    pub fn push(&mut self, q: QueueConfig) -> Result<(), QueueTableError> {
+        if self.queues.is_full() {
+            return Err(QueueTableError::Full);
+        }
+        let anchor = if self.queues.is_empty() {
+            q.ring_base
+        } else {
+            self.anchor
+        };
+        let off = |a: DevAddr| -> Option<u32> {
+            let d = a.wrapping_sub(anchor) as i64;
+            i32::try_from(d).ok().map(|d| d as u32)
+        };
+        let (Some(ring), Some(read_index), Some(write_index), Some(doorbell)) = (
+            off(q.ring_base),
+            off(q.read_index_addr),
+            off(q.write_index_addr),
+            off(q.doorbell_addr),
+        ) else {
+            return Err(QueueTableError::OutOfWindow {
+                queue: self.queues.len() as u8,
+            });
+        };
+        self.anchor = anchor;
+        self.queues
+            .push(CompactQueue {
+                ring,
+                size_packets: q.size_packets,
+                read_index,
+                write_index,
+                doorbell,
+            })
+            .map_err(|_| QueueTableError::Full)
+    }
+
+    /// Forgets every queue.
+    pub fn clear(&mut self) {
+        self.queues.clear();
+    }
+
+    /// Queues in the table.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// No queue in the table.
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Queue `i`, if there is one.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<QueueConfig> {
+        let c = self.queues.get(i)?;
+        let at = |o: u32| self.anchor.wrapping_add(o as i32 as i64 as u64);
+        Some(QueueConfig {
+            ring_base: at(c.ring),
+            size_packets: c.size_packets,
+            read_index_addr: at(c.read_index),
+            write_index_addr: at(c.write_index),
+            doorbell_addr: at(c.doorbell),
+        })
+    }
+
+    /// Queue 0, if there is one.
+    pub fn first(&self) -> Option<QueueConfig> {
+        self.get(0)
+    }
+
+    /// Every queue, in order.
+    pub fn iter(&self) -> impl Iterator<Item = QueueConfig> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
 /// `QueueState::head` of a queue without a classified runnable head.
 pub(crate) const HEAD_NONE: u8 = 0xFF;
 /// `QueueState::head` of a non-GEMM kernel head (its kernel object is in `head_ko`).
@@ -64,12 +225,15 @@ pub(crate) struct QueueState {
     pub next_id: u64,
     /// Kernel object of the classified head packet.
     pub head_ko: u64,
-    /// Dispatch id of the kernel dispatched and not yet placed (valid while the queue's
-    /// bit is set in the CP's `dispatching` mask).
-    pub dispatching_id: u64,
-    /// Dispatch id of this queue's member of the GEMM group in flight (valid while the
-    /// queue's bit is set in the CP's `in_group` mask).
-    pub group_id: u64,
+    /// Low 32 bits of the dispatch id of this queue's member of the GEMM group in
+    /// flight (valid while the queue's bit is set in the CP's `in_group` mask). The
+    /// 64-bit HSA id of a `KernelCompleted` event is compared by its low word
+    /// ([`low_id`]): exact, since the ids compared are packets of the same ring, fewer
+    /// than 2^31 apart (a ring holds at most 2^31 packets: its size is a `u32` power of
+    /// two), and two ids less than 2^32 apart differ in their low word. (The dispatching
+    /// kernel's id needs no field: while the queue's bit is set in the CP's
+    /// `dispatching` mask its next id is the one after it.)
+    pub group_id: u32,
     /// Dispatched kernels not yet completed (for the header's barrier bit).
     pub outstanding: u32,
     /// Word index of the write index in the platform's mapped view
@@ -100,6 +264,13 @@ pub(crate) struct QueueState {
     pub key_ext: [u32; 2],
 }
 
+/// The low 32 bits of a dispatch id: the ring position the CP keeps per queue
+/// (`QueueState::group_id`).
+#[inline(always)]
+pub(crate) fn low_id(id: u64) -> u32 {
+    id as u32
+}
+
 /// `QueueState::key_word` of a queue without a cached shape key.
 pub(crate) const NO_KEY: u32 = u32::MAX;
 
@@ -118,7 +289,6 @@ impl QueueState {
     pub const INIT: Self = Self {
         next_id: 0,
         head_ko: 0,
-        dispatching_id: 0,
         group_id: 0,
         outstanding: 0,
         view_write: u32::MAX,
@@ -136,5 +306,77 @@ impl QueueState {
 impl Default for QueueState {
     fn default() -> Self {
         Self::INIT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(ring_base: DevAddr) -> QueueConfig {
+        QueueConfig {
+            ring_base,
+            size_packets: 64,
+            read_index_addr: ring_base + 64 * 64,
+            write_index_addr: ring_base + 64 * 64 + 8,
+            doorbell_addr: ring_base + 64 * 64 + 16,
+        }
+    }
+
+    #[test]
+    fn table_round_trips_queues_on_both_sides_of_a_high_anchor() {
+        // The emulator's queues sit above 2^46; a queue may lie below the first one.
+        let base = 0x7000_0F00_0000u64;
+        let qs = [q(base), q(base - 0x10_0000), q(base + 0x7FFF_0000)];
+        let t = QueueTable::from_slice(&qs).unwrap();
+        assert_eq!(t.len(), 3);
+        for (i, want) in qs.iter().enumerate() {
+            assert_eq!(t.get(i), Some(*want));
+        }
+        assert_eq!(t.iter().collect::<std::vec::Vec<_>>(), qs.to_vec());
+        assert_eq!(t.get(3), None);
+    }
+
+    #[test]
+    fn table_refuses_an_address_2_gib_or_more_from_the_anchor() {
+        let base = 0x1_0000_0000u64;
+        let mut t = QueueTable::from_slice(&[q(base)]).unwrap();
+        // The ring fits, its doorbell lies exactly 2^31 above the anchor.
+        let mut far = q(base + 0x7FFF_0000);
+        far.doorbell_addr = base + (1 << 31);
+        assert_eq!(t.push(far), Err(QueueTableError::OutOfWindow { queue: 1 }));
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.push(q(base - (1 << 31) - 64)),
+            Err(QueueTableError::OutOfWindow { queue: 1 })
+        );
+        // Exactly -2^31 is inside (a signed 32-bit offset).
+        let mut low = q(base);
+        low.ring_base = base - (1 << 31);
+        assert_eq!(t.push(low), Ok(()));
+        assert_eq!(t.get(1), Some(low));
+        t.clear();
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn table_refuses_a_33rd_queue() {
+        let mut t = QueueTable::new();
+        for i in 0..MAX_QUEUES as u64 {
+            t.push(q(0x1000 + i * 0x2000)).unwrap();
+        }
+        assert_eq!(t.push(q(0x1000)), Err(QueueTableError::Full));
+    }
+
+    #[test]
+    fn low_ids_tell_apart_ids_of_one_ring() {
+        // Ids less than 2^32 apart (a ring holds at most 2^31 packets) differ in their
+        // low word, across the 2^32 boundary too.
+        let id = (5u64 << 32) - 3;
+        for d in 1..8u64 {
+            assert_ne!(low_id(id), low_id(id + d));
+            assert_ne!(low_id(id), low_id(id + (1 << 31) - d));
+        }
+        assert_eq!(low_id(id), low_id(id + (1 << 32)));
     }
 }
