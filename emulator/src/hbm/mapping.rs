@@ -96,18 +96,6 @@ impl DramAddr {
             Field::Column => self.col,
         }
     }
-
-    fn get_mut(&mut self, f: Field) -> &mut u32 {
-        match f {
-            Field::Stack => &mut self.stack,
-            Field::Channel => &mut self.channel,
-            Field::PseudoChannel => &mut self.pc,
-            Field::BankGroup => &mut self.bank_group,
-            Field::Bank => &mut self.bank,
-            Field::Row => &mut self.row,
-            Field::Column => &mut self.col,
-        }
-    }
 }
 
 /// A mapping string that cannot be used with the preset.
@@ -364,12 +352,25 @@ impl AddressMapping {
     /// trace-driven simulators do; the byte offset within the column access is dropped.
     #[inline]
     pub fn decode(&self, addr: u64) -> DramAddr {
-        let mut d = DramAddr::default();
+        // Fields gather in an array indexed by field (no per-segment branch on the field),
+        // then the address is built from it in one go.
+        let mut f = [0u32; FIELDS.len()];
         for s in &self.segments {
             let bits = ((addr >> s.addr_shift) & ((1u64 << s.width) - 1)) as u32;
-            *d.get_mut(s.field) |= bits << s.field_shift;
+            if let Some(v) = f.get_mut(s.field.index()) {
+                *v |= bits << s.field_shift;
+            }
         }
-        d
+        let [stack, channel, pc, bank_group, bank, row, col] = f;
+        DramAddr {
+            stack,
+            channel,
+            pc,
+            bank_group,
+            bank,
+            row,
+            col,
+        }
     }
 
     /// The address of the first byte of a column access.

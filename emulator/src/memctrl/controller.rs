@@ -49,8 +49,8 @@ use super::observer::{ControllerObserver, IssuedColumn};
 use super::refresh::{RefreshBlock, Refresher};
 use super::request::{Access, Source, TrafficClass};
 use super::scheduler::{
-    pick_activated, pick_column, pick_row, wanted_banks, BankQueues, Entry, Everyone, PartKind,
-    Slot,
+    pick_activated, pick_column, pick_row, wanted_banks, BankQueues, Entry, Everyone, PackedSource,
+    PartKind, Slot,
 };
 use super::stats::{ControllerStats, RowClass};
 
@@ -207,22 +207,10 @@ fn pick_row_tiered(
     }
 }
 
-/// What an observer needs of a queued part beyond the queue entry.
-#[derive(Debug, Clone, Copy)]
-struct PartMeta {
-    source: Option<Source>,
-    addr: u64,
-    /// Parts with this tag queued here (a split request can put two in one controller).
-    parts: u8,
-}
-
-/// An attached observer and the metadata of the parts queued since it was attached.
+/// An attached observer.
 #[derive(Debug, Clone)]
 struct Observed {
     observer: Box<dyn ControllerObserver>,
-    /// Indexed by the front end's tag (dense slot numbers): a lookup per issued column
-    /// is an index, not a hash.
-    meta: Vec<Option<PartMeta>>,
 }
 
 /// A request part that finished.
@@ -445,13 +433,10 @@ impl Controller {
         now
     }
 
-    /// Attaches an observer of issued column commands (replacing any other); parts queued
-    /// from now on report their sender and address to it.
+    /// Attaches an observer of issued column commands (replacing any other); each issued
+    /// column reports its part's sender and address to it.
     pub fn set_observer(&mut self, observer: Box<dyn ControllerObserver>) {
-        self.observed = Some(Box::new(Observed {
-            observer,
-            meta: Vec::new(),
-        }));
+        self.observed = Some(Box::new(Observed { observer }));
     }
 
     /// Detaches and returns the observer.
@@ -593,22 +578,6 @@ impl Controller {
         if !self.has_room(access, 1) || bank >= self.pc.banks() {
             return None;
         }
-        if let Some(o) = &mut self.observed {
-            let t = tag as usize;
-            if o.meta.len() <= t {
-                o.meta.resize(t + 1, None);
-            }
-            match &mut o.meta[t] {
-                Some(m) => m.parts += 1,
-                slot @ None => {
-                    *slot = Some(PartMeta {
-                        source,
-                        addr,
-                        parts: 1,
-                    });
-                }
-            }
-        }
         let ready = now + self.cfg.command_overhead;
         let e = Entry {
             seq: 0,
@@ -620,6 +589,10 @@ impl Controller {
             bursts_left: bursts.max(1),
             row_class: RowClass::Hit,
             kind: PartKind::new(access, class),
+            // The sender and address travel in the entry (for an observer): a side table
+            // indexed by the system-wide tag missed the cache on every enqueue and issue.
+            source: PackedSource::new(source),
+            addr,
         };
         // A new entry cannot make anything ready before it is itself visible, and it can
         // only delay others (a new hit holds back a PRE).
@@ -998,18 +971,6 @@ impl Controller {
             self.tell_arbiter(&cmd, Some(kind.class()), finished, now);
         }
         if let Some(o) = &mut self.observed {
-            let slot = o.meta.get_mut(entry.tag as usize);
-            let meta = slot.as_ref().and_then(|m| **m);
-            if finished {
-                if let Some(m) = slot {
-                    if let Some(p) = m {
-                        p.parts -= 1;
-                        if p.parts == 0 {
-                            *m = None;
-                        }
-                    }
-                }
-            }
             o.observer.on_issue(&IssuedColumn {
                 at: now,
                 pseudo_channel: self.index,
@@ -1018,8 +979,8 @@ impl Controller {
                 col,
                 access: kind.access(),
                 class: kind.class(),
-                source: meta.and_then(|m| m.source),
-                addr: meta.map_or(0, |m| m.addr),
+                source: entry.source.get(),
+                addr: entry.addr,
                 tag: entry.tag,
                 last: finished,
             });

@@ -29,6 +29,7 @@
 pub mod arbiter;
 pub mod controller;
 pub mod observer;
+mod pending;
 pub mod refresh;
 pub mod request;
 pub mod scheduler;
@@ -41,8 +42,9 @@ use serde::{Deserialize, Serialize};
 use crate::hbm::bank::ALL_COMMAND_KINDS;
 use crate::hbm::config::CommandBus;
 use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
-use crate::sim::{ClockDomain, Component, EventQueue, Tick};
+use crate::sim::{ClockDomain, Component, Tick};
 
+use pending::CompletionQueue;
 use scheduler::PartKind;
 
 pub use arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued, Mca, RoundRobin};
@@ -121,7 +123,7 @@ pub struct MemorySystem {
     /// Finished requests whose last data beat is still ahead of the current cycle (a
     /// column command's data crosses the bus CL or CWL + BL after it issues), for
     /// [`MemorySystem::advance_until`] to hand out in time order.
-    pending: EventQueue<MemCompletion>,
+    pending: CompletionQueue,
     /// Per channel, when its pseudo-channels share one command interface
     /// ([`CommandBus::Shared`] with more than one pseudo-channel per channel); empty
     /// otherwise.
@@ -286,7 +288,7 @@ impl MemorySystem {
             next_id: 0,
             last_completion: 0,
             clock: ClockDomain::from_period_ns(preset.organisation.tck_ns),
-            pending: EventQueue::new(),
+            pending: CompletionQueue::default(),
             cfg,
         }
     }
@@ -380,6 +382,7 @@ impl MemorySystem {
     /// Where a request goes: its first column's address and pseudo-channel, the second
     /// column's address for a 64-byte request, and whether both fall into one row of one
     /// bank (one queue entry of two column accesses).
+    #[inline]
     fn place(&self, req: &Request) -> (DramAddr, usize, Option<DramAddr>, bool) {
         let col_bytes = self.mapping.column_bytes();
         let size = if u64::from(req.size) > col_bytes {
@@ -513,7 +516,7 @@ impl MemorySystem {
 
     /// Accounts for finished request parts; finished requests go to `out` if given.
     #[inline]
-    fn collect(&mut self, mut out: Option<&mut EventQueue<MemCompletion>>) {
+    fn collect(&mut self, mut out: Option<&mut CompletionQueue>) {
         for c in self.done.drain(..) {
             let Some(s) = self.slots.get_mut(c.tag as usize) else {
                 continue;
@@ -611,9 +614,9 @@ impl MemorySystem {
     pub fn advance_until(&mut self, until: Cycle, out: &mut Vec<MemCompletion>) {
         let mut pending = std::mem::take(&mut self.pending);
         self.advance(until, Some(&mut pending));
-        while let Some(c) = pending.pop_due(until) {
-            self.now = self.now.max(c.at);
-            out.push(c.event);
+        while let Some((at, c)) = pending.pop_due(until) {
+            self.now = self.now.max(at);
+            out.push(c);
         }
         self.pending = pending;
         if until != Cycle::MAX {
@@ -622,7 +625,7 @@ impl MemorySystem {
     }
 
     #[inline]
-    fn advance(&mut self, until: Cycle, mut out: Option<&mut EventQueue<MemCompletion>>) {
+    fn advance(&mut self, until: Cycle, mut out: Option<&mut CompletionQueue>) {
         while self.next <= until {
             self.now = self.now.max(self.next);
             self.next = self.step_controllers();

@@ -25,7 +25,7 @@ use nmcp_isa::nmc::DType;
 
 use super::arbiter::ClassSet;
 use super::refresh::RefreshBlock;
-use super::request::{Access, TrafficClass, TRAFFIC_CLASSES};
+use super::request::{Access, Source, TrafficClass, TRAFFIC_CLASSES};
 use super::stats::RowClass;
 
 /// An entry's access kind and traffic class in one byte: bits 0-1 the access index (read,
@@ -128,6 +128,51 @@ pub struct Entry {
     pub row_class: RowClass,
     /// Access kind and traffic class.
     pub kind: PartKind,
+    /// The sender, packed (see [`PackedSource`]); kept only for an attached observer and
+    /// not saved in a checkpoint (which refuses controllers with an observer).
+    #[serde(skip, default)]
+    pub source: PackedSource,
+    /// The request's byte address, for an attached observer (not saved either).
+    #[serde(skip, default)]
+    pub addr: u64,
+}
+
+/// A request's optional [`Source`] in one word, so a queue entry carries it without a
+/// side table: bits 0-31 the workgroup, 32-47 the GPU, 48-55 the wavefront, bit 63 set
+/// when there is a sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PackedSource(u64);
+
+impl PackedSource {
+    const PRESENT: u64 = 1 << 63;
+
+    /// Packs a sender (or none).
+    #[inline]
+    pub const fn new(source: Option<Source>) -> Self {
+        match source {
+            Some(s) => PackedSource(
+                Self::PRESENT
+                    | s.workgroup as u64
+                    | (s.gpu as u64) << 32
+                    | (s.wavefront as u64) << 48,
+            ),
+            None => PackedSource(0),
+        }
+    }
+
+    /// The sender, if any.
+    #[inline]
+    pub const fn get(self) -> Option<Source> {
+        if self.0 & Self::PRESENT == 0 {
+            None
+        } else {
+            Some(Source {
+                workgroup: self.0 as u32,
+                gpu: (self.0 >> 32) as u16,
+                wavefront: (self.0 >> 48) as u8,
+            })
+        }
+    }
 }
 
 /// Where an entry sits: (bank, position in the bank's queue).

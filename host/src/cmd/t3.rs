@@ -496,26 +496,58 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         bar.inc(1);
         Ok(r)
     };
+    // A sub-layer with the shape of an earlier one (FC-1 and FC-2: both K = 4H/TP) is
+    // not simulated again: a run depends only on the shape and the options (not on the
+    // sub-layer's name), so its results are the earlier one's under its own name.
+    let twin: Vec<Option<usize>> = sls
+        .iter()
+        .enumerate()
+        .map(|(i, sl)| sls.get(..i)?.iter().position(|o| same_shape(o, sl)))
+        .collect();
+    let unique: Vec<(usize, &SubLayer)> = sls
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| twin.get(i).is_some_and(Option::is_none))
+        .collect();
     // `--jobs N` runs N sub-layers at once (each simulation is single-threaded).
-    let per: Vec<Result<Vec<SubLayerResult>, UnitError>> = if a.jobs == 1 {
-        sls.iter().enumerate().map(one).collect()
+    let ran: Vec<Result<Vec<SubLayerResult>, UnitError>> = if a.jobs == 1 {
+        unique.iter().copied().map(one).collect()
     } else {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(a.jobs as usize)
             .build()
             .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
-        pool.install(|| sls.par_iter().enumerate().map(one).collect())
+        pool.install(|| unique.par_iter().copied().map(one).collect())
     };
-    bar.finish_and_clear();
-    let wall = started.elapsed().as_secs_f64();
-    let mut results = Vec::new();
-    for r in per {
+    let mut per: Vec<Option<Vec<SubLayerResult>>> = vec![None; sls.len()];
+    for ((i, _), r) in unique.iter().zip(ran) {
         match r {
-            Ok(v) => results.extend(v),
+            Ok(v) => per[*i] = Some(v),
             Err(UnitError::T3(e, at)) => return Err(t3_error(e, &at)),
             Err(UnitError::Checkpoint(e)) => return Err(e.into()),
         }
     }
+    for (i, sl) in sls.iter().enumerate() {
+        if let Some(Some(j)) = twin.get(i) {
+            let v: Vec<SubLayerResult> = per[*j]
+                .iter()
+                .flatten()
+                .map(|r| SubLayerResult {
+                    sublayer: sl.clone(),
+                    ..r.clone()
+                })
+                .collect();
+            if let Some(s) = &session {
+                let stored: Vec<StoredResult> = v.iter().map(StoredResult::from).collect();
+                lock(s).put(i as u32, &stored)?;
+            }
+            bar.inc(1);
+            per[i] = Some(v);
+        }
+    }
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let results: Vec<SubLayerResult> = per.into_iter().flatten().flatten().collect();
     if let Some(s) = &session {
         lock(s).write()?;
     }
@@ -547,6 +579,11 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         }
         emit(&text)
     }
+}
+
+/// Whether two sub-layers are the same simulation (shape and TP; the names may differ).
+fn same_shape(a: &SubLayer, b: &SubLayer) -> bool {
+    (a.h, a.tokens, a.tp, a.m, a.n, a.k) == (b.h, b.tokens, b.tp, b.m, b.n, b.k)
 }
 
 /// Why a sub-layer of the study has no result.
