@@ -14,9 +14,9 @@
 //! * Round-robin between classes ([`RoundRobin`]): the class whose turn it is first, every
 //!   class second (work-conserving); the turn passes on with each column command issued.
 //! * T3's MCA ([`Mca`]): compute (and host) traffic first; communication only while the
-//!   compute entries in the served queue are fewer than a threshold, or once it has waited
-//!   longer than an anti-starvation limit, or after a kernel boundary until the
-//!   communication entries are drained.
+//!   compute entries in the served queue are fewer than a threshold, first of all once it
+//!   has waited longer than an anti-starvation limit (until its next column command), or
+//!   after a kernel boundary until the communication entries are drained.
 //!
 //! An arbiter is told about every command the controller issues ([`Arbiter::on_issue`])
 //! and about kernel boundaries ([`Arbiter::kernel_boundary`]). A grant that changes with
@@ -274,8 +274,10 @@ impl Arbiter for RoundRobin {
 
 /// T3's memory-controller arbitration: compute and host entries first; communication
 /// entries only while fewer than `threshold` compute entries wait in the served queue,
-/// once communication has waited `starvation_limit` cycles without a column command, or
-/// after a kernel boundary until no communication entry is queued.
+/// ahead of everything once communication has waited `starvation_limit` cycles without a
+/// column command (letting it merely compete was not enough: compute row hits kept its
+/// row switch from ever winning under FR-FCFS), or after a kernel boundary until no
+/// communication entry is queued.
 #[derive(Debug, Clone, Copy)]
 pub struct Mca {
     /// Compute entries in the served queue below which communication may issue.
@@ -321,7 +323,9 @@ impl Arbiter for Mca {
         let since = *self.waiting_since.get_or_insert(view.now);
         let deadline = since.saturating_add(self.starvation_limit);
         if view.now >= deadline {
-            return Grant::ALL;
+            // Starving: communication first (its row switch included), the rest only when
+            // none of it can issue this cycle.
+            return Grant::tiered(ClassSet::of(TrafficClass::Communication), ClassSet::ALL);
         }
         let grant = if served[TrafficClass::Compute.index()] < self.threshold {
             Grant::tiered(privileged, ClassSet::ALL)
@@ -376,7 +380,12 @@ mod tests {
             (comp, ClassSet::ALL),
             "below the threshold"
         );
-        assert_eq!(m.grant(&view(110, 8, 2)), Grant::ALL, "starving");
+        let g = m.grant(&view(110, 8, 2));
+        assert_eq!(
+            (g.first, g.then),
+            (ClassSet::of(TrafficClass::Communication), ClassSet::ALL),
+            "starving: communication first"
+        );
         m.on_issue(&Issued {
             at: 111,
             kind: CommandKind::Rd,
