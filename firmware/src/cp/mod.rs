@@ -238,11 +238,11 @@ const LOG_SWAPPED: u8 = 16;
 /// GEMM shapes (extension records) the CP remembers: their validated kernel map and
 /// their predicted CD. A training step has a handful of distinct GEMMs; one per queue
 /// head means a full set of heads never evicts a shape another head still uses. With
-/// the `small-tables` feature (a 16 KiB-RAM board) 4: more distinct shapes at the heads
-/// than that evict one another (each eviction re-reads, re-validates and re-predicts a
-/// record), which costs time, not correctness.
+/// the `small-tables` feature (a 16 KiB-RAM board, whose window holds two GEMM records)
+/// 2: more distinct shapes at the heads than that evict one another (each eviction
+/// re-reads, re-validates and re-predicts a record), which costs time, not correctness.
 pub const MAX_SHAPES: usize = if cfg!(feature = "small-tables") {
-    4
+    2
 } else {
     MAX_QUEUES
 };

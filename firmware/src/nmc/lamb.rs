@@ -518,6 +518,7 @@ enum Kind {
 /// The step's three programs, built once per step; a submission only writes the tensor's
 /// rows and column count into one of them (building a command costs ~1,000 instructions
 /// of moves on RV32, patching one a few dozen).
+#[cfg(not(feature = "small-tables"))]
 #[derive(Debug, Clone)]
 struct Templates {
     sum_of_squares: MacroCommand,
@@ -525,6 +526,7 @@ struct Templates {
     stage2: MacroCommand,
 }
 
+#[cfg(not(feature = "small-tables"))]
 impl Default for Templates {
     fn default() -> Self {
         Self {
@@ -535,6 +537,7 @@ impl Default for Templates {
     }
 }
 
+#[cfg(not(feature = "small-tables"))]
 impl Templates {
     /// Builds the step's programs in place.
     fn build(&mut self, job: &LambJob) -> Result<(), SequencerError> {
@@ -579,6 +582,83 @@ impl Templates {
         }
         cmd.col_count = cols;
         Ok(cmd)
+    }
+}
+
+/// The `small-tables` build (a 16 KiB-RAM board): one template slot instead of three,
+/// rebuilt when a submission needs another program than the one it holds (~1 000
+/// instructions per rebuild, about three per tensor), so the sequencer keeps ~940 B less
+/// RAM. The commands are the same as the three-slot build's.
+#[cfg(feature = "small-tables")]
+#[derive(Debug, Clone)]
+struct Templates {
+    slot: MacroCommand,
+    /// The program `slot` holds.
+    built: Option<Kind>,
+    decay: bool,
+    program: Stage1Program,
+}
+
+#[cfg(feature = "small-tables")]
+impl Default for Templates {
+    fn default() -> Self {
+        Self {
+            slot: programs::empty(),
+            built: None,
+            decay: false,
+            program: Stage1Program::default(),
+        }
+    }
+}
+
+#[cfg(feature = "small-tables")]
+impl Templates {
+    /// Notes the step's program choices; the slot is built on first use.
+    fn build(&mut self, job: &LambJob) -> Result<(), SequencerError> {
+        self.built = None;
+        self.decay = job.params.weight_decay != 0.0;
+        self.program = job.program;
+        Ok(())
+    }
+
+    /// The program of `kind` for tensor `t` (`row`: the array a sum of squares reads).
+    fn patch(
+        &mut self,
+        kind: Kind,
+        g: &NmcGeometry,
+        t: &TensorDesc,
+        row: u32,
+        index: u32,
+    ) -> Result<&MacroCommand, SequencerError> {
+        if self.built != Some(kind) {
+            // A placeholder tensor, as in the three-slot build: rows and columns are
+            // patched below.
+            let p = TensorDesc {
+                elements: 1,
+                ..TensorDesc::default()
+            };
+            self.built = None;
+            match kind {
+                Kind::SumOfSquares => programs::sum_of_squares_into(&mut self.slot, g, &p, 0, 0)?,
+                Kind::Stage1 => {
+                    programs::stage1_into(&mut self.slot, g, &p, 0, self.decay, self.program)?
+                }
+                Kind::Stage2 => programs::stage2_into(&mut self.slot, g, &p, 0)?,
+            }
+            self.built = Some(kind);
+        }
+        let cols = programs::cols(g, t, index)?;
+        let rows = match kind {
+            Kind::SumOfSquares => [row, 0, 0, 0, 0],
+            Kind::Stage2 => [t.u_row, t.w_row, 0, 0, 0],
+            Kind::Stage1 if self.decay => [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row],
+            Kind::Stage1 => [t.g_row, t.m_row, t.v_row, t.u_row, 0],
+        };
+        for (phase, r) in self.slot.phases.iter_mut().zip(rows) {
+            phase.base_row = r;
+        }
+        self.slot.col_count = cols;
+        Ok(&self.slot)
     }
 }
 
