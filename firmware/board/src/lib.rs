@@ -177,8 +177,7 @@ pub fn run_all(
     blobs: &Blobs<'_>,
     out: &mut impl Write,
 ) -> Result<(), RunError> {
-    run_cp(fw, board, meter, blobs.cp, out)?;
-    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
+    run_small(fw, board, meter, blobs, out)?;
     // Last: board-side benchmarks of the decision's parts (their candidates sit on the
     // stack, so they do not count towards the firmware's stack peak above).
     run_parts(board, meter, blobs.cp, out)?;

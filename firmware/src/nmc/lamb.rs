@@ -562,25 +562,13 @@ impl Templates {
         row: u32,
         index: u32,
     ) -> Result<&MacroCommand, SequencerError> {
-        let cols = programs::cols(g, t, index)?;
-        let (cmd, rows): (&mut MacroCommand, [u32; 5]) = match kind {
-            Kind::SumOfSquares => (&mut self.sum_of_squares, [row, 0, 0, 0, 0]),
-            Kind::Stage2 => (&mut self.stage2, [t.u_row, t.w_row, 0, 0, 0]),
-            Kind::Stage1 => {
-                // Phases g, m, v, (w,) u: the weight phase only with weight decay.
-                let with_decay = self.stage1.phases.len() == 5;
-                let rows = if with_decay {
-                    [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row]
-                } else {
-                    [t.g_row, t.m_row, t.v_row, t.u_row, 0]
-                };
-                (&mut self.stage1, rows)
-            }
+        let decay = self.stage1.phases.len() == 5;
+        let cmd = match kind {
+            Kind::SumOfSquares => &mut self.sum_of_squares,
+            Kind::Stage2 => &mut self.stage2,
+            Kind::Stage1 => &mut self.stage1,
         };
-        for (phase, r) in cmd.phases.iter_mut().zip(rows) {
-            phase.base_row = r;
-        }
-        cmd.col_count = cols;
+        patch_rows(cmd, kind, decay, g, t, row, index)?;
         Ok(cmd)
     }
 }
@@ -647,19 +635,35 @@ impl Templates {
             }
             self.built = Some(kind);
         }
-        let cols = programs::cols(g, t, index)?;
-        let rows = match kind {
-            Kind::SumOfSquares => [row, 0, 0, 0, 0],
-            Kind::Stage2 => [t.u_row, t.w_row, 0, 0, 0],
-            Kind::Stage1 if self.decay => [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row],
-            Kind::Stage1 => [t.g_row, t.m_row, t.v_row, t.u_row, 0],
-        };
-        for (phase, r) in self.slot.phases.iter_mut().zip(rows) {
-            phase.base_row = r;
-        }
-        self.slot.col_count = cols;
+        patch_rows(&mut self.slot, kind, self.decay, g, t, row, index)?;
         Ok(&self.slot)
     }
+}
+
+/// Writes tensor `t`'s rows (`row`: the array a sum of squares reads) and column count
+/// into a built program of `kind`.
+fn patch_rows(
+    cmd: &mut MacroCommand,
+    kind: Kind,
+    decay: bool,
+    g: &NmcGeometry,
+    t: &TensorDesc,
+    row: u32,
+    index: u32,
+) -> Result<(), SequencerError> {
+    let cols = programs::cols(g, t, index)?;
+    let rows = match kind {
+        Kind::SumOfSquares => [row, 0, 0, 0, 0],
+        Kind::Stage2 => [t.u_row, t.w_row, 0, 0, 0],
+        // Phases g, m, v, (w,) u: the weight phase only with weight decay.
+        Kind::Stage1 if decay => [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row],
+        Kind::Stage1 => [t.g_row, t.m_row, t.v_row, t.u_row, 0],
+    };
+    for (phase, r) in cmd.phases.iter_mut().zip(rows) {
+        phase.base_row = r;
+    }
+    cmd.col_count = cols;
+    Ok(())
 }
 
 /// The LAMB state machine.
