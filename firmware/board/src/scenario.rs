@@ -105,11 +105,13 @@ fn gemm(m: u32, n: u32, k: u32) -> GemmExt {
 
 /// 32 queues, alternating two BERT-like shapes (3072x1024x1024 and 1024x4096x1024).
 ///
-/// The predictor is a stand-in for a trained one: its logits depend on M only
-/// (`xn = M / 8192`; CD 1: 1, CD 4: 8 xn, CD 8: 12 xn - 1, CD 16: 16 xn - 3), so the
-/// 3072-row GEMMs ask for CD 8 and the 1024-row ones for CD 4. The firmware evaluates
-/// every multiply-accumulate of all 15 features whatever the weights are, so the
-/// instruction count is that of a trained model of the same shape.
+/// The predictor is a stand-in for a trained one: its logits depend on M only, through
+/// feature 0 = log2 M (`xn = (log2 M - 9.25) / 6`, which puts the two shapes where the
+/// linear `M / 8192` of the earlier linear features put them: 0.375 and 0.125; CD 1: 1,
+/// CD 4: 8 xn, CD 8: 12 xn - 1, CD 16: 16 xn - 3), so the 3072-row GEMMs ask for CD 8
+/// and the 1024-row ones for CD 1. The firmware evaluates every multiply-accumulate of
+/// all 15 features whatever the weights are, so the instruction count is that of a
+/// trained model of the same shape.
 pub fn canned_cp() -> CpScenario {
     let mut shapes = Vec::new();
     let _ = shapes.push(gemm(3072, 1024, 1024));
@@ -119,13 +121,15 @@ pub fn canned_cp() -> CpScenario {
     weight_q16[3][0] = 12 * ONE_Q16;
     weight_q16[4][0] = 16 * ONE_Q16;
     let mut inv_range_q32 = [0i64; PREDICTOR_FEATURES];
-    inv_range_q32[0] = (1i64 << 32) / 8192;
+    inv_range_q32[0] = (1i64 << 32) / 6;
+    let mut min_q16 = [0i64; PREDICTOR_FEATURES];
+    min_q16[0] = 37 * ONE_Q16 / 4;
     CpScenario {
         queues: 32,
         ring_packets: 2,
         shapes,
         predictor: PredictorWeights {
-            min_q16: [0; PREDICTOR_FEATURES],
+            min_q16,
             inv_range_q32,
             weight_q16,
             bias_q16: [ONE_Q16, 0, 0, -ONE_Q16, -3 * ONE_Q16],

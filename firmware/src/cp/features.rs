@@ -10,7 +10,8 @@ use nmcp_isa::gemm_ext::{GemmExt, KernelMeta, CONCURRENCY_DEGREES};
 // for the firmware's existing paths.
 pub use nmcp_isa::gemm_ext::{occupancy, workgroups, CuResources};
 
-/// Number of features: M, N, K, then (#WGs, occupancy, waves) for CD 2, 4, 8, 16.
+/// Number of features: log2 M, log2 N, log2 K, then (log2 #WGs, occupancy, log2 waves) for
+/// CD 2, 4, 8, 16.
 pub const FEATURE_COUNT: usize = 3 + 3 * (CONCURRENCY_DEGREES.len() - 1);
 
 /// Fractional bits of the fixed-point format used for features and weights (Q16.16
@@ -31,6 +32,34 @@ pub fn waves_q16(wgs: u64, occupancy: u32, r: &CuResources) -> Option<i64> {
         None => (u128::from(wgs) << FRAC_BITS) / u128::from(slots),
     };
     i64::try_from(q).ok()
+}
+
+/// `log2(x)` in Q16.16 for `x >= 1`, linear between powers of two (the mantissa below the
+/// leading one read as the fraction: at most 0.086 below the true logarithm, exact at
+/// powers of two, monotonic); `x = 0` gives `log2(1) = 0`'s lower neighbour, `-1`.
+///
+/// Why logarithms: the predictor is a linear model over min-max normalised features, and
+/// GEMM sizes and grids span four decades (M from 64 to 32K, 10 to 10^5 workgroups):
+/// linearly scaled, every small GEMM sits in the first percent of the range and the
+/// model cannot tell a 0.3-wave grid from a 3-wave one (issue 12, item 2). A leading-zero
+/// count and a shift: cheap on RV32, no table, no division.
+#[inline(never)]
+pub fn log2_q16(x: u64) -> i64 {
+    if x == 0 {
+        return -(1 << FRAC_BITS);
+    }
+    // Most values fit 32 bits: a 32-bit leading-zero count is half the work on RV32.
+    let e = match u32::try_from(x) {
+        Ok(lo) => 31 - lo.leading_zeros(),
+        Err(_) => 63 - x.leading_zeros(),
+    };
+    // The bits below the leading one, as a 16-bit fraction.
+    let frac = if e >= FRAC_BITS {
+        (x >> (e - FRAC_BITS)) & 0xFFFF
+    } else {
+        (x << (FRAC_BITS - e)) & 0xFFFF
+    };
+    (i64::from(e) << FRAC_BITS) | frac as i64
 }
 
 /// Why features could not be computed.
@@ -84,7 +113,7 @@ pub fn features(g: &GemmExt, r: &CuResources) -> Result<[i64; FEATURE_COUNT], Fe
     let mut out = f.iter_mut();
     for v in [g.m, g.n, g.k] {
         if let Some(slot) = out.next() {
-            *slot = i64::from(v) << FRAC_BITS;
+            *slot = log2_q16(u64::from(v));
         }
     }
     for cd_index in 1..CONCURRENCY_DEGREES.len() {
@@ -94,8 +123,9 @@ pub fn features(g: &GemmExt, r: &CuResources) -> Result<[i64; FEATURE_COUNT], Fe
         let waves = waves_q16(wgs, occ, r).ok_or(FeatureError::NotResident {
             cd_index: cd_index as u8,
         })?;
-        let wgs_q = i64::try_from(wgs).unwrap_or(i64::MAX >> FRAC_BITS) << FRAC_BITS;
-        for v in [wgs_q, i64::from(occ) << FRAC_BITS, waves] {
+        // Waves are Q16.16: log2 of the fixed-point value minus 16 is log2 of the waves.
+        let log_waves = log2_q16(waves.max(0) as u64) - (i64::from(FRAC_BITS) << FRAC_BITS);
+        for v in [log2_q16(wgs), i64::from(occ) << FRAC_BITS, log_waves] {
             if let Some(slot) = out.next() {
                 *slot = v;
             }
@@ -145,14 +175,36 @@ mod tests {
         assert_eq!(workgroups(&g, &k0), 64);
         assert_eq!(occupancy(&k0, &r), 4);
         let f = features(&g, &r).unwrap();
-        assert_eq!(f[0], 1024 << 16);
-        assert_eq!(f[2], 512 << 16);
-        // CD 2 uses kernel 0: 64 WGs over 120 x 4 slots = 0.1333 waves.
-        assert_eq!(f[3], 64 << 16);
-        assert_eq!(f[5], (64i64 << 16) / 480);
+        assert_eq!(f[0], 10 << 16);
+        assert_eq!(f[2], 9 << 16);
+        // CD 2 uses kernel 0: 64 WGs over 120 x 4 slots = 0.1333 waves, log2 = -2.91
+        // (the linear-mantissa form: -3 + 0.0667 = -2.933).
+        assert_eq!(f[3], 6 << 16);
+        assert_eq!(f[5], log2_q16((64u64 << 16) / 480) - (16 << 16));
+        assert!(
+            (f[5] as f64 / 65536.0 + 2.933).abs() < 0.01,
+            "{}",
+            f[5] as f64 / 65536.0
+        );
         // CD 4 uses kernel 1: 256 WGs, occupancy 8.
-        assert_eq!(f[6], 256 << 16);
+        assert_eq!(f[6], 8 << 16);
         assert_eq!(f[7], 8 << 16);
+    }
+
+    #[test]
+    fn log2_is_exact_at_powers_of_two_monotonic_and_close_between() {
+        for e in 0..63u32 {
+            assert_eq!(log2_q16(1 << e), i64::from(e) << 16);
+        }
+        assert_eq!(log2_q16(0), -(1 << 16));
+        let mut last = log2_q16(0);
+        for x in (1..200_000u64).chain([u64::MAX - 1, u64::MAX]) {
+            let l = log2_q16(x);
+            assert!(l >= last, "not monotonic at {x}");
+            last = l;
+            let err = (x as f64).log2() - l as f64 / 65536.0;
+            assert!((-1e-4..0.0861).contains(&err), "log2({x}) off by {err}");
+        }
     }
 
     #[test]
