@@ -94,10 +94,12 @@ fn a_second_subarray_of_an_open_bank_activates_after_tfaw_not_trc() {
 
 #[test]
 fn trrd_spaces_acts_across_subarrays() {
-    // tRRD raised above tFAW so that it binds (same bank group: every bank is in one).
+    // An all-bank ACT counts four toward tFAW and presets keep tFAW >= tRRD, so tRRD binds
+    // only when it equals tFAW (the gate named first wins a tie).
     let p = masa(|p| {
         p.timing.trrd_l = 20;
-        p.timing.trrd_s = 18;
+        p.timing.trrd_s = 19;
+        p.timing.tfaw = 20;
     });
     gate_with(&p, &[(sa_act(R0), 100)], sa_act(R1), 120, Gate::TrrdL);
 }
@@ -129,14 +131,15 @@ fn sa_sel_delays_the_next_column_by_its_latency() {
         (sa_act(R1), t.tfaw),
         (RD, t.tfaw + t.trcdrd),
     ];
-    let sel_at = t.tfaw + t.trcdrd + 1;
+    // The select one tCCD_L after the read: its latency, not tCCD_L, binds the next read.
+    let sel_at = t.tfaw + t.trcdrd + t.tccd_l;
     let mut setup = base.to_vec();
     setup.push((sa_sel(R0), sel_at));
     gate(&setup, RD, sel_at + 2, Gate::SaSel);
-    // Back to R1: the select, not tCCD_L, binds.
+    // Back to R1 for a write, the select again one tCCD_L after the read.
     setup.push((RD, sel_at + 2));
-    setup.push((sa_sel(R1), sel_at + 3));
-    gate(&setup, WR, sel_at + 5, Gate::SaSel);
+    setup.push((sa_sel(R1), sel_at + 2 + t.tccd_l));
+    gate(&setup, WR, sel_at + 4 + t.tccd_l, Gate::SaSel);
 }
 
 #[test]

@@ -183,18 +183,22 @@ pub enum RowPolicy {
     /// (AB-SA-PRE, AB-SA-ACT) only when an array moves to its next row. Within a chunk
     /// every phase's visit runs as under [`Self::Staged`] (instruction by instruction over
     /// the chunk, reads back to back), and the writes of all phases are posted to a
-    /// [`MASA_WRITE_COLUMNS`]-column buffer and written at the end of the chunk (each
+    /// [`MASA_WRITE_COLUMNS`]-column buffer and written after the next chunk's reads (each
     /// row's after a select): reads first, writes last, so a chunk pays one read-to-write
-    /// and one write-to-read turnaround instead of one per read-modify-write phase.
+    /// and one write-to-read turnaround instead of one per read-modify-write phase, and
+    /// the ALU works on a chunk while the previous chunk's writes stream. A read of a
+    /// column with a posted write, or a row switch in a subarray with posted writes to its
+    /// old row, drains the buffer first.
     /// Phases that [`Self::Staged`] runs in program order run in program order here too
     /// (with subarray selects). On a preset with one subarray per bank it is refused.
     Masa,
 }
 
-/// Columns of the per-bank write buffer of [`RowPolicy::Masa`] (32 B each, 512 B per
-/// bank): a chunk of stage 1 at the baseline TS (4 columns) posts 12 writes (m, v, u), so
-/// its writes all go at the chunk's end; larger chunks flush when it is full.
-pub const MASA_WRITE_COLUMNS: usize = 16;
+/// Columns of the per-bank write buffer of [`RowPolicy::Masa`] (32 B each, 1 KiB per
+/// bank, one row's worth): a chunk of stage 1 at the baseline TS (4 columns) posts 12
+/// writes (m, v, u), written after the next chunk's reads, so the buffer holds two
+/// chunks' writes; larger chunks flush it when it is full.
+pub const MASA_WRITE_COLUMNS: usize = 32;
 
 /// Where the rows of arrays sit in the DRAM (the MASA layout's address mapping): the
 /// firmware lays a tensor's arrays out in consecutive rows; the mapping sends each
@@ -761,6 +765,17 @@ impl NmcChannelEngine {
         self.posted.clear();
     }
 
+    /// Issues the oldest `n` posted writes (MASA: the previous chunk's), keeping the rest.
+    fn flush_posted_oldest(&mut self, ctrl: &mut Controller, n: usize) {
+        let n = n.min(self.posted.len());
+        if n == 0 {
+            return;
+        }
+        let rest = self.posted.split_off(n);
+        self.flush_posted(ctrl);
+        self.posted = rest;
+    }
+
     fn close_rows(&mut self, ctrl: &mut Controller) {
         self.flush_posted(ctrl);
         if ctrl.pseudo_channel().any_open() {
@@ -920,6 +935,7 @@ impl NmcChannelEngine {
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
         let mut chunk_start = 0u32;
+        let mut posted_before = 0usize;
         while chunk_start < cmd.col_count {
             let n = chunk.min(cmd.col_count - chunk_start);
             let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
@@ -951,8 +967,19 @@ impl NmcChannelEngine {
                             .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                         let prow = self.phys(row);
                         self.refresh_if_due(ctrl);
-                        if masa && self.posted.iter().any(|p| p.0 == prow) {
-                            // A read of a row must not pass a posted write to it.
+                        if masa
+                            && sc.steps.iter().any(|st| {
+                                matches!(st.mem, Some(ColumnOp::Read | ColumnOp::ReadModifyWrite))
+                            })
+                            && self
+                                .posted
+                                .iter()
+                                .any(|p| p.0 == prow && (col..col + n).contains(&p.1))
+                            || self.posted.iter().any(|p| {
+                                p.0 != prow && p.0 >> self.sub_shift == prow >> self.sub_shift
+                            })
+                        {
+                            // A read of a column must not pass a posted write to it.
                             self.flush_posted(ctrl);
                         }
                         self.open(ctrl, prow, None)?;
@@ -1024,8 +1051,12 @@ impl NmcChannelEngine {
                 }
             }
             if self.masa(single) {
-                // Reads first, writes last: the chunk's posted writes go at its end.
-                self.flush_posted(ctrl);
+                // Reads first, writes last, and one chunk behind: the previous chunk's
+                // posted writes go after this chunk's reads, so the ALU works on this
+                // chunk while they stream (the buffer holds two chunks' writes at the
+                // baseline TS).
+                self.flush_posted_oldest(ctrl, posted_before);
+                posted_before = self.posted.len();
             }
             chunk_start += n;
         }
