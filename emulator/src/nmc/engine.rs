@@ -577,6 +577,9 @@ pub struct NmcChannelEngine {
     sub_shift: u32,
     /// Logical to physical rows (the MASA layout), if any.
     row_map: Option<std::sync::Arc<RowMap>>,
+    /// MASA: after a subarray select, the earliest RD and WR had there been none (so the
+    /// next column's wait beyond it is charged to the select).
+    before_select: Option<(Cycle, Cycle)>,
     /// What the time up to the next command is charged to.
     cause: Cause,
     /// Pipelined model: ALU ticks of work given so far.
@@ -630,6 +633,7 @@ impl NmcChannelEngine {
             sub_rows: vec![None; preset.subarrays.per_bank.max(1) as usize],
             sub_shift: (o.rows / preset.subarrays.per_bank.max(1)).trailing_zeros(),
             row_map: None,
+            before_select: None,
         }
     }
 
@@ -709,7 +713,22 @@ impl NmcChannelEngine {
     #[inline(always)]
     fn issue(&mut self, ctrl: &mut Controller, cmd: Command) -> Cycle {
         let at = ctrl.nmc_issue(&cmd, self.now);
-        let waited = at - self.now;
+        let mut waited = at - self.now;
+        if let (Some((rd, wr)), Command::AbRd { .. } | Command::AbWr { .. }) =
+            (self.before_select, cmd)
+        {
+            // The first column after a select: the select's share of the wait is what it
+            // added to the column's earliest cycle.
+            let without = if matches!(cmd, Command::AbRd { .. }) {
+                rd
+            } else {
+                wr
+            };
+            let by_select = at.saturating_sub(without.max(self.now));
+            self.stats.subarray_select_cycles += by_select;
+            waited -= by_select;
+            self.before_select = None;
+        }
         let cause = match cmd {
             Command::Ref => Cause::Refresh,
             c if c.kind().is_row_command() && self.cause == Cause::Refresh => Cause::Refresh,
@@ -723,10 +742,11 @@ impl NmcChannelEngine {
             Cause::Refresh => self.stats.refresh_cycles += waited,
             Cause::Select => self.stats.subarray_select_cycles += waited,
         }
-        self.cause = if cmd.kind().is_row_command() {
-            cause
-        } else {
-            Cause::Column
+        self.cause = match cause {
+            // A select's own wait is its; the column after it is charged above.
+            Cause::Select => Cause::Column,
+            c if cmd.kind().is_row_command() => c,
+            _ => Cause::Column,
         };
         self.now = at;
         at
@@ -795,7 +815,13 @@ impl NmcChannelEngine {
         let s = (row >> self.sub_shift) as usize;
         match self.sub_rows.get(s).copied().flatten() {
             Some(r) if r == row => {
+                let pc = ctrl.pseudo_channel();
+                let before = (
+                    pc.earliest(&Command::AbRd { col: 0 }),
+                    pc.earliest(&Command::AbWr { col: 0 }),
+                );
                 self.issue(ctrl, Command::AbSaSel { row });
+                self.before_select = Some(before);
                 self.stats.subarray_selects += 1;
             }
             open => {

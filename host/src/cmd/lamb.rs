@@ -383,7 +383,7 @@ fn print_models(r: &LambReport) {
     );
     for m in &r.alu_models {
         let t = &m.time;
-        println!(
+        print!(
             "{:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.3}",
             m.name,
             t.columns * 1e3,
@@ -392,6 +392,11 @@ fn print_models(r: &LambReport) {
             t.alu_stalls * 1e3,
             t.reductions_and_other * 1e3
         );
+        // MASA only: the subarray selects (other setups print as before).
+        if t.subarray_selects > 0.0 {
+            print!("  (+ SA_SEL {:.3})", t.subarray_selects * 1e3);
+        }
+        println!();
     }
     println!();
     println!("data movement, candidate definitions (ideal-GPU bytes over NMC bytes; dissertation: ~13x):");
