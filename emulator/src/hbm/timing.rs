@@ -949,27 +949,27 @@ impl PseudoChannel {
                 .and_then(|m| m.open.get(i))
                 .is_some_and(|o| *o != 0)
         };
-        if let Some(i) = (0..self.banks.len()).find(|&i| {
+        let conventional = matches!(
+            cmd,
+            Command::Ref | Command::AbAct { .. } | Command::Act { .. } | Command::RefPb { .. }
+        );
+        let blocked = |i: usize| {
             masa_open(i)
-                && matches!(
-                    cmd,
-                    Command::Ref
-                        | Command::AbAct { .. }
-                        | Command::Act { .. }
-                        | Command::RefPb { .. }
-                )
                 && match *cmd {
                     Command::Act { bank, .. } | Command::RefPb { bank } => {
                         self.bank_index(bank) == Some(i)
                     }
                     _ => true,
                 }
-        }) {
-            return Err(wrong(
-                self.bank_id(i),
-                self.banks[i].state(),
-                "precharged in every subarray",
-            ));
+        };
+        if self.masa.is_some() && conventional {
+            if let Some(i) = (0..self.banks.len()).find(|&i| blocked(i)) {
+                return Err(wrong(
+                    self.bank_id(i),
+                    self.banks[i].state(),
+                    "precharged in every subarray",
+                ));
+            }
         }
         match *cmd {
             Command::AbSaAct { row } | Command::AbSaSel { row } | Command::AbSaPre { row } => {
