@@ -200,6 +200,11 @@ pub enum RowPolicy {
 /// chunks' writes; larger chunks flush it when it is full.
 pub const MASA_WRITE_COLUMNS: usize = 32;
 
+/// Operand columns of the per-bank read buffer of [`RowPolicy::Masa`] (32 B each, 512 B
+/// per bank): reads run this far ahead of the ALU, a baseline-TS chunk's reads of stage 1
+/// (g, m, v, w: 16 columns) without waiting for it.
+pub const MASA_READ_COLUMNS: usize = 16;
+
 /// Where the rows of arrays sit in the DRAM (the MASA layout's address mapping): the
 /// firmware lays a tensor's arrays out in consecutive rows; the mapping sends each
 /// range of logical rows to a range of physical rows (in the subarray of its choice). A
@@ -1169,7 +1174,11 @@ impl NmcChannelEngine {
         op_ticks: u64,
         staged: bool,
     ) {
-        let depth = if staged { STAGING_COLUMNS } else { 1 };
+        let depth = match (staged, self.masa(single)) {
+            (true, true) => MASA_READ_COLUMNS,
+            (true, false) => STAGING_COLUMNS,
+            (false, _) => 1,
+        };
         let cost = u64::from(st.alu_ops) * op_ticks;
         let Some(op) = st.mem else {
             self.alu_free += cost;
