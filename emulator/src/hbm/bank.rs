@@ -95,6 +95,25 @@ pub enum Command {
         /// Column access.
         col: u32,
     },
+    /// MASA (subarray-level parallelism): activate `row` in every bank, in the row's
+    /// subarray, leaving rows open in the bank's other subarrays; that subarray becomes
+    /// the designated one (column commands go to it). Needs the subarray precharged.
+    AbSaAct {
+        /// Row to open in every bank.
+        row: u32,
+    },
+    /// MASA: designate the subarray holding `row` (open at `row` in every bank) for the
+    /// following column commands (SA_SEL).
+    AbSaSel {
+        /// The open row whose subarray is selected.
+        row: u32,
+    },
+    /// MASA: precharge the subarray holding `row` in every bank (it must be open); the
+    /// bank's other subarrays stay open.
+    AbSaPre {
+        /// A row of the subarray to close.
+        row: u32,
+    },
 }
 
 /// The kind of a [`Command`], for counting and logging.
@@ -123,10 +142,16 @@ pub enum CommandKind {
     AbWr,
     /// UPD.
     Update,
+    /// AB-SA-ACT (MASA).
+    AbSaAct,
+    /// AB-SA-SEL (MASA).
+    AbSaSel,
+    /// AB-SA-PRE (MASA).
+    AbSaPre,
 }
 
 /// Number of [`CommandKind`]s.
-pub const COMMAND_KINDS: usize = 11;
+pub const COMMAND_KINDS: usize = 14;
 
 /// Every [`CommandKind`], in `repr` order.
 pub const ALL_COMMAND_KINDS: [CommandKind; COMMAND_KINDS] = [
@@ -141,6 +166,9 @@ pub const ALL_COMMAND_KINDS: [CommandKind; COMMAND_KINDS] = [
     CommandKind::AbRd,
     CommandKind::AbWr,
     CommandKind::Update,
+    CommandKind::AbSaAct,
+    CommandKind::AbSaSel,
+    CommandKind::AbSaPre,
 ];
 
 impl CommandKind {
@@ -158,6 +186,9 @@ impl CommandKind {
             CommandKind::AbRd => "AB-RD",
             CommandKind::AbWr => "AB-WR",
             CommandKind::Update => "UPD",
+            CommandKind::AbSaAct => "AB-SA-ACT",
+            CommandKind::AbSaSel => "AB-SA-SEL",
+            CommandKind::AbSaPre => "AB-SA-PRE",
         }
     }
 
@@ -171,6 +202,9 @@ impl CommandKind {
                 | CommandKind::Ref
                 | CommandKind::RefPb
                 | CommandKind::AbAct
+                | CommandKind::AbSaAct
+                | CommandKind::AbSaSel
+                | CommandKind::AbSaPre
         )
     }
 }
@@ -196,6 +230,9 @@ impl Command {
             Command::AbRd { .. } => CommandKind::AbRd,
             Command::AbWr { .. } => CommandKind::AbWr,
             Command::Update { .. } => CommandKind::Update,
+            Command::AbSaAct { .. } => CommandKind::AbSaAct,
+            Command::AbSaSel { .. } => CommandKind::AbSaSel,
+            Command::AbSaPre { .. } => CommandKind::AbSaPre,
         }
     }
 }
@@ -214,6 +251,9 @@ impl fmt::Display for Command {
             Command::AbRd { col } => write!(f, "AB-RD col {col}"),
             Command::AbWr { col } => write!(f, "AB-WR col {col}"),
             Command::Update { bank, row, col } => write!(f, "UPD {bank} row {row} col {col}"),
+            Command::AbSaAct { row } => write!(f, "AB-SA-ACT row {row}"),
+            Command::AbSaSel { row } => write!(f, "AB-SA-SEL row {row}"),
+            Command::AbSaPre { row } => write!(f, "AB-SA-PRE row {row}"),
         }
     }
 }

@@ -9,13 +9,17 @@ use serde::{Deserialize, Serialize};
 use super::mapping::AddressMapping;
 
 /// The presets that ship with the emulator, as (name, TOML text).
-pub const BUILTIN_PRESETS: [(&str, &str); 3] = [
+pub const BUILTIN_PRESETS: [(&str, &str); 4] = [
     ("hbm2-2000", include_str!("../../presets/hbm2-2000.toml")),
     (
         "t3-table-8.1",
         include_str!("../../presets/t3-table-8.1.toml"),
     ),
     ("lamb-ch6", include_str!("../../presets/lamb-ch6.toml")),
+    (
+        "lamb-ch6-masa",
+        include_str!("../../presets/lamb-ch6-masa.toml"),
+    ),
 ];
 
 /// The preset used when the user names none.
@@ -43,6 +47,43 @@ pub struct HbmPreset {
     pub controller: ControllerDefaults,
     /// Near-memory-compute costs.
     pub nmc: NmcCosts,
+    /// Subarrays per bank and the MASA subarray-select latency (docs/decisions/dram.md,
+    /// "Subarrays (MASA)"). Absent: one subarray per bank, today's DRAM exactly.
+    #[serde(default, skip_serializing_if = "Subarrays::is_single")]
+    pub subarrays: Subarrays,
+}
+
+/// Subarray-level parallelism (MASA: Kim et al., "A Case for Exploiting Subarray-Level
+/// Parallelism (SALP) in DRAM", ISCA 2012). A bank's rows are split into `per_bank`
+/// subarrays of consecutive rows (`row / (rows / per_bank)`); with more than one, the
+/// subarray commands (`AB-SA-ACT`, `AB-SA-SEL`, `AB-SA-PRE`) keep a row open in several
+/// subarrays of a bank at once. The ordinary commands keep their one-row-per-bank meaning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subarrays {
+    /// Subarrays per bank (1: no subarray-level parallelism; at most 64; divides `rows`).
+    #[serde(default = "one")]
+    pub per_bank: u32,
+    /// SA_SEL: cycles from a subarray-select command to the first column command of the
+    /// newly designated subarray.
+    #[serde(default)]
+    pub sa_sel: u32,
+}
+
+impl Default for Subarrays {
+    fn default() -> Self {
+        Self {
+            per_bank: 1,
+            sa_sel: 0,
+        }
+    }
+}
+
+impl Subarrays {
+    /// One subarray per bank (the default: the file format omits the section).
+    pub fn is_single(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Geometry of the device.
@@ -305,6 +346,16 @@ impl HbmPreset {
         let c = &self.controller;
         if self.name.trim().is_empty() {
             return Err(rule("name", "must not be empty".into()));
+        }
+        let sa = self.subarrays.per_bank;
+        if sa == 0 || sa > 64 || o.rows % sa != 0 {
+            return Err(rule(
+                "subarrays.per_bank",
+                format!(
+                    "is {sa}; must be 1..=64 and divide organisation.rows ({})",
+                    o.rows
+                ),
+            ));
         }
         let pow2: [(&'static str, u32); 8] = [
             ("organisation.stacks", o.stacks),

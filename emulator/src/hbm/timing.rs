@@ -63,6 +63,8 @@ pub enum Gate {
     RowBus,
     /// One column command per cycle.
     ColumnBus,
+    /// MASA: SA_SEL to the first column command of the newly designated subarray.
+    SaSel,
 }
 
 impl Gate {
@@ -91,6 +93,7 @@ impl Gate {
             Gate::Tccdwl => "tCCDWL (op-and-store -> column, same bank group)",
             Gate::RowBus => "row command bus (one row command per cycle)",
             Gate::ColumnBus => "column command bus (one column command per cycle)",
+            Gate::SaSel => "SA_SEL latency (subarray select -> column)",
         }
     }
 }
@@ -150,6 +153,12 @@ pub enum TimingError {
         /// The command.
         command: Command,
     },
+    /// A subarray command on a pseudo-channel whose preset has one subarray per bank, or
+    /// naming a row outside the bank.
+    NoSubarrays {
+        /// The command.
+        command: Command,
+    },
 }
 
 impl fmt::Display for TimingError {
@@ -178,6 +187,11 @@ impl fmt::Display for TimingError {
             TimingError::NoSuchBank { command } => {
                 write!(f, "`{command}`: no such bank in this pseudo-channel")
             }
+            TimingError::NoSubarrays { command } => write!(
+                f,
+                "`{command}`: the preset has one subarray per bank (subarrays.per_bank = 1) \
+                 or the row is outside the bank; subarray commands need a MASA preset"
+            ),
         }
     }
 }
@@ -271,6 +285,131 @@ impl Bank {
     }
 }
 
+/// One subarray of one bank (MASA).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Sub {
+    /// Open row, or [`NO_ROW`].
+    row: u32,
+    /// ACT to this subarray: tRC after its ACT, tRP after its PRE.
+    act: Gated,
+    /// PRE of this subarray: tRAS after its ACT, tRTP / CWL + BL + tWR after its columns.
+    pre: Gated,
+    /// First RD / WR after its ACT (tRCD).
+    rd: Cycle,
+    wr: Cycle,
+}
+
+/// Subarray-level state (MASA, Kim et al. ISCA 2012) of a pseudo-channel whose preset
+/// has more than one subarray per bank. The per-bank gates keep what the bank shares:
+/// the column path (tCCD, turnarounds, the designated subarray's tRCD and the SA_SEL
+/// latency through the rd/wr gates), tRFC and the tRP of a whole-bank precharge (act),
+/// and the whole-bank PRE (the maximum over its subarrays: pre). Each subarray has its own
+/// tRC / tRAS / tRP / tRTP / tWR. ACT-to-ACT spacing (tRRD, tFAW) is per pseudo-channel
+/// whatever the subarray (it is a power limit).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Masa {
+    per_bank: usize,
+    /// log2(rows per subarray).
+    row_shift: u32,
+    /// SA_SEL to column, cycles.
+    sa_sel: Cycle,
+    /// `banks * per_bank`, bank-major.
+    subs: Vec<Sub>,
+    /// Open subarrays per bank (bit mask).
+    open: Vec<u64>,
+    /// The designated subarray of each bank.
+    designated: Vec<u8>,
+    /// Subarrays open in the pseudo-channel.
+    open_count: u32,
+    /// Running maximum of every subarray's ACT gate (what a REF waits for).
+    max_act: Cycle,
+}
+
+impl Masa {
+    fn new(preset: &HbmPreset, banks: usize) -> Option<Self> {
+        let per = preset.subarrays.per_bank as usize;
+        if per <= 1 {
+            return None;
+        }
+        let rows_per = preset.organisation.rows / preset.subarrays.per_bank;
+        Some(Masa {
+            per_bank: per,
+            row_shift: rows_per.trailing_zeros(),
+            sa_sel: Cycle::from(preset.subarrays.sa_sel),
+            subs: vec![
+                Sub {
+                    row: NO_ROW,
+                    act: Gated::ZERO,
+                    pre: Gated::ZERO,
+                    rd: 0,
+                    wr: 0,
+                };
+                banks * per
+            ],
+            open: vec![0; banks],
+            designated: vec![0; banks],
+            open_count: 0,
+            max_act: 0,
+        })
+    }
+
+    /// The subarray of `row`, if the bank has it.
+    #[inline]
+    fn of(&self, row: u32) -> Option<usize> {
+        let s = (row >> self.row_shift) as usize;
+        (s < self.per_bank).then_some(s)
+    }
+
+    #[inline]
+    fn sub(&mut self, bank: usize, s: usize) -> &mut Sub {
+        &mut self.subs[bank * self.per_bank + s]
+    }
+
+    /// Opens `row` in subarray `s` of `bank` (and designates it).
+    fn open(&mut self, t: &TimingCycles, bank: usize, s: usize, row: u32, at: Cycle) {
+        let sub = self.sub(bank, s);
+        sub.row = row;
+        sub.act.raise(at + t.trc, Gate::Trc);
+        sub.pre.raise(at + t.tras, Gate::Tras);
+        sub.rd = at + t.trcdrd;
+        sub.wr = at + t.trcdwr;
+        self.max_act = self.max_act.max(at + t.trc);
+        if self.open[bank] & (1 << s) == 0 {
+            self.open[bank] |= 1 << s;
+            self.open_count += 1;
+        }
+        self.designated[bank] = s as u8;
+    }
+
+    /// Closes subarray `s` of `bank`.
+    fn close(&mut self, t: &TimingCycles, bank: usize, s: usize, at: Cycle) {
+        let sub = self.sub(bank, s);
+        sub.row = NO_ROW;
+        sub.act.raise(at + t.trp, Gate::Trp);
+        self.max_act = self.max_act.max(at + t.trp);
+        if self.open[bank] & (1 << s) != 0 {
+            self.open[bank] &= !(1 << s);
+            self.open_count -= 1;
+        }
+    }
+
+    /// Closes every subarray of `bank`.
+    fn close_all(&mut self, t: &TimingCycles, bank: usize, at: Cycle) {
+        for s in 0..self.per_bank {
+            if self.open[bank] & (1 << s) != 0 {
+                self.close(t, bank, s, at);
+            }
+        }
+    }
+
+    /// A column command to `bank`'s designated subarray raises its PRE gate.
+    #[inline]
+    fn column(&mut self, bank: usize, pre: Cycle, gate: Gate) {
+        let s = self.designated[bank] as usize;
+        self.sub(bank, s).pre.raise(pre, gate);
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Group {
     act: Gated,
@@ -326,6 +465,9 @@ pub struct PseudoChannel {
     /// Running maxima of the bank-group-level gates, for all-bank commands.
     group_max: GateMax,
     counts: [u64; COMMAND_KINDS],
+    /// Subarray state, when the preset has more than one subarray per bank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    masa: Option<Masa>,
 }
 
 impl PseudoChannel {
@@ -360,7 +502,41 @@ impl PseudoChannel {
             bank_max: GateMax::default(),
             group_max: GateMax::default(),
             counts: [0; COMMAND_KINDS],
+            masa: Masa::new(preset, groups * per),
         }
+    }
+
+    /// Subarrays per bank (1 without subarray-level parallelism).
+    pub fn subarrays_per_bank(&self) -> usize {
+        self.masa.as_ref().map_or(1, |m| m.per_bank)
+    }
+
+    /// The subarray `row` is in (0 without subarray-level parallelism).
+    pub fn subarray_of(&self, row: u32) -> usize {
+        self.masa.as_ref().and_then(|m| m.of(row)).unwrap_or(0)
+    }
+
+    /// The row open in subarray `subarray` of bank `bank` (flat index), if any (MASA; the
+    /// bank's open row without it).
+    pub fn subarray_open_row(&self, bank: usize, subarray: usize) -> Option<u32> {
+        match &self.masa {
+            None => self.open_row(bank).filter(|_| subarray == 0),
+            Some(m) => m
+                .subs
+                .get(bank * m.per_bank + subarray)
+                .map(|s| s.row)
+                .filter(|r| *r != NO_ROW),
+        }
+    }
+
+    /// Whether bank `i` has any row open (in any subarray).
+    #[inline]
+    fn bank_busy(&self, i: usize) -> bool {
+        self.banks[i].open_row != NO_ROW
+            || self
+                .masa
+                .as_ref()
+                .is_some_and(|m| m.open.get(i).is_some_and(|o| *o != 0))
     }
 
     /// The timing parameters in cycles.
@@ -382,6 +558,7 @@ impl PseudoChannel {
             && self.banks_per_group == other.banks_per_group
             && self.group_shift == other.group_shift
             && other.faw_next < other.faw.len()
+            && self.subarrays_per_bank() == other.subarrays_per_bank()
     }
 
     /// Flat index (group-major) of a bank, if it exists.
@@ -424,7 +601,7 @@ impl PseudoChannel {
 
     /// Whether any bank has a row open.
     pub fn any_open(&self) -> bool {
-        self.open_banks > 0
+        self.open_banks > 0 || self.masa.as_ref().is_some_and(|m| m.open_count > 0)
     }
 
     /// Commands issued so far, indexed by [`CommandKind`] as `usize`.
@@ -574,14 +751,15 @@ impl PseudoChannel {
                     gate: Gate::None,
                 },
             },
-            Command::PreAll => self
-                .all_banks(|b| {
-                    if b.open_row == NO_ROW {
-                        Gated::ZERO
+            Command::PreAll => (0..self.banks.len())
+                .map(|i| {
+                    if self.bank_busy(i) {
+                        self.pre_gate(&self.banks[i])
                     } else {
-                        self.pre_gate(b)
+                        Gated::ZERO
                     }
                 })
+                .fold(Gated::ZERO, Gated::max)
                 .max(self.row_bus),
             Command::Rd { bank: b, .. } => self.column_gate(bank(b), false),
             Command::Wr { bank: b, .. } => self.column_gate(bank(b), true),
@@ -590,7 +768,10 @@ impl PseudoChannel {
                 let rd = self.banks.get(i).map_or(Gated::ZERO, |x| x.rd);
                 self.column_gate(i, true).max(rd)
             }
-            Command::Ref => self.all_banks(|b| b.act).max(self.row_bus),
+            Command::Ref => self
+                .all_banks(|b| b.act)
+                .max(self.masa_act_gate())
+                .max(self.row_bus),
             Command::RefPb { bank: b } => match self.banks.get(bank(b)) {
                 Some(x) => x.act.max(self.row_bus),
                 None => Gated {
@@ -619,8 +800,50 @@ impl PseudoChannel {
                 .max(self.all_groups(|g| g.wr))
                 .max(self.wr)
                 .max(self.col_bus),
+            Command::AbSaAct { row } => {
+                let newest = self.faw.iter().copied().max().unwrap_or(0);
+                self.all_subs(row, |s| s.act)
+                    .max(self.all_banks(|b| b.act))
+                    .max(self.all_groups(|g| g.act))
+                    .max(self.act)
+                    .max(Gated {
+                        at: newest,
+                        gate: Gate::Tfaw,
+                    })
+                    .max(self.row_bus)
+            }
+            Command::AbSaSel { .. } => self.row_bus,
+            Command::AbSaPre { row } => self.all_subs(row, |s| s.pre).max(self.row_bus),
         };
         (g.at, g.gate)
+    }
+
+    /// The maximum of `f` over the subarray of `row` in every bank.
+    fn all_subs(&self, row: u32, f: impl Fn(&Sub) -> Gated) -> Gated {
+        let Some(m) = &self.masa else {
+            return Gated::ZERO;
+        };
+        let Some(s) = m.of(row) else {
+            return Gated::ZERO;
+        };
+        m.subs
+            .iter()
+            .skip(s)
+            .step_by(m.per_bank)
+            .map(f)
+            .fold(Gated::ZERO, Gated::max)
+    }
+
+    /// What a REF waits for in the subarrays (their tRP after a subarray PRE).
+    #[inline]
+    fn masa_act_gate(&self) -> Gated {
+        match &self.masa {
+            Some(m) => Gated {
+                at: m.max_act,
+                gate: Gate::Trp,
+            },
+            None => Gated::ZERO,
+        }
     }
 
     /// The earliest cycle `cmd` may issue as far as timing goes.
@@ -654,7 +877,11 @@ impl PseudoChannel {
                     .max(newest)
                     .max(self.row_bus.at)
             }
-            Command::Ref => self.bank_max.act.max(self.row_bus.at),
+            Command::Ref => self
+                .bank_max
+                .act
+                .max(self.masa_act_gate().at)
+                .max(self.row_bus.at),
             // PREA waits for the open banks only; with every bank open (the NMC engine's
             // case) that is the maximum over all banks.
             Command::PreAll if self.open_banks as usize == self.banks.len() => {
@@ -716,7 +943,58 @@ impl PseudoChannel {
                 None => Ok(()),
             }
         };
+        let masa_open = |i: usize| {
+            self.masa
+                .as_ref()
+                .and_then(|m| m.open.get(i))
+                .is_some_and(|o| *o != 0)
+        };
+        let conventional = matches!(
+            cmd,
+            Command::Ref | Command::AbAct { .. } | Command::Act { .. } | Command::RefPb { .. }
+        );
+        let blocked = |i: usize| {
+            masa_open(i)
+                && match *cmd {
+                    Command::Act { bank, .. } | Command::RefPb { bank } => {
+                        self.bank_index(bank) == Some(i)
+                    }
+                    _ => true,
+                }
+        };
+        if self.masa.is_some() && conventional {
+            if let Some(i) = (0..self.banks.len()).find(|&i| blocked(i)) {
+                return Err(wrong(
+                    self.bank_id(i),
+                    self.banks[i].state(),
+                    "precharged in every subarray",
+                ));
+            }
+        }
         match *cmd {
+            Command::AbSaAct { row } | Command::AbSaSel { row } | Command::AbSaPre { row } => {
+                let Some((m, s)) = self.masa.as_ref().and_then(|m| Some((m, m.of(row)?))) else {
+                    return Err(TimingError::NoSubarrays { command: *cmd });
+                };
+                for i in 0..self.banks.len() {
+                    let r = m.subs[i * m.per_bank + s].row;
+                    let found = if r == NO_ROW {
+                        RowState::Closed
+                    } else {
+                        RowState::Open(r)
+                    };
+                    let (ok, needed) = match cmd {
+                        Command::AbSaAct { .. } => {
+                            (r == NO_ROW, "precharged in the row's subarray")
+                        }
+                        Command::AbSaSel { .. } => (r == row, "open at the row in its subarray"),
+                        _ => (r != NO_ROW, "open in the row's subarray"),
+                    };
+                    if !ok {
+                        return Err(wrong(self.bank_id(i), found, needed));
+                    }
+                }
+            }
             Command::Act { bank, .. } | Command::RefPb { bank } => {
                 let b = one(bank)?;
                 if b.open_row != NO_ROW {
@@ -776,6 +1054,11 @@ impl PseudoChannel {
         m.rd = m.rd.max(at + t.trcdrd);
         m.wr = m.wr.max(at + t.trcdwr);
         self.open_banks += 1;
+        if let Some(ms) = &mut self.masa {
+            if let Some(s) = ms.of(row) {
+                ms.open(&t, i, s, row, at);
+            }
+        }
     }
 
     fn close(&mut self, i: usize, at: Cycle) {
@@ -789,6 +1072,36 @@ impl PseudoChannel {
         }
         b.act.raise(at + t.trp, Gate::Trp);
         self.bank_max.act = self.bank_max.act.max(at + t.trp);
+        if let Some(m) = &mut self.masa {
+            m.close_all(&t, i, at);
+        }
+    }
+
+    /// MASA: makes `row` (open in subarray `s`) bank `i`'s open row for column commands,
+    /// its first column no earlier than `col_at` and the subarray's tRCD.
+    fn designate(&mut self, i: usize, s: usize, row: u32, at: Cycle, col_at: Cycle, gate: Gate) {
+        let Some(m) = &mut self.masa else {
+            return;
+        };
+        m.designated[i] = s as u8;
+        let sub = *m.sub(i, s);
+        let b = &mut self.banks[i];
+        if b.open_row == NO_ROW {
+            self.open_banks += 1;
+            b.opened_at = at;
+        }
+        b.open_row = row;
+        self.open_rows[i] = row;
+        let (rd_gate, wr_gate) = if gate == Gate::SaSel && col_at >= sub.rd.max(sub.wr) {
+            (Gate::SaSel, Gate::SaSel)
+        } else {
+            (Gate::TrcdRd, Gate::TrcdWr)
+        };
+        b.rd.raise(sub.rd.max(col_at), rd_gate);
+        b.wr.raise(sub.wr.max(col_at), wr_gate);
+        let mx = &mut self.bank_max;
+        mx.rd = mx.rd.max(b.rd.at);
+        mx.wr = mx.wr.max(b.wr.at);
     }
 
     /// Applies a command already checked by [`Self::issue`].
@@ -836,7 +1149,7 @@ impl PseudoChannel {
             }
             Command::PreAll => {
                 for i in 0..self.banks.len() {
-                    if self.banks[i].open_row != NO_ROW {
+                    if self.bank_busy(i) {
                         self.close(i, at);
                     }
                 }
@@ -850,6 +1163,9 @@ impl PseudoChannel {
                 self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
                 self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
                 self.bank_max.pre = self.bank_max.pre.max(at + t.trtp);
+                if let Some(m) = &mut self.masa {
+                    m.column(i, at + t.trtp, Gate::Trtp);
+                }
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
@@ -869,6 +1185,9 @@ impl PseudoChannel {
                     .pre
                     .raise(at + t.wr_to_pre, Gate::WriteRecovery);
                 self.bank_max.pre = self.bank_max.pre.max(at + t.wr_to_pre);
+                if let Some(m) = &mut self.masa {
+                    m.column(i, at + t.wr_to_pre, Gate::WriteRecovery);
+                }
             }
             // An all-bank column command blocks every bank group for tCCD_L (and a write
             // delays reads by the same-group turnaround). The pseudo-channel-wide gates get
@@ -879,11 +1198,21 @@ impl PseudoChannel {
                 self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.all_pre.raise(at + t.trtp, Gate::Trtp);
+                if let Some(m) = &mut self.masa {
+                    for i in 0..self.banks.len() {
+                        m.column(i, at + t.trtp, Gate::Trtp);
+                    }
+                }
             }
             Command::AbWr { .. } => {
                 self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
                 self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
                 self.all_pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                if let Some(m) = &mut self.masa {
+                    for i in 0..self.banks.len() {
+                        m.column(i, at + t.wr_to_pre, Gate::WriteRecovery);
+                    }
+                }
             }
             Command::Ref => {
                 for b in &mut self.banks {
@@ -895,6 +1224,57 @@ impl PseudoChannel {
                 let i = idx(self, bank);
                 self.banks[i].act.raise(at + t.trfcpb, Gate::TrfcPb);
                 self.bank_max.act = self.bank_max.act.max(at + t.trfcpb);
+            }
+            Command::AbSaAct { row } => {
+                let Some(s) = self.masa.as_ref().and_then(|m| m.of(row)) else {
+                    return;
+                };
+                for i in 0..self.banks.len() {
+                    if let Some(m) = &mut self.masa {
+                        m.open(&t, i, s, row, at);
+                    }
+                    self.banks[i].pre.raise(at + t.tras, Gate::Tras);
+                    self.designate(i, s, row, at, at, Gate::TrcdRd);
+                }
+                self.bank_max.pre = self.bank_max.pre.max(at + t.tras);
+                for g in &mut self.groups {
+                    g.act.raise(at + t.trrd_l, Gate::TrrdL);
+                }
+                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
+                self.act.raise(at + t.trrd_s, Gate::TrrdS);
+                self.faw = [at + t.tfaw; 4];
+            }
+            Command::AbSaSel { row } => {
+                let Some((s, sel)) = self
+                    .masa
+                    .as_ref()
+                    .and_then(|m| Some((m.of(row)?, m.sa_sel)))
+                else {
+                    return;
+                };
+                for i in 0..self.banks.len() {
+                    self.designate(i, s, row, at, at + sel, Gate::SaSel);
+                }
+            }
+            Command::AbSaPre { row } => {
+                let Some(s) = self.masa.as_ref().and_then(|m| m.of(row)) else {
+                    return;
+                };
+                for i in 0..self.banks.len() {
+                    let Some(m) = &mut self.masa else {
+                        return;
+                    };
+                    m.close(&t, i, s, at);
+                    if m.designated[i] as usize == s {
+                        let b = &mut self.banks[i];
+                        if b.open_row != NO_ROW {
+                            b.open_row = NO_ROW;
+                            b.open_cycles += at.saturating_sub(b.opened_at);
+                            self.open_banks -= 1;
+                            self.open_rows[i] = NO_ROW;
+                        }
+                    }
+                }
             }
         }
     }

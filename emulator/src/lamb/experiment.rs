@@ -140,6 +140,10 @@ pub struct TimeSplit {
     pub refresh: f64,
     /// The command stream waiting for the pipelined ALU.
     pub alu_stalls: f64,
+    /// MASA subarray selects and the wait for the selected subarray's first column
+    /// (absent from the JSON when zero: every setup but `+masa`).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub subarray_selects: f64,
     /// Everything else: host reductions and their round trips, the firmware's own time
     /// where the engines wait for it, mode switches.
     pub reductions_and_other: f64,
@@ -369,6 +373,10 @@ fn analytic_seconds(preset: &HbmPreset, e: &EngineStats) -> f64 {
     cycles / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9
 }
 
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn time_split(preset: &HbmPreset, e: &EngineStats, total_s: f64) -> TimeSplit {
     let per_pc =
         |c: u64| c as f64 / f64::from(preset.pseudo_channels()) * preset.organisation.tck_ns * 1e-9;
@@ -378,12 +386,20 @@ fn time_split(preset: &HbmPreset, e: &EngineStats, total_s: f64) -> TimeSplit {
         per_pc(e.refresh_cycles),
         per_pc(e.alu_stall_cycles),
     );
+    let subarray_selects = per_pc(e.subarray_select_cycles);
     TimeSplit {
         columns,
         row_switches,
         refresh,
         alu_stalls,
-        reductions_and_other: (total_s - columns - row_switches - refresh - alu_stalls).max(0.0),
+        subarray_selects,
+        reductions_and_other: (total_s
+            - columns
+            - row_switches
+            - refresh
+            - alu_stalls
+            - subarray_selects)
+            .max(0.0),
     }
 }
 

@@ -167,6 +167,57 @@ pub fn layout(preset: &HbmPreset, elements: &[u64]) -> Result<Layout, LambError>
     })
 }
 
+/// The MASA layout's row mapping (docs/decisions/dram.md, "Subarrays (MASA)"): the
+/// firmware's layout ([`layout`]) stays as it is (the board shares it); the engines'
+/// commands see array `k` of every tensor (g, w, m, v, u for k = 0..5) in subarray `k + 1`,
+/// the tensors' rows of one array one after the other from the subarray's first row, so
+/// a tensor's five arrays are in five different subarrays of every bank. Subarray 0 keeps
+/// the descriptor table's rows (unmapped rows map to themselves).
+///
+/// # Errors
+/// [`LambError::Data`] when the preset has fewer than six subarrays per bank or an array
+/// of the model does not fit one subarray.
+pub fn masa_row_map(
+    preset: &HbmPreset,
+    layout: &Layout,
+) -> Result<crate::nmc::engine::RowMap, LambError> {
+    let per_bank = preset.subarrays.per_bank;
+    if per_bank < 6 {
+        return Err(LambError::Data(format!(
+            "row policy `masa` needs a preset with at least 6 subarrays per bank (the \
+             descriptor table and a tensor's five arrays; e.g. lamb-ch6-masa); `{}` has {per_bank}",
+            preset.name
+        )));
+    }
+    let rows_per = preset.organisation.rows / per_bank;
+    let first = |d: &TensorDesc| [d.g_row, d.w_row, d.m_row, d.v_row, d.u_row];
+    let table_rows = layout.tensors.first().map_or(0, |t| t.desc.g_row);
+    if table_rows > rows_per {
+        return Err(LambError::Data(format!(
+            "masa layout: the descriptor table needs {table_rows} rows, a subarray has {rows_per}"
+        )));
+    }
+    let mut used = [0u32; 5];
+    let mut ranges = Vec::with_capacity(5 * layout.tensors.len());
+    for (i, t) in layout.tensors.iter().enumerate() {
+        let rows = t.desc.w_row - t.desc.g_row;
+        for (k, start) in first(&t.desc).into_iter().enumerate() {
+            let at = used[k];
+            if u64::from(at) + u64::from(rows) > u64::from(rows_per) {
+                return Err(LambError::Data(format!(
+                    "masa layout: array {k} (g, w, m, v, u) of tensor {i} does not fit \
+                     subarray {}: {} rows used, {rows} more needed, a subarray has {rows_per}",
+                    k + 1,
+                    at
+                )));
+            }
+            ranges.push((start, rows, (k as u32 + 1) * rows_per + at));
+            used[k] = at + rows;
+        }
+    }
+    crate::nmc::engine::RowMap::new(ranges).map_err(|e| LambError::Data(format!("{e}")))
+}
+
 /// What one step cost.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct StepOutcome {
@@ -258,9 +309,13 @@ impl LambRun {
         let mapping =
             AddressMapping::parse(NMC_LINEAR_MAPPING, &preset).map_err(LambError::Mapping)?;
         let layout = layout(&preset, elements)?;
+        let mut system_config = config.system.clone();
+        if system_config.row_policy == crate::nmc::engine::RowPolicy::Masa {
+            system_config.row_map = Some(std::sync::Arc::new(masa_row_map(&preset, &layout)?));
+        }
         let node_config = GpuNodeConfig {
             cost: config.cost,
-            ..GpuNodeConfig::nmc_only(preset, mapping, config.system.clone())
+            ..GpuNodeConfig::nmc_only(preset, mapping, system_config)
         };
         let node = GpuNode::new(0, node_config, NoGpu::default())
             .map_err(|e| LambError::Data(format!("node: {e}")))?;

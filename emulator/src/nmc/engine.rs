@@ -175,6 +175,86 @@ pub enum RowPolicy {
     /// Ignored under the column-triggered model, whose instructions execute in their own
     /// column slots.
     Staged,
+    /// MASA row visits (pipelined ALU, all-bank mode, a preset with several subarrays per
+    /// bank, docs/decisions/dram.md): the rows of a macro-command's arrays stay open
+    /// across chunks, one per subarray (the layout's [`RowMap`] puts a tensor's arrays in
+    /// different subarrays); the engine switches between open rows with a subarray select
+    /// (AB-SA-SEL) instead of PREA/AB-ACT, and precharges and activates one subarray
+    /// (AB-SA-PRE, AB-SA-ACT) only when an array moves to its next row. Within a chunk
+    /// every phase's visit runs as under [`Self::Staged`] (instruction by instruction over
+    /// the chunk, reads back to back), and the writes of all phases are posted to a
+    /// [`MASA_WRITE_COLUMNS`]-column buffer and written after the next chunk's reads (each
+    /// row's after a select): reads first, writes last, so a chunk pays one read-to-write
+    /// and one write-to-read turnaround instead of one per read-modify-write phase, and
+    /// the ALU works on a chunk while the previous chunk's writes stream. A read of a
+    /// column with a posted write, or a row switch in a subarray with posted writes to its
+    /// old row, drains the buffer first.
+    /// Phases that [`Self::Staged`] runs in program order run in program order here too
+    /// (with subarray selects). On a preset with one subarray per bank it is refused.
+    Masa,
+}
+
+/// Columns of the per-bank write buffer of [`RowPolicy::Masa`] (32 B each, 1 KiB per
+/// bank, one row's worth): a chunk of stage 1 at the baseline TS (4 columns) posts 12
+/// writes (m, v, u), written after the next chunk's reads, so the buffer holds two
+/// chunks' writes; larger chunks flush it when it is full.
+pub const MASA_WRITE_COLUMNS: usize = 32;
+
+/// Operand columns of the per-bank read buffer of [`RowPolicy::Masa`] (32 B each, 512 B
+/// per bank): reads run this far ahead of the ALU, a baseline-TS chunk's reads of stage 1
+/// (g, m, v, w: 16 columns) without waiting for it.
+pub const MASA_READ_COLUMNS: usize = 16;
+
+/// Where the rows of arrays sit in the DRAM (the MASA layout's address mapping): the
+/// firmware lays a tensor's arrays out in consecutive rows; the mapping sends each
+/// range of logical rows to a range of physical rows (in the subarray of its choice). A
+/// row no range covers maps to itself. Commands carry physical rows; the functional
+/// store keeps logical ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RowMap {
+    /// (first logical row, rows, first physical row), sorted by logical row, disjoint.
+    ranges: Vec<(u32, u32, u32)>,
+}
+
+impl RowMap {
+    /// A mapping of the given ranges (first logical row, rows, first physical row).
+    ///
+    /// # Errors
+    /// [`EngineError::Invalid`] when two logical or two physical ranges overlap.
+    pub fn new(mut ranges: Vec<(u32, u32, u32)>) -> Result<Self, EngineError> {
+        ranges.retain(|r| r.1 > 0);
+        ranges.sort_unstable();
+        let overlap = |v: &mut Vec<(u32, u32)>| {
+            v.sort_unstable();
+            v.windows(2)
+                .find(|w| u64::from(w[0].0) + u64::from(w[0].1) > u64::from(w[1].0))
+                .map(|w| (w[0], w[1]))
+        };
+        let mut logical: Vec<_> = ranges.iter().map(|r| (r.0, r.1)).collect();
+        let mut physical: Vec<_> = ranges.iter().map(|r| (r.2, r.1)).collect();
+        if let Some((a, b)) = overlap(&mut logical) {
+            return Err(EngineError::Invalid(format!(
+                "row map: logical rows {}+{} and {}+{} overlap",
+                a.0, a.1, b.0, b.1
+            )));
+        }
+        if let Some((a, b)) = overlap(&mut physical) {
+            return Err(EngineError::Invalid(format!(
+                "row map: physical rows {}+{} and {}+{} overlap",
+                a.0, a.1, b.0, b.1
+            )));
+        }
+        Ok(Self { ranges })
+    }
+
+    /// The physical row of logical row `row`.
+    pub fn physical(&self, row: u32) -> u32 {
+        let i = self.ranges.partition_point(|r| r.0 <= row);
+        match i.checked_sub(1).and_then(|i| self.ranges.get(i)) {
+            Some(&(start, len, phys)) if row - start < len => phys + (row - start),
+            _ => row,
+        }
+    }
 }
 
 /// Columns of the per-bank staging buffer of [`RowPolicy::Staged`] (each 32 B): a
@@ -189,6 +269,7 @@ impl RowPolicy {
         match self {
             Self::ProgramOrder => "program-order",
             Self::Staged => "staged",
+            Self::Masa => "masa",
         }
     }
 
@@ -197,6 +278,7 @@ impl RowPolicy {
         match s {
             "program-order" => Some(Self::ProgramOrder),
             "staged" => Some(Self::Staged),
+            "masa" => Some(Self::Masa),
             _ => None,
         }
     }
@@ -212,6 +294,8 @@ enum Cause {
     Column,
     Row,
     Refresh,
+    /// MASA subarray selects and the wait for the selected subarray's first column.
+    Select,
 }
 
 /// One column command an executed instruction issues.
@@ -357,6 +441,17 @@ pub struct EngineStats {
     /// Pipelined model: cycles the ALU computes (its operations at the rate the chunk
     /// sustains), whether or not they overlap the column stream.
     pub alu_busy_cycles: u64,
+    /// MASA: subarray selects issued (all-bank SA_SEL counts once).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub subarray_selects: u64,
+    /// MASA: cycles of subarray selects (the select and the wait for the selected
+    /// subarray's first column).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub subarray_select_cycles: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl EngineStats {
@@ -377,6 +472,8 @@ impl EngineStats {
             alu_stall_cycles: self.alu_stall_cycles * n,
             visit_floor_cycles: self.visit_floor_cycles * n,
             alu_busy_cycles: self.alu_busy_cycles * n,
+            subarray_selects: self.subarray_selects * n,
+            subarray_select_cycles: self.subarray_select_cycles * n,
         }
     }
 }
@@ -475,8 +572,19 @@ pub struct NmcChannelEngine {
     /// Pipelined model: when the ALU takes each operand still waiting in the latch or
     /// staging buffer (oldest first).
     operands: std::collections::VecDeque<Cycle>,
-    /// Posted writes waiting for the row visit's reads: (column, data ready).
-    posted: Vec<(u32, Cycle)>,
+    /// Posted writes waiting for the row visit's reads: (physical row, column, data
+    /// ready).
+    posted: Vec<(u32, u32, Cycle)>,
+    /// MASA: the row open in each subarray (all banks alike: the engine's subarray
+    /// commands are all-bank).
+    sub_rows: Vec<Option<u32>>,
+    /// MASA: log2(rows per subarray).
+    sub_shift: u32,
+    /// Logical to physical rows (the MASA layout), if any.
+    row_map: Option<std::sync::Arc<RowMap>>,
+    /// MASA: after a subarray select, the earliest RD and WR had there been none (so the
+    /// next column's wait beyond it is charged to the select).
+    before_select: Option<(Cycle, Cycle)>,
     /// What the time up to the next command is charged to.
     cause: Cause,
     /// Pipelined model: ALU ticks of work given so far.
@@ -527,7 +635,34 @@ impl NmcChannelEngine {
             posted: Vec::new(),
             cause: Cause::Column,
             alu_busy_ticks: 0,
+            sub_rows: vec![None; preset.subarrays.per_bank.max(1) as usize],
+            sub_shift: (o.rows / preset.subarrays.per_bank.max(1)).trailing_zeros(),
+            row_map: None,
+            before_select: None,
         }
+    }
+
+    /// Sets the logical-to-physical row mapping (the MASA layout).
+    pub fn set_row_map(&mut self, map: Option<std::sync::Arc<RowMap>>) {
+        self.row_map = map;
+    }
+
+    /// The physical row of logical row `row`.
+    #[inline]
+    fn phys(&self, row: u32) -> u32 {
+        match &self.row_map {
+            Some(m) => m.physical(row),
+            None => row,
+        }
+    }
+
+    /// Whether row visits use the subarray commands.
+    #[inline]
+    fn masa(&self, single: Option<usize>) -> bool {
+        self.policy == RowPolicy::Masa
+            && single.is_none()
+            && self.sub_rows.len() > 1
+            && matches!(self.alu_model, AluModel::Pipelined { .. })
     }
 
     /// The ALU issue model.
@@ -583,10 +718,26 @@ impl NmcChannelEngine {
     #[inline(always)]
     fn issue(&mut self, ctrl: &mut Controller, cmd: Command) -> Cycle {
         let at = ctrl.nmc_issue(&cmd, self.now);
-        let waited = at - self.now;
+        let mut waited = at - self.now;
+        if let (Some((rd, wr)), Command::AbRd { .. } | Command::AbWr { .. }) =
+            (self.before_select, cmd)
+        {
+            // The first column after a select: the select's share of the wait is what it
+            // added to the column's earliest cycle.
+            let without = if matches!(cmd, Command::AbRd { .. }) {
+                rd
+            } else {
+                wr
+            };
+            let by_select = at.saturating_sub(without.max(self.now));
+            self.stats.subarray_select_cycles += by_select;
+            waited -= by_select;
+            self.before_select = None;
+        }
         let cause = match cmd {
             Command::Ref => Cause::Refresh,
             c if c.kind().is_row_command() && self.cause == Cause::Refresh => Cause::Refresh,
+            Command::AbSaSel { .. } => Cause::Select,
             c if c.kind().is_row_command() => Cause::Row,
             _ => self.cause,
         };
@@ -594,11 +745,13 @@ impl NmcChannelEngine {
             Cause::Column => self.stats.column_cycles += waited,
             Cause::Row => self.stats.row_cycles += waited,
             Cause::Refresh => self.stats.refresh_cycles += waited,
+            Cause::Select => self.stats.subarray_select_cycles += waited,
         }
-        self.cause = if cmd.kind().is_row_command() {
-            cause
-        } else {
-            Cause::Column
+        self.cause = match cause {
+            // A select's own wait is its; the column after it is charged above.
+            Cause::Select => Cause::Column,
+            c if cmd.kind().is_row_command() => c,
+            _ => Cause::Column,
         };
         self.now = at;
         at
@@ -625,7 +778,10 @@ impl NmcChannelEngine {
             return;
         }
         let posted = std::mem::take(&mut self.posted);
-        for &(col, ready) in &posted {
+        for &(row, col, ready) in &posted {
+            if self.masa(None) && self.open_row != Some(row) {
+                self.masa_open(ctrl, row);
+            }
             self.wait_for_alu(ready);
             self.issue(ctrl, Command::AbWr { col });
             self.stats.column_commands += 1;
@@ -634,12 +790,57 @@ impl NmcChannelEngine {
         self.posted.clear();
     }
 
+    /// Issues the oldest `n` posted writes (MASA: the previous chunk's), keeping the rest.
+    fn flush_posted_oldest(&mut self, ctrl: &mut Controller, n: usize) {
+        let n = n.min(self.posted.len());
+        if n == 0 {
+            return;
+        }
+        let rest = self.posted.split_off(n);
+        self.flush_posted(ctrl);
+        self.posted = rest;
+    }
+
     fn close_rows(&mut self, ctrl: &mut Controller) {
         self.flush_posted(ctrl);
         if ctrl.pseudo_channel().any_open() {
             self.issue(ctrl, Command::PreAll);
         }
         self.open_row = None;
+        self.sub_rows.fill(None);
+    }
+
+    /// MASA: makes physical `row` the designated open row of every bank: a subarray
+    /// select if its subarray has it open, else a subarray precharge (if the subarray has
+    /// another row open) and a subarray activate. Posted writes keep their rows.
+    fn masa_open(&mut self, ctrl: &mut Controller, row: u32) {
+        if self.open_row == Some(row) {
+            return;
+        }
+        let s = (row >> self.sub_shift) as usize;
+        match self.sub_rows.get(s).copied().flatten() {
+            Some(r) if r == row => {
+                let pc = ctrl.pseudo_channel();
+                let before = (
+                    pc.earliest(&Command::AbRd { col: 0 }),
+                    pc.earliest(&Command::AbWr { col: 0 }),
+                );
+                self.issue(ctrl, Command::AbSaSel { row });
+                self.before_select = Some(before);
+                self.stats.subarray_selects += 1;
+            }
+            open => {
+                if open.is_some() {
+                    self.issue(ctrl, Command::AbSaPre { row });
+                }
+                self.issue(ctrl, Command::AbSaAct { row });
+                self.stats.activations += 1;
+                if let Some(slot) = self.sub_rows.get_mut(s) {
+                    *slot = Some(row);
+                }
+            }
+        }
+        self.open_row = Some(row);
     }
 
     /// Refresh due: close, refresh every bank, and leave the rows closed (the caller
@@ -696,6 +897,10 @@ impl NmcChannelEngine {
             )));
         }
         if self.open_row == Some(row) {
+            return Ok(());
+        }
+        if self.masa(single) {
+            self.masa_open(ctrl, row);
             return Ok(());
         }
         self.close_rows(ctrl);
@@ -761,6 +966,7 @@ impl NmcChannelEngine {
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
         let mut chunk_start = 0u32;
+        let mut posted_before = 0usize;
         while chunk_start < cmd.col_count {
             let n = chunk.min(cmd.col_count - chunk_start);
             let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
@@ -773,17 +979,43 @@ impl NmcChannelEngine {
                     AluModel::ColumnTriggered => sc.triggered_rw,
                     AluModel::Pipelined { .. } => sc.pipelined_rw,
                 };
-                self.stats.visit_floor_cycles += visit_floor(ctrl.pseudo_channel().timing(), n, rw);
-                if let (AluModel::Pipelined { ops_per_tck }, RowPolicy::Staged, None) =
-                    (self.alu_model, self.policy, single)
+                let masa = self.masa(single);
+                self.stats.visit_floor_cycles += if masa {
+                    // Rows stay open across visits: the floor is the column stream.
+                    u64::from(n) * u64::from(rw.0 + rw.1) * ctrl.pseudo_channel().timing().tccd_l
+                } else {
+                    visit_floor(ctrl.pseudo_channel().timing(), n, rw)
+                };
+                if let (
+                    AluModel::Pipelined { ops_per_tck },
+                    RowPolicy::Staged | RowPolicy::Masa,
+                    None,
+                ) = (self.alu_model, self.policy, single)
                 {
-                    if col + n <= cpr && sc.stageable {
+                    if col + n <= cpr && sc.stageable && (masa || self.policy == RowPolicy::Staged)
+                    {
                         let row = u32::try_from(row_index)
                             .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                        let prow = self.phys(row);
                         self.refresh_if_due(ctrl);
-                        self.open(ctrl, row, None)?;
+                        if masa
+                            && sc.steps.iter().any(|st| {
+                                matches!(st.mem, Some(ColumnOp::Read | ColumnOp::ReadModifyWrite))
+                            })
+                            && self
+                                .posted
+                                .iter()
+                                .any(|p| p.0 == prow && (col..col + n).contains(&p.1))
+                            || self.posted.iter().any(|p| {
+                                p.0 != prow && p.0 >> self.sub_shift == prow >> self.sub_shift
+                            })
+                        {
+                            // A read of a column must not pass a posted write to it.
+                            self.flush_posted(ctrl);
+                        }
+                        self.open(ctrl, prow, None)?;
                         let op_ticks = self.op_ticks(ops_per_tck, n);
-                        self.visit_staged(ctrl, sc, col, n, op_ticks);
+                        self.visit_staged(ctrl, sc, prow, col, n, op_ticks);
                         if let Some(st) = store.as_deref_mut() {
                             for k in 0..n {
                                 self.execute(st, sc, None, row, col + k, cmd.chunk, k as u8)?;
@@ -792,6 +1024,10 @@ impl NmcChannelEngine {
                         continue;
                     }
                 }
+                if masa {
+                    // Program order writes directly: earlier posted writes go first.
+                    self.flush_posted(ctrl);
+                }
                 for k in 0..n {
                     if col == cpr {
                         col = 0;
@@ -799,11 +1035,12 @@ impl NmcChannelEngine {
                     }
                     let row = u32::try_from(row_index)
                         .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                    let prow = self.phys(row);
                     self.refresh_if_due(ctrl);
-                    self.open(ctrl, row, single)?;
+                    self.open(ctrl, prow, single)?;
                     if let AluModel::Pipelined { ops_per_tck } = self.alu_model {
                         let op_ticks = self.op_ticks(ops_per_tck, n);
-                        self.column_pipelined(ctrl, sc, single, row, col, op_ticks);
+                        self.column_pipelined(ctrl, sc, single, prow, col, op_ticks);
                         if let Some(st) = store.as_deref_mut() {
                             self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
                         }
@@ -821,17 +1058,17 @@ impl NmcChannelEngine {
                             }
                             (ColumnOp::Read, Some(b)) => Command::Rd {
                                 bank: self.bank_id(b),
-                                row,
+                                row: prow,
                                 col,
                             },
                             (ColumnOp::Write, Some(b)) => Command::Wr {
                                 bank: self.bank_id(b),
-                                row,
+                                row: prow,
                                 col,
                             },
                             (ColumnOp::ReadModifyWrite, Some(b)) => Command::Update {
                                 bank: self.bank_id(b),
-                                row,
+                                row: prow,
                                 col,
                             },
                         };
@@ -843,6 +1080,14 @@ impl NmcChannelEngine {
                     }
                     col += 1;
                 }
+            }
+            if self.masa(single) {
+                // Reads first, writes last, and one chunk behind: the previous chunk's
+                // posted writes go after this chunk's reads, so the ALU works on this
+                // chunk while they stream (the buffer holds two chunks' writes at the
+                // baseline TS).
+                self.flush_posted_oldest(ctrl, posted_before);
+                posted_before = self.posted.len();
             }
             chunk_start += n;
         }
@@ -883,6 +1128,7 @@ impl NmcChannelEngine {
     ) {
         self.count_alu_work(sc, 1, op_ticks);
         let staged = self.policy == RowPolicy::Staged && single.is_none() && sc.stageable;
+        // (Under MASA, program-order phases write directly, as under program order.)
         for st in &sc.steps {
             self.step_pipelined(ctrl, st, single, row, col, op_ticks, staged);
         }
@@ -896,6 +1142,7 @@ impl NmcChannelEngine {
         &mut self,
         ctrl: &mut Controller,
         sc: &PhaseScript,
+        row: u32,
         col: u32,
         n: u32,
         op_ticks: u64,
@@ -903,7 +1150,7 @@ impl NmcChannelEngine {
         self.count_alu_work(sc, u64::from(n), op_ticks);
         for st in &sc.steps {
             for c in col..col + n {
-                self.step_pipelined(ctrl, st, None, 0, c, op_ticks, true);
+                self.step_pipelined(ctrl, st, None, row, c, op_ticks, true);
             }
         }
     }
@@ -927,7 +1174,11 @@ impl NmcChannelEngine {
         op_ticks: u64,
         staged: bool,
     ) {
-        let depth = if staged { STAGING_COLUMNS } else { 1 };
+        let depth = match (staged, self.masa(single)) {
+            (true, true) => MASA_READ_COLUMNS,
+            (true, false) => STAGING_COLUMNS,
+            (false, _) => 1,
+        };
         let cost = u64::from(st.alu_ops) * op_ticks;
         let Some(op) = st.mem else {
             self.alu_free += cost;
@@ -965,10 +1216,15 @@ impl NmcChannelEngine {
         if matches!(op, ColumnOp::Write | ColumnOp::ReadModifyWrite) {
             let ready = self.alu_ready();
             if staged {
-                if self.posted.len() >= STAGING_COLUMNS {
+                let capacity = if self.masa(single) {
+                    MASA_WRITE_COLUMNS
+                } else {
+                    STAGING_COLUMNS
+                };
+                if self.posted.len() >= capacity {
                     self.flush_posted(ctrl);
                 }
-                self.posted.push((col, ready));
+                self.posted.push((row, col, ready));
                 return;
             }
             self.wait_for_alu(ready);

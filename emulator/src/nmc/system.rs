@@ -57,6 +57,10 @@ pub struct NmcSystemConfig {
     /// subset of channels is refused ([`NmcError::Unsupported`]). Ignored for functional
     /// runs.
     pub mirror_broadcast: bool,
+    /// Logical to physical rows for every engine's commands (the MASA layout; `None`:
+    /// identity).
+    #[serde(skip)]
+    pub row_map: Option<std::sync::Arc<crate::nmc::engine::RowMap>>,
 }
 
 impl Default for NmcSystemConfig {
@@ -70,6 +74,7 @@ impl Default for NmcSystemConfig {
             alu_model: AluModel::ColumnTriggered,
             row_policy: RowPolicy::ProgramOrder,
             mirror_broadcast: false,
+            row_map: None,
         }
     }
 }
@@ -184,13 +189,15 @@ impl NmcBlock {
         let memory = MemorySystem::new(preset, mapping, ControllerConfig::from_preset(preset));
         let engines = (0..preset.pseudo_channels() as usize)
             .map(|i| {
-                NmcChannelEngine::with_model(
+                let mut e = NmcChannelEngine::with_model(
                     i,
                     preset,
                     config.ts_entries,
                     config.alu_model,
                     config.row_policy,
-                )
+                );
+                e.set_row_map(config.row_map.clone());
+                e
             })
             .collect();
         let mirror = config.mirror_broadcast && !config.functional;
@@ -314,6 +321,8 @@ impl NmcBlock {
             e.alu_stall_cycles += s.alu_stall_cycles;
             e.alu_busy_cycles += s.alu_busy_cycles;
             e.visit_floor_cycles += s.visit_floor_cycles;
+            e.subarray_selects += s.subarray_selects;
+            e.subarray_select_cycles += s.subarray_select_cycles;
         }
         t.engines = e.times(copies);
         t.commands_total = self.memory.controllers()[..engines.len()]

@@ -92,7 +92,8 @@ pub struct LambArgs {
     host_reduction_ns: f64,
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N
-    /// operations per tCK) optionally with `+staged` (docs/calibration.md). The
+    /// operations per tCK) optionally with `+staged` or `+masa` (MASA subarray row visits;
+    /// needs a preset with subarrays, e.g. `--preset lamb-ch6-masa`) (docs/calibration.md). The
     /// first one runs the main (functional) step.
     #[arg(
         long,
@@ -166,7 +167,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         .map(|n| {
             EngineSetup::parse(n).ok_or_else(|| {
                 format!(
-                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged"
+                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged or +masa (masa: a preset with subarrays, e.g. --preset lamb-ch6-masa)"
                 )
             })
         })
@@ -382,7 +383,7 @@ fn print_models(r: &LambReport) {
     );
     for m in &r.alu_models {
         let t = &m.time;
-        println!(
+        print!(
             "{:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.3}",
             m.name,
             t.columns * 1e3,
@@ -391,6 +392,11 @@ fn print_models(r: &LambReport) {
             t.alu_stalls * 1e3,
             t.reductions_and_other * 1e3
         );
+        // MASA only: the subarray selects (other setups print as before).
+        if t.subarray_selects > 0.0 {
+            print!("  (+ SA_SEL {:.3})", t.subarray_selects * 1e3);
+        }
+        println!();
     }
     println!();
     println!("data movement, candidate definitions (ideal-GPU bytes over NMC bytes; dissertation: ~13x):");

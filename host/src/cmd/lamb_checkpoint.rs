@@ -31,8 +31,8 @@ struct ModelUnit {
     program_bound: f64,
     column_commands: u64,
     dram_commands: u64,
-    /// columns, row switches, refresh, ALU stalls, reductions and other.
-    time: [f64; 5],
+    /// columns, row switches, refresh, ALU stalls, reductions and other, subarray selects.
+    time: [f64; 6],
     row_cycle_bound: f64,
     analytic_speedup: f64,
     /// (TS entries, NMC seconds, speedup vs ideal 100 / 90 / 80 %).
@@ -57,6 +57,7 @@ impl ModelUnit {
                 m.time.refresh,
                 m.time.alu_stalls,
                 m.time.reductions_and_other,
+                m.time.subarray_selects,
             ],
             row_cycle_bound: m.row_cycle_bound,
             analytic_speedup: m.analytic_speedup,
@@ -81,7 +82,8 @@ impl ModelUnit {
     }
 
     fn into_report(self, setup: EngineSetup) -> (AluModelReport, Vec<DataMovement>) {
-        let [columns, row_switches, refresh, alu_stalls, reductions_and_other] = self.time;
+        let [columns, row_switches, refresh, alu_stalls, reductions_and_other, subarray_selects] =
+            self.time;
         let report = AluModelReport {
             name: self.name,
             setup,
@@ -96,6 +98,7 @@ impl ModelUnit {
                 row_switches,
                 refresh,
                 alu_stalls,
+                subarray_selects,
                 reductions_and_other,
             },
             row_cycle_bound: self.row_cycle_bound,

@@ -1,0 +1,471 @@
+//! The MASA row policy of the NMC engine (issue 10, subarray-level parallelism): a visit's
+//! commands at the earliest cycle each gate allows, rows kept open across chunks with
+//! subarray selects instead of PREA / AB-ACT, a random-program property test replaying
+//! the command log through a fresh checked timing state, identical LAMB outputs, and the
+//! physical bound.
+
+use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
+use nmcp_emulator::hbm::{AddressMapping, HbmPreset, PseudoChannel};
+use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
+use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
+use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::lamb::{CheckedRun, ModelPreset};
+use nmcp_emulator::memctrl::LoggedCommand;
+use nmcp_emulator::memory::DeviceMemory;
+use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
+use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_firmware::nmc::Stage1Program;
+use nmcp_isa::asm::parse_macro;
+use nmcp_isa::nmc::MacroCommand;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+const LINEAR: &str = "ro-co-ba-bg-st-pc-ch";
+/// Rows per subarray of `masa_hbm2` (16384 rows / 8).
+const SA: u32 = 2048;
+
+const MASA: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::Masa,
+};
+
+/// hbm2-2000 with 8 subarrays per bank and SA_SEL = 2 tCK (as lamb-ch6-masa).
+fn masa_hbm2(refresh: RefreshMode) -> HbmPreset {
+    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
+    p.refresh.mode = refresh;
+    p.subarrays = Subarrays {
+        per_bank: 8,
+        sa_sel: 2,
+    };
+    p.check().unwrap();
+    p
+}
+
+fn rig(preset: &HbmPreset, alu_model: AluModel, row_policy: RowPolicy) -> (NmcBlock, DeviceMemory) {
+    let m = AddressMapping::parse(LINEAR, preset).unwrap();
+    let mut nmc = NmcBlock::new(
+        preset,
+        m,
+        NmcSystemConfig {
+            parallel: false,
+            functional: false,
+            alu_model,
+            row_policy,
+            ..NmcSystemConfig::default()
+        },
+    );
+    nmc.memory_system_mut()
+        .controller_mut(0)
+        .unwrap()
+        .set_logging(true);
+    (nmc, DeviceMemory::with_capacity(preset.capacity_bytes()))
+}
+
+fn log_of(nmc: &NmcBlock) -> Vec<LoggedCommand> {
+    nmc.memory_system().controllers()[0].log().to_vec()
+}
+
+fn name(l: &LoggedCommand) -> String {
+    format!("{:?}", l.cmd)
+}
+
+fn kind(l: &LoggedCommand) -> &'static str {
+    l.cmd.kind().mnemonic()
+}
+
+/// Replays a command log through a fresh, fully checked timing state.
+fn replay(preset: &HbmPreset, log: &[LoggedCommand]) -> Result<(), String> {
+    let mut pc = PseudoChannel::new(preset);
+    for l in log {
+        pc.issue(&l.cmd, l.at)
+            .map_err(|e| format!("{:?} at {}: {e}", l.cmd, l.at))?;
+    }
+    Ok(())
+}
+
+/// Two arrays in two subarrays, two chunks: each row opens once (AB-SA-ACT), the second
+/// chunk selects (AB-SA-SEL) instead of precharging and activating, reads go first and
+/// the writes last, each command at the earliest cycle its gates allow.
+#[test]
+fn masa_visits_keep_rows_open_and_meet_each_gate_at_its_earliest_cycle() {
+    let p = masa_hbm2(RefreshMode::Off);
+    let t = *PseudoChannel::new(&p).timing();
+    let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
+    let cmd = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=8 chunk=4\n\
+         .phase row=0\n  mov.f32 ts0, mem\n\
+         .phase row={SA}\n  add.f32 ts0, ts0, mem\n  mov.f32 mem, ts0\n.end\n"
+    ))
+    .unwrap();
+    nmc.submit(0, &cmd, &mut mem).unwrap();
+    let log = log_of(&nmc);
+    let kinds: Vec<&str> = log.iter().map(kind).collect();
+    let mut want = vec!["AB-SA-ACT"];
+    want.extend(["AB-RD"; 4]);
+    want.push("AB-SA-ACT");
+    want.extend(["AB-RD"; 4]);
+    want.push("AB-SA-SEL");
+    want.extend(["AB-RD"; 4]);
+    want.push("AB-SA-SEL");
+    want.extend(["AB-RD"; 4]);
+    want.extend(["AB-WR"; 8]);
+    want.push("PREA");
+    assert_eq!(kinds, want);
+    let at = |i: usize| log[i].at;
+    assert_eq!(name(&log[0]), "AbSaAct { row: 0 }");
+    assert_eq!(name(&log[5]), format!("AbSaAct {{ row: {SA} }}"));
+    assert_eq!(at(1) - at(0), t.trcdrd, "tRCDRD");
+    for i in 2..5 {
+        assert_eq!(at(i) - at(i - 1), t.tccd_l, "tCCD_L");
+    }
+    // The second subarray's ACT: an all-bank ACT counts four toward tFAW.
+    assert_eq!(at(5), (at(0) + t.tfaw).max(at(4)), "tFAW");
+    assert_eq!(at(6) - at(5), t.trcdrd, "tRCDRD of the second subarray");
+    // Selects: the next read waits for SA_SEL or tCCD_L after the last read.
+    for sel in [10, 15] {
+        assert_eq!(name(&log[sel]).split(' ').next(), Some("AbSaSel"));
+        assert_eq!(at(sel), at(sel - 1), "a select needs only the row bus");
+        assert_eq!(
+            at(sel + 1),
+            (at(sel) + 2).max(at(sel - 1) + t.tccd_l),
+            "SA_SEL / tCCD_L"
+        );
+    }
+    let writes: Vec<usize> = (0..log.len()).filter(|&i| kinds[i] == "AB-WR").collect();
+    for w in writes.windows(2) {
+        assert!(at(w[1]) - at(w[0]) >= t.tccd_l, "tCCD_L between writes");
+    }
+    let last = log.len() - 1;
+    assert_eq!(at(last), at(last - 1) + t.wr_to_pre, "CWL + BL + tWR");
+    assert_eq!(nmc.engines()[0].stats().subarray_selects, 2);
+    assert_eq!(nmc.engines()[0].stats().activations, 2);
+    replay(&p, &log).unwrap();
+}
+
+/// An array crossing into its next row precharges and activates only its own subarray
+/// (AB-SA-PRE, AB-SA-ACT, tRAS / tWR and tRP of that subarray); the other array's row
+/// stays open.
+#[test]
+fn a_row_change_closes_only_its_subarray() {
+    let p = masa_hbm2(RefreshMode::Off);
+    let t = *PseudoChannel::new(&p).timing();
+    let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
+    let cmd = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=64 chunk=4\n\
+         .phase row=0\n  mov.f32 ts0, mem\n\
+         .phase row={SA}\n  add.f32 mem, mem, ts0\n.end\n"
+    ))
+    .unwrap();
+    nmc.submit(0, &cmd, &mut mem).unwrap();
+    let log = log_of(&nmc);
+    let count = |k: &str| log.iter().filter(|l| kind(l) == k).count();
+    // Two rows per array: 4 subarray ACTs, 2 subarray PREs, one PREA at the end.
+    assert_eq!(count("AB-SA-ACT"), 4);
+    assert_eq!(count("AB-SA-PRE"), 2);
+    assert_eq!(count("PREA"), 1);
+    assert_eq!(count("AB-ACT"), 0);
+    assert_eq!((count("AB-RD"), count("AB-WR")), (128, 64));
+    for (i, l) in log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| kind(l) == "AB-SA-PRE")
+    {
+        let next = &log[i + 1];
+        assert_eq!(kind(next), "AB-SA-ACT");
+        assert!(next.at - l.at >= t.trp, "tRP of the subarray");
+    }
+    replay(&p, &log).unwrap();
+}
+
+/// Refresh under MASA: posted writes drain, PREA closes every subarray, the REF waits tRP,
+/// the next subarray ACT tRFC; every column the macro writes is written.
+#[test]
+fn masa_refresh_closes_every_subarray_and_drains_writes() {
+    let p = masa_hbm2(RefreshMode::AllBank);
+    let t = *PseudoChannel::new(&p).timing();
+    let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
+    let cmd = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=1024 chunk=4\n\
+         .phase row=0\n  mov.f32 ts0, mem\n\
+         .phase row={SA}\n  add.f32 mem, mem, ts0\n.end\n"
+    ))
+    .unwrap();
+    nmc.submit(0, &cmd, &mut mem).unwrap();
+    let log = log_of(&nmc);
+    let end = nmc.engines()[0].now();
+    let refs: Vec<usize> = (0..log.len()).filter(|&i| kind(&log[i]) == "REF").collect();
+    assert!(!refs.is_empty());
+    assert_eq!(refs.len() as u64, end / t.trefi, "one REF per tREFI");
+    for &r in &refs {
+        assert_eq!(
+            kind(&log[r - 1]),
+            "PREA",
+            "every subarray closes before a REF"
+        );
+        assert!(log[r].at - log[r - 1].at >= t.trp, "tRP before REF");
+        assert_eq!(kind(&log[r + 1]), "AB-SA-ACT");
+        assert_eq!(log[r + 1].at - log[r].at, t.trfc, "tRFC");
+    }
+    let writes = log.iter().filter(|l| kind(l) == "AB-WR").count();
+    assert_eq!(writes, 1024);
+    replay(&p, &log).unwrap();
+}
+
+/// Blocks a random program draws its phases from (as `nmc_alu_models.rs`).
+const BLOCKS: [&str; 6] = [
+    "  mov.f32 ts0, mem\n",
+    "  add.f32 mem, mem, s0\n",
+    "  mul.f32 ts1, mem, s1\n  add.f32 ts1, ts1, ts0\n  mov.f32 mem, ts1\n",
+    "  mov.f32 mem, ts0\n",
+    "  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n",
+    "  sqacc.f32 mem\n",
+];
+
+fn program(chunk: u8, cols: u32, start: u32, phases: &[(usize, u32)]) -> MacroCommand {
+    let mut s =
+        format!(".macro channels=0+1 mode=all col_start={start} col_count={cols} chunk={chunk}\n");
+    for &(b, row) in phases {
+        s.push_str(&format!(".phase row={row}\n{}", BLOCKS[b]));
+    }
+    s.push_str(".end\n");
+    parse_macro(&s).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The MASA policy never issues a command a gate forbids: random programs whose phases
+    /// share or do not share subarrays (and rows), chunk sizes, start columns that cross
+    /// rows, ALU rates, refresh, several jobs, replayed through the checked timing state.
+    #[test]
+    fn masa_policy_never_violates_a_gate(
+        chunk in 1u8..=8,
+        cols in 1u32..=80,
+        start in 0u32..40,
+        phases in prop::collection::vec((0usize..BLOCKS.len(), 0u32..4, 0u32..3), 1..=4),
+        ops_per_tck in 1u32..=4,
+        refresh in any::<bool>(),
+        jobs in 1usize..=3,
+    ) {
+        let p = masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off });
+        let (mut nmc, mut mem) = rig(&p, AluModel::Pipelined { ops_per_tck }, RowPolicy::Masa);
+        let phases: Vec<(usize, u32)> =
+            phases.iter().map(|&(b, sub, r)| (b, sub * SA + r * 3)).collect();
+        let cmd = program(chunk, cols, start, &phases);
+        for _ in 0..jobs {
+            nmc.submit(0, &cmd, &mut mem).unwrap();
+        }
+        let log = log_of(&nmc);
+        prop_assert!(!log.is_empty());
+        let r = replay(&p, &log);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+}
+
+/// w, m, v after `steps` functional LAMB steps under `setup` on `preset`, the worst error
+/// against the FP32 reference (in term scales), the last global norm and the cycles.
+fn lamb_on(
+    preset: &HbmPreset,
+    setup: EngineSetup,
+    steps: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
+    let sizes = [7usize, 1029, 4099, 20_000];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
+    let state: Vec<TensorState> = sizes
+        .iter()
+        .map(|&n| {
+            let w = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let g = (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect();
+            TensorState::new(w, g)
+        })
+        .collect();
+    let elements: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
+    let hyper = LambHyper::default();
+    let config = LambRunConfig {
+        system: NmcSystemConfig {
+            functional: true,
+            parallel: false,
+            alu_model: setup.alu_model,
+            row_policy: setup.row_policy,
+            ..NmcSystemConfig::default()
+        },
+        hyper,
+        program: Stage1Program::FourSlot,
+        ..LambRunConfig::default()
+    };
+    let run = LambRun::new(preset.clone(), &elements, config).unwrap();
+    let mut checked = CheckedRun::new(run, state, hyper).unwrap();
+    let (mut norm, mut cycles) = (0.0, 0);
+    for s in 0..steps {
+        let grads = (s > 0).then(|| {
+            sizes
+                .iter()
+                .map(|&n| (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect())
+                .collect()
+        });
+        let out = checked.step(grads).unwrap();
+        norm = out.nmc.global_norm;
+        cycles += out.nmc.cycles;
+    }
+    let c = checked.compare().unwrap();
+    (
+        checked.read_state().unwrap(),
+        c.max_error_vs_term_scale,
+        norm,
+        cycles,
+    )
+}
+
+/// MASA computes the same bits as every other setup (the policy and the subarray row map
+/// are timing only) within the documented error bound, and faster than staged visits.
+#[test]
+fn masa_outputs_are_identical_to_the_other_policies() {
+    let p = masa_hbm2(RefreshMode::AllBank);
+    let (base, base_err, base_norm, _) = lamb_on(&p, EngineSetup::COLUMN_TRIGGERED, 3);
+    assert!(base_err <= 1e-5, "column-triggered: {base_err}");
+    let staged = EngineSetup {
+        alu_model: AluModel::PIPELINED,
+        row_policy: RowPolicy::Staged,
+    };
+    let (_, _, _, staged_cycles) = lamb_on(&p, staged, 3);
+    for setup in [
+        MASA,
+        EngineSetup {
+            alu_model: AluModel::Pipelined { ops_per_tck: 3 },
+            row_policy: RowPolicy::Masa,
+        },
+    ] {
+        let (state, err, norm, cycles) = lamb_on(&p, setup, 3);
+        let name = setup.name();
+        assert!(err <= 1e-5, "{name}: error {err} of the term scale");
+        assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
+        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a.w), bits(&b.w), "{name}: tensor {i} w");
+            assert_eq!(bits(&a.m), bits(&b.m), "{name}: tensor {i} m");
+            assert_eq!(bits(&a.v), bits(&b.v), "{name}: tensor {i} v");
+        }
+        assert!(
+            cycles < staged_cycles,
+            "{name}: {cycles} vs staged {staged_cycles}"
+        );
+    }
+}
+
+/// On a preset with one subarray per bank the policy is refused with a reason.
+#[test]
+fn masa_needs_a_preset_with_subarrays() {
+    let config = LambRunConfig {
+        system: NmcSystemConfig {
+            functional: false,
+            alu_model: AluModel::PIPELINED,
+            row_policy: RowPolicy::Masa,
+            ..NmcSystemConfig::default()
+        },
+        ..LambRunConfig::default()
+    };
+    let e = LambRun::new(HbmPreset::builtin("lamb-ch6").unwrap(), &[1000], config)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("masa") && e.contains("subarrays"), "{e}");
+}
+
+/// No setup, MASA included, at any TS size, beats the bank-parallelism bound (8x on
+/// `lamb-ch6-masa`) or its program bound; MASA beats staged visits; the time split adds
+/// up to the step.
+#[test]
+fn masa_speedup_never_exceeds_the_physical_bound() {
+    let model = ModelPreset::custom("small", 1, 256, 1024);
+    let preset = HbmPreset::builtin("lamb-ch6-masa").unwrap();
+    let mut setups = EngineSetup::defaults();
+    setups.push(MASA);
+    setups.push(EngineSetup {
+        alu_model: AluModel::Pipelined { ops_per_tck: 16 },
+        row_policy: RowPolicy::Masa,
+    });
+    let e = LambExperiment {
+        model: model.name.clone(),
+        preset: preset.clone(),
+        elements: model.tensors().iter().map(|t| t.elements()).collect(),
+        input: None,
+        functional: false,
+        seed: 1,
+        steps: 1,
+        ts_entries: 16,
+        hyper: LambHyper::default(),
+        host_reduction_ns: 0.0,
+        lamb_share: vec![],
+        breakdown: false,
+        ts_sweep: true,
+        setups,
+        program: Stage1Program::FourSlot,
+        timeline: None,
+    };
+    let r = experiment::run(&e, &mut || {}).unwrap().report;
+    assert!(
+        (r.physical_bound - 8.0).abs() < 1e-12,
+        "{}",
+        r.physical_bound
+    );
+    assert_eq!(r.alu_models.len(), 5);
+    for m in &r.alu_models {
+        assert!(
+            m.speedup[0] <= r.physical_bound,
+            "{}: {}",
+            m.name,
+            m.speedup[0]
+        );
+        assert!(m.speedup[0] <= m.program_bound, "{}", m.name);
+        assert!(m.speedup[0] <= m.row_cycle_bound, "{}", m.name);
+        for t in &m.ts_sweep {
+            assert!(
+                t.speedup_vs_ideal_100 <= r.physical_bound,
+                "{} at TS {}: {}",
+                m.name,
+                t.ts_entries,
+                t.speedup_vs_ideal_100
+            );
+        }
+        let s = &m.time;
+        let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
+        // (On this small model the firmware's time, in "other", can be most of a fast
+        // setup's step.)
+        assert!(
+            parts <= m.nmc_seconds * 1.0001
+                && (parts + s.reductions_and_other - m.nmc_seconds).abs() <= 1e-4 * m.nmc_seconds,
+            "{}: {parts} + {} of {}",
+            m.name,
+            s.reductions_and_other,
+            m.nmc_seconds
+        );
+    }
+    let by = |n: &str| r.alu_models.iter().find(|m| m.name == n).unwrap().speedup[0];
+    assert!(by("pipelined+masa") > by("pipelined+staged"));
+}
+
+/// Mirroring pseudo-channel 0 in timing-only runs gives exactly the full simulation's
+/// cycles and counts under MASA too (the row map is the same for every channel).
+#[test]
+fn masa_mirrored_timing_runs_equal_the_full_simulation() {
+    let model = ModelPreset::custom("small", 1, 128, 512);
+    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
+    let run = |mirror_broadcast| {
+        let config = LambRunConfig {
+            system: NmcSystemConfig {
+                functional: false,
+                parallel: false,
+                alu_model: MASA.alu_model,
+                row_policy: MASA.row_policy,
+                mirror_broadcast,
+                ..NmcSystemConfig::default()
+            },
+            ..LambRunConfig::default()
+        };
+        let preset = HbmPreset::builtin("lamb-ch6-masa").unwrap();
+        let mut r = LambRun::new(preset, &elements, config).unwrap();
+        let cycles: Vec<u64> = (0..2).map(|_| r.step().unwrap().cycles).collect();
+        (cycles, r.totals())
+    };
+    assert_eq!(run(false), run(true));
+}
