@@ -563,6 +563,7 @@ impl Controller {
     /// Queues a request part at `now`; it becomes visible to the scheduler after the
     /// command overhead. Returns the cycle at which the controller should be stepped, or
     /// `None` if the queue is full or the bank does not exist.
+    #[inline]
     pub fn enqueue(&mut self, now: Cycle, part: RequestPart) -> Option<Cycle> {
         let RequestPart {
             access,
