@@ -319,14 +319,7 @@ impl BankQueues {
         if i >= q.len() {
             return None;
         }
-        // Queues per bank are a few entries long: shifting the tail down by hand beats
-        // `Vec::remove`'s out-of-line memmove call (3 % of an all-GPU T3 run).
-        for j in i..q.len() - 1 {
-            q.swap(j, j + 1);
-        }
-        let Some(e) = q.pop() else {
-            return None;
-        };
+        let e = q.remove(i);
         if e.row == open {
             self.hits[b] -= 1;
             if self.hits[b] == 0 {
