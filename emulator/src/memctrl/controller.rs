@@ -42,6 +42,7 @@
 //!    by the engine around these calls.
 
 use crate::hbm::config::{HbmPreset, PagePolicy, RefreshMode};
+use crate::hbm::timing::CLOSED_ROW;
 use crate::hbm::{Command, CommandKind, Cycle, PseudoChannel, TimingError};
 
 use super::arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued};
@@ -205,6 +206,16 @@ fn pick_row_tiered(
     } else {
         p
     }
+}
+
+/// Bit b set when bank b has a row open: [`PseudoChannel::open_mask`] read off the packed
+/// open-row copy (one cache line) instead of the per-bank timing records (one line per
+/// bank or two), as the scheduler's passes do. Same mask.
+#[inline]
+fn open_mask(pc: &PseudoChannel) -> u64 {
+    (0..pc.banks().min(64))
+        .filter(|&b| pc.open_row_raw(b) != CLOSED_ROW)
+        .fold(0, |m, b| m | 1u64 << b)
 }
 
 /// An attached observer.
@@ -563,6 +574,7 @@ impl Controller {
     /// Queues a request part at `now`; it becomes visible to the scheduler after the
     /// command overhead. Returns the cycle at which the controller should be stepped, or
     /// `None` if the queue is full or the bank does not exist.
+    #[inline]
     pub fn enqueue(&mut self, now: Cycle, part: RequestPart) -> Option<Cycle> {
         let RequestPart {
             access,
@@ -674,7 +686,7 @@ impl Controller {
         let (wanted, open) = if per_bank_due {
             (
                 wanted_banks([&self.reads, &self.writes]),
-                self.pc.open_mask(),
+                open_mask(&self.pc),
             )
         } else {
             (0, 0)

@@ -336,6 +336,14 @@ impl MemorySystem {
         }
     }
 
+    /// The cycle each controller is next stepped at (`Cycle::MAX`: not until something is
+    /// queued). Only stepping moves a controller's own wake later, so a controller whose
+    /// wake is after `until` is not stepped by [`MemorySystem::advance_until`]`(until)`
+    /// (what an observer that is polled after each advance uses to skip the others).
+    pub fn wakes(&self) -> &[Cycle] {
+        &self.wake
+    }
+
     /// The controllers, one per pseudo-channel.
     pub fn controllers(&self) -> &[Controller] {
         &self.controllers

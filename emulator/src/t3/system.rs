@@ -286,6 +286,9 @@ pub struct GpuNode {
     mem: MemorySystem,
     mapping: AddressMapping,
     pending: Vec<VecDeque<(Request, u32)>>,
+    /// Bit `l % 64` of word `l / 64` set when lane `l` of `pending` holds requests, so a
+    /// fill visits only those (in lane order, as a walk over every lane would).
+    lanes_waiting: Vec<u64>,
     pending_total: usize,
     /// Of `pending_total`, the producer's (compute-class) requests: only these hold the
     /// producer back (communication reaches the controllers through the DMA engines'
@@ -325,6 +328,8 @@ pub struct GpuNode {
     done_buf: Vec<MemCompletion>,
     /// Columns with a source issued in the current slice.
     tap_buf: Vec<Tapped>,
+    /// Controllers due by the current slice's end (the ones whose taps are polled).
+    due_buf: Vec<usize>,
 }
 
 /// Events between components.
@@ -451,6 +456,7 @@ impl GpuNode {
             mem,
             mapping,
             pending: vec![VecDeque::new(); 2 * pcs],
+            lanes_waiting: vec![0; (2 * pcs).div_ceil(64)],
             pending_total: 0,
             pending_compute: 0,
             purpose: VecDeque::new(),
@@ -479,6 +485,7 @@ impl GpuNode {
             boundary_told: false,
             done_buf: Vec::new(),
             tap_buf: Vec::new(),
+            due_buf: Vec::new(),
         })
     }
 
@@ -500,6 +507,9 @@ impl GpuNode {
         let lane = 2 * pc + usize::from(req.class != TrafficClass::Compute);
         if let Some(q) = self.pending.get_mut(lane) {
             q.push_back((req, block));
+            if let Some(w) = self.lanes_waiting.get_mut(lane / 64) {
+                *w |= 1u64 << (lane % 64);
+            }
             self.pending_total += 1;
             if req.class == TrafficClass::Compute {
                 self.pending_compute += 1;
@@ -512,9 +522,26 @@ impl GpuNode {
     fn advance_memory(&mut self, end: Cycle) {
         self.fill();
         self.done_buf.clear();
+        // Only controllers due by `end` are stepped (a controller's wake moves later only
+        // when it is stepped), so only their taps can hold columns: the others were
+        // emptied when they last stepped. Polling 64 boxed observers per GPU every slice
+        // cost more than the columns they held.
+        self.due_buf.clear();
+        self.due_buf.extend(
+            self.mem
+                .wakes()
+                .iter()
+                .enumerate()
+                .filter(|&(_, &w)| w <= end)
+                .map(|(i, _)| i),
+        );
         self.mem.advance_until(end, &mut self.done_buf);
-        for c in self.mem.controllers_mut() {
-            if let Some(t) = c.observer_as_mut::<TrackerTap>() {
+        let ctrls = self.mem.controllers_mut();
+        for &i in &self.due_buf {
+            if let Some(t) = ctrls
+                .get_mut(i)
+                .and_then(|c| c.observer_as_mut::<TrackerTap>())
+            {
                 self.tap_buf.append(&mut t.issued);
             }
         }
@@ -527,24 +554,38 @@ impl GpuNode {
         if self.pending_total == 0 {
             return;
         }
-        for pc in 0..self.pending.len() {
-            while let Some(&(req, block)) = self.pending[pc].front() {
-                match self.mem.submit(&req) {
-                    Ok(id) => {
-                        self.pending[pc].pop_front();
-                        self.pending_total -= 1;
-                        if req.class == TrafficClass::Compute {
-                            self.pending_compute -= 1;
-                        }
-                        self.inflight += 1;
-                        let off = (id.0 - self.purpose_base) as usize;
-                        while self.purpose.len() <= off {
-                            self.purpose.push_back(None);
-                        }
-                        self.purpose[off] = Some(block);
-                    }
-                    Err(_) => break,
+        for word in 0..self.lanes_waiting.len() {
+            let mut bits = self.lanes_waiting[word];
+            while bits != 0 {
+                let pc = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.fill_lane(pc);
+                if self.pending[pc].is_empty() {
+                    self.lanes_waiting[word] &= !(1u64 << (pc % 64));
                 }
+            }
+        }
+    }
+
+    /// Submits lane `pc`'s waiting requests, oldest first, until one meets a full queue.
+    #[inline]
+    fn fill_lane(&mut self, pc: usize) {
+        while let Some(&(req, block)) = self.pending[pc].front() {
+            match self.mem.submit(&req) {
+                Ok(id) => {
+                    self.pending[pc].pop_front();
+                    self.pending_total -= 1;
+                    if req.class == TrafficClass::Compute {
+                        self.pending_compute -= 1;
+                    }
+                    self.inflight += 1;
+                    let off = (id.0 - self.purpose_base) as usize;
+                    while self.purpose.len() <= off {
+                        self.purpose.push_back(None);
+                    }
+                    self.purpose[off] = Some(block);
+                }
+                Err(_) => break,
             }
         }
     }
@@ -1599,10 +1640,12 @@ impl T3System {
     fn drain_taps(&mut self, node: usize) {
         let mut issued = std::mem::take(&mut self.nodes[node].tap_buf);
         if !self.nodes[node].tracking {
+            issued.clear();
+            self.nodes[node].tap_buf = issued;
             return;
         }
         issued.sort_unstable_by_key(|x| x.at);
-        for t in issued {
+        for t in issued.drain(..) {
             let (at, wg, wf) = (t.at, t.wg, t.wf);
             let elems = self.column_elements(node, &t);
             if elems == 0 {
@@ -1618,6 +1661,8 @@ impl T3System {
                 self.fired(node, f, at);
             }
         }
+        // Keep the buffer's capacity for the next slice (nothing taps while it is out).
+        self.nodes[node].tap_buf = issued;
     }
 
     fn spill_access(&mut self, node: usize, wg: u32, wf: u8, at: Cycle) {
