@@ -466,7 +466,7 @@ pub struct PseudoChannel {
     group_max: GateMax,
     counts: [u64; COMMAND_KINDS],
     /// Subarray state, when the preset has more than one subarray per bank.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     masa: Option<Masa>,
 }
 
