@@ -46,30 +46,8 @@ fn pre(bank: BankId) -> Command {
     Command::Pre { bank }
 }
 
-/// Issues `setup`, then checks the earliest cycle and gate of `next`.
-fn gate_with(p: &HbmPreset, setup: &[(Command, Cycle)], next: Command, want: Cycle, gate: Gate) {
-    let mut pc = PseudoChannel::new(p);
-    for (c, at) in setup {
-        pc.issue(c, *at)
-            .unwrap_or_else(|e| panic!("setup {c} at {at}: {e}"));
-    }
-    assert_eq!(
-        pc.earliest_with_gate(&next),
-        (want, gate),
-        "earliest of {next}"
-    );
-    let mut early = pc.clone();
-    match early.issue(&next, want - 1) {
-        Err(TimingError::TooEarly {
-            earliest, gate: g, ..
-        }) => {
-            assert_eq!((earliest, g), (want, gate))
-        }
-        other => panic!("{next} one cycle early: expected TooEarly, got {other:?}"),
-    }
-    pc.issue(&next, want)
-        .unwrap_or_else(|e| panic!("{next} at its earliest {want}: {e}"));
-}
+mod common;
+use common::gate_with;
 
 fn gate(setup: &[(Command, Cycle)], next: Command, want: Cycle, g: Gate) {
     gate_with(&preset(|_| {}), setup, next, want, g)

@@ -5,23 +5,19 @@
 //! physical bound.
 
 use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
-use nmcp_emulator::hbm::{AddressMapping, HbmPreset, PseudoChannel};
+use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
 use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
 use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
-use nmcp_emulator::lamb::{CheckedRun, ModelPreset};
-use nmcp_emulator::memctrl::LoggedCommand;
-use nmcp_emulator::memory::DeviceMemory;
+use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
-use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_emulator::nmc::system::NmcSystemConfig;
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_isa::asm::parse_macro;
-use nmcp_isa::nmc::MacroCommand;
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 
-const LINEAR: &str = "ro-co-ba-bg-st-pc-ch";
+mod common;
+use common::{kind, log_of, name, program, replay, rig, BLOCKS};
 /// Rows per subarray of `masa_hbm2` (16384 rows / 8).
 const SA: u32 = 2048;
 
@@ -40,48 +36,6 @@ fn masa_hbm2(refresh: RefreshMode) -> HbmPreset {
     };
     p.check().unwrap();
     p
-}
-
-fn rig(preset: &HbmPreset, alu_model: AluModel, row_policy: RowPolicy) -> (NmcBlock, DeviceMemory) {
-    let m = AddressMapping::parse(LINEAR, preset).unwrap();
-    let mut nmc = NmcBlock::new(
-        preset,
-        m,
-        NmcSystemConfig {
-            parallel: false,
-            functional: false,
-            alu_model,
-            row_policy,
-            ..NmcSystemConfig::default()
-        },
-    );
-    nmc.memory_system_mut()
-        .controller_mut(0)
-        .unwrap()
-        .set_logging(true);
-    (nmc, DeviceMemory::with_capacity(preset.capacity_bytes()))
-}
-
-fn log_of(nmc: &NmcBlock) -> Vec<LoggedCommand> {
-    nmc.memory_system().controllers()[0].log().to_vec()
-}
-
-fn name(l: &LoggedCommand) -> String {
-    format!("{:?}", l.cmd)
-}
-
-fn kind(l: &LoggedCommand) -> &'static str {
-    l.cmd.kind().mnemonic()
-}
-
-/// Replays a command log through a fresh, fully checked timing state.
-fn replay(preset: &HbmPreset, log: &[LoggedCommand]) -> Result<(), String> {
-    let mut pc = PseudoChannel::new(preset);
-    for l in log {
-        pc.issue(&l.cmd, l.at)
-            .map_err(|e| format!("{:?} at {}: {e}", l.cmd, l.at))?;
-    }
-    Ok(())
 }
 
 /// Two arrays in two subarrays, two chunks: each row opens once (AB-SA-ACT), the second
@@ -212,26 +166,6 @@ fn masa_refresh_closes_every_subarray_and_drains_writes() {
     replay(&p, &log).unwrap();
 }
 
-/// Blocks a random program draws its phases from (as `nmc_alu_models.rs`).
-const BLOCKS: [&str; 6] = [
-    "  mov.f32 ts0, mem\n",
-    "  add.f32 mem, mem, s0\n",
-    "  mul.f32 ts1, mem, s1\n  add.f32 ts1, ts1, ts0\n  mov.f32 mem, ts1\n",
-    "  mov.f32 mem, ts0\n",
-    "  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n",
-    "  sqacc.f32 mem\n",
-];
-
-fn program(chunk: u8, cols: u32, start: u32, phases: &[(usize, u32)]) -> MacroCommand {
-    let mut s =
-        format!(".macro channels=0+1 mode=all col_start={start} col_count={cols} chunk={chunk}\n");
-    for &(b, row) in phases {
-        s.push_str(&format!(".phase row={row}\n{}", BLOCKS[b]));
-    }
-    s.push_str(".end\n");
-    parse_macro(&s).unwrap()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -263,58 +197,13 @@ proptest! {
     }
 }
 
-/// w, m, v after `steps` functional LAMB steps under `setup` on `preset`, the worst error
-/// against the FP32 reference (in term scales), the last global norm and the cycles.
+/// [`common::lamb_functional`] with the four-slot stage-1 program.
 fn lamb_on(
     preset: &HbmPreset,
     setup: EngineSetup,
     steps: usize,
 ) -> (Vec<TensorState>, f64, f32, u64) {
-    let sizes = [7usize, 1029, 4099, 20_000];
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
-    let state: Vec<TensorState> = sizes
-        .iter()
-        .map(|&n| {
-            let w = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-            let g = (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect();
-            TensorState::new(w, g)
-        })
-        .collect();
-    let elements: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
-    let hyper = LambHyper::default();
-    let config = LambRunConfig {
-        system: NmcSystemConfig {
-            functional: true,
-            parallel: false,
-            alu_model: setup.alu_model,
-            row_policy: setup.row_policy,
-            ..NmcSystemConfig::default()
-        },
-        hyper,
-        program: Stage1Program::FourSlot,
-        ..LambRunConfig::default()
-    };
-    let run = LambRun::new(preset.clone(), &elements, config).unwrap();
-    let mut checked = CheckedRun::new(run, state, hyper).unwrap();
-    let (mut norm, mut cycles) = (0.0, 0);
-    for s in 0..steps {
-        let grads = (s > 0).then(|| {
-            sizes
-                .iter()
-                .map(|&n| (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect())
-                .collect()
-        });
-        let out = checked.step(grads).unwrap();
-        norm = out.nmc.global_norm;
-        cycles += out.nmc.cycles;
-    }
-    let c = checked.compare().unwrap();
-    (
-        checked.read_state().unwrap(),
-        c.max_error_vs_term_scale,
-        norm,
-        cycles,
-    )
+    common::lamb_functional(preset, setup, Stage1Program::FourSlot, steps)
 }
 
 /// MASA computes the same bits as every other setup (the policy and the subarray row map

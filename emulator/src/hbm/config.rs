@@ -49,7 +49,7 @@ pub struct HbmPreset {
     pub nmc: NmcCosts,
     /// Subarrays per bank and the MASA subarray-select latency (docs/decisions/dram.md,
     /// "Subarrays (MASA)"). Absent: one subarray per bank, today's DRAM exactly.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Subarrays::is_single")]
     pub subarrays: Subarrays,
 }
 

@@ -1106,6 +1106,18 @@ impl PseudoChannel {
 
     /// Applies a command already checked by [`Self::issue`].
     #[inline]
+    /// The ACT-to-ACT power limits after an all-bank activate (AB-ACT, AB-SA-ACT): tRRD_L
+    /// in every bank group, tRRD_S, and all four tFAW slots (it counts as four ACTs).
+    fn all_bank_act_gates(&mut self, at: Cycle) {
+        let t = self.t;
+        for g in &mut self.groups {
+            g.act.raise(at + t.trrd_l, Gate::TrrdL);
+        }
+        self.group_max.act = self.group_max.act.max(at + t.trrd_l);
+        self.act.raise(at + t.trrd_s, Gate::TrrdS);
+        self.faw = [at + t.tfaw; 4];
+    }
+
     fn apply(&mut self, cmd: &Command, at: Cycle) {
         let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
@@ -1136,12 +1148,7 @@ impl PseudoChannel {
                 for i in 0..self.banks.len() {
                     self.open(i, row, at);
                 }
-                for g in &mut self.groups {
-                    g.act.raise(at + t.trrd_l, Gate::TrrdL);
-                }
-                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
-                self.act.raise(at + t.trrd_s, Gate::TrrdS);
-                self.faw = [at + t.tfaw; 4];
+                self.all_bank_act_gates(at);
             }
             Command::Pre { bank } => {
                 let i = idx(self, bank);
@@ -1237,12 +1244,7 @@ impl PseudoChannel {
                     self.designate(i, s, row, at, at, Gate::TrcdRd);
                 }
                 self.bank_max.pre = self.bank_max.pre.max(at + t.tras);
-                for g in &mut self.groups {
-                    g.act.raise(at + t.trrd_l, Gate::TrrdL);
-                }
-                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
-                self.act.raise(at + t.trrd_s, Gate::TrrdS);
-                self.faw = [at + t.tfaw; 4];
+                self.all_bank_act_gates(at);
             }
             Command::AbSaSel { row } => {
                 let Some((s, sel)) = self

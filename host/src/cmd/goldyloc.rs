@@ -65,6 +65,10 @@ struct Common {
     /// Write SVG bar charts into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// tune: also study the stricter resource constraints GPU/8 and GPU/16 of 7.6.3 (GO
+    /// kernels chosen with their kernels as further candidates, offline).
+    #[arg(long)]
+    strict_rc: bool,
 }
 
 impl Common {
@@ -108,8 +112,15 @@ fn run_tune(c: &Common) -> CmdResult {
             .map_err(|e| format!("{}: {e}", out.display()))?;
     }
     let t = pipeline::tune_summary(&p, &tuned, secs);
+    let strict = c
+        .strict_rc
+        .then(|| crate::goldyloc::tune::strict_rc_study(&p.ctx, &tuned));
     if c.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        let mut v = serde_json::to_value(&t)?;
+        if let (Some(st), Some(obj)) = (&strict, v.as_object_mut()) {
+            obj.insert("strict_rc".into(), serde_json::to_value(st)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
             "tuned {} GEMMs ({} evaluated) over {} catalog kernels in {secs:.2} s",
@@ -133,8 +144,31 @@ fn run_tune(c: &Common) -> CmdResult {
             "best CD (16 available) histogram, CD 1/2/4/8/16: {:?}",
             t.best_cd_histogram
         );
+        if let Some(st) = &strict {
+            print_strict_rc(st);
+        }
     }
     Ok(())
+}
+
+fn print_strict_rc(st: &crate::goldyloc::tune::StrictRcStudy) {
+    println!(
+        "stricter constraints GPU/8 and GPU/16 (7.6.3; offline, profiled times): {} of {} GEMMs get a new candidate",
+        st.gemms_with_new_candidates, st.gemms
+    );
+    println!("  CD   GO speedup over serial: GPU,/2,/4   +/8,/16   gain   GEMMs won by /8,/16   max gain");
+    for r in &st.rows {
+        println!(
+            "  {:>2} {:>34.3}x {:>8.3}x {:>+5.2} % {:>19.1} % {:>9.3}x",
+            r.cd,
+            r.speedup_base,
+            r.speedup_strict,
+            (r.speedup_strict / r.speedup_base - 1.0) * 100.0,
+            r.strict_wins_share * 100.0,
+            r.max_gain
+        );
+    }
+    println!("  (dissertation 7.6.3: GPU/8 and GPU/16 \"gave little benefit\"; no figure)");
 }
 
 fn run_train(c: &Common) -> CmdResult {

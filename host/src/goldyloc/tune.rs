@@ -420,3 +420,140 @@ fn tune_all_with(
     }
     Ok(out)
 }
+
+/// The stricter resource constraints of 7.6.3 (GPU/8, GPU/16), studied next to the GO
+/// library's GPU, GPU/2 and GPU/4 (the dissertation: "gave little benefit").
+pub const STRICT_RC_DIVISORS: [u32; 2] = [8, 16];
+
+/// What adding GPU/8 and GPU/16 candidates does to one concurrency degree, from the
+/// profiled concurrent times (offline, as step 3 chooses GO kernels; not run through the
+/// CP, whose kernel-object map holds at most three kernels).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrictRcRow {
+    /// Concurrency degree.
+    pub cd: u8,
+    /// Geomean over the GEMMs of `cd x isolated time / concurrent time` with the GO kernel
+    /// among the GPU, GPU/2 and GPU/4 kernels (what the GO library holds).
+    pub speedup_base: f64,
+    /// The same with the GPU/8 and GPU/16 kernels as further candidates.
+    pub speedup_strict: f64,
+    /// Share of the GEMMs whose best candidate at this CD is a GPU/8 or GPU/16 kernel
+    /// (faster than every base candidate).
+    pub strict_wins_share: f64,
+    /// Largest per-GEMM gain of the strict candidates (base time / strict time).
+    pub max_gain: f64,
+}
+
+/// [`strict_rc_study`]'s result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrictRcStudy {
+    /// GEMMs studied (the whole tuned list: evaluated GEMMs and dataset).
+    pub gemms: usize,
+    /// GEMMs whose GPU/8 or GPU/16 kernel is none of the base candidates.
+    pub gemms_with_new_candidates: usize,
+    /// One row per CD 2, 4, 8, 16.
+    pub rows: Vec<StrictRcRow>,
+}
+
+/// GO kernels chosen with GPU/8 and GPU/16 candidates added, against the three-candidate
+/// choice the GO library stores; every time comes from the same `concurrent_time` the
+/// tuning uses, so a row's strict speedup can only be at least its base one.
+pub fn strict_rc_study(ctx: &Context, tuned: &[TunedGemm]) -> StrictRcStudy {
+    let (gpu, cal, cat) = (&ctx.gpu, &ctx.cal, &ctx.catalog);
+    // Per GEMM: (base time, strict time) per CD index 1..5, and whether a new kernel came in.
+    let per_gemm: Vec<(Vec<(f64, f64)>, bool)> = tuned
+        .par_iter()
+        .map(|t| {
+            let mut extra: Vec<u32> = Vec::new();
+            for div in STRICT_RC_DIVISORS {
+                if let Some((k, _)) = best_isolated(&gpu.constrained(div), cal, cat, &t.shape) {
+                    if !t.candidates.contains(&k) && !extra.contains(&k) {
+                        extra.push(k);
+                    }
+                }
+            }
+            let times = (1..CONCURRENCY_DEGREES.len())
+                .map(|i| {
+                    let cd = u32::from(CONCURRENCY_DEGREES.get(i).copied().unwrap_or(1));
+                    let base = t.go_time(i);
+                    let strict = extra
+                        .iter()
+                        .filter_map(|&k| {
+                            cat.get(k as usize)
+                                .and_then(|kk| concurrent_time(gpu, cal, &t.shape, kk, cd))
+                        })
+                        .fold(base, f64::min);
+                    (base, strict)
+                })
+                .collect();
+            (times, !extra.is_empty())
+        })
+        .collect();
+    let rows = (1..CONCURRENCY_DEGREES.len())
+        .map(|i| {
+            let cd = CONCURRENCY_DEGREES.get(i).copied().unwrap_or(1);
+            let speedup = |time: f64, t: &TunedGemm| f64::from(cd) * t.t_isolated / time;
+            let pairs = || {
+                tuned
+                    .iter()
+                    .zip(&per_gemm)
+                    .filter_map(move |(t, (v, _))| v.get(i - 1).map(|&p| (t, p)))
+            };
+            let n = pairs().count().max(1) as f64;
+            StrictRcRow {
+                cd,
+                speedup_base: super::geomean(pairs().map(|(t, (b, _))| speedup(b, t))),
+                speedup_strict: super::geomean(pairs().map(|(t, (_, s))| speedup(s, t))),
+                strict_wins_share: pairs().filter(|(_, (b, s))| s < b).count() as f64 / n,
+                max_gain: pairs().map(|(_, (b, s))| b / s).fold(1.0, f64::max),
+            }
+        })
+        .collect();
+    StrictRcStudy {
+        gemms: tuned.len(),
+        gemms_with_new_candidates: per_gemm.iter().filter(|(_, new)| *new).count(),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nmcp_isa::gemm_ext::GemmDataType;
+
+    #[test]
+    fn strict_constraints_choose_among_more_kernels_and_never_lose() {
+        let gpu = GpuConfig::preset("mi100").unwrap();
+        // GPU/16 of the 120-CU MI100: 7 CUs and a sixteenth of the LLC.
+        let g16 = gpu.constrained(16);
+        assert_eq!(g16.cus, 7);
+        assert_eq!(g16.llc_bytes, gpu.llc_bytes / 16);
+        let ctx = Context::new(gpu, None, false);
+        let shapes = [
+            GemmShape::new(256, 256, 4096, false, false, GemmDataType::F16),
+            GemmShape::new(1024, 512, 1024, true, false, GemmDataType::F16),
+            GemmShape::new(4096, 4096, 1024, false, true, GemmDataType::F32),
+            GemmShape::new(128, 2048, 512, false, false, GemmDataType::F32),
+        ];
+        let tuned: Vec<TunedGemm> = shapes
+            .iter()
+            .filter_map(|s| tune_one(&ctx.gpu, &ctx.cal, &ctx.catalog, s))
+            .collect();
+        assert_eq!(tuned.len(), shapes.len());
+        let st = strict_rc_study(&ctx, &tuned);
+        assert_eq!(st.gemms, 4);
+        assert_eq!(
+            st.rows.iter().map(|r| r.cd).collect::<Vec<_>>(),
+            [2, 4, 8, 16]
+        );
+        for (i, r) in st.rows.iter().enumerate() {
+            // The base column is exactly the GO library's choice.
+            let base = crate::goldyloc::geomean(tuned.iter().map(|t| t.speedup(i + 1)));
+            assert!((r.speedup_base - base).abs() < 1e-12, "{r:?} vs {base}");
+            // A superset of candidates: never slower, and a win is a real gain.
+            assert!(r.speedup_strict >= r.speedup_base, "{r:?}");
+            assert!(r.max_gain >= 1.0);
+            assert_eq!(r.strict_wins_share > 0.0, r.max_gain > 1.0, "{r:?}");
+        }
+    }
+}

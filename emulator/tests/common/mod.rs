@@ -1,0 +1,190 @@
+//! Test rig shared by the DRAM timing and NMC engine tests: the gate-by-gate check
+//! (`dram_timing.rs`, `dram_masa.rs`), an NMC block whose pseudo-channel 0 logs its
+//! commands, the checked replay of such a log, and the random programs the gate property
+//! tests draw (`nmc_alu_models.rs`, `nmc_masa.rs`).
+#![allow(dead_code)] // each test crate uses its own part
+
+use nmcp_emulator::hbm::timing::{Gate, TimingError};
+use nmcp_emulator::hbm::{AddressMapping, Command, Cycle, HbmPreset, PseudoChannel};
+use nmcp_emulator::lamb::experiment::EngineSetup;
+use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
+use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
+use nmcp_emulator::lamb::CheckedRun;
+use nmcp_emulator::memctrl::LoggedCommand;
+use nmcp_emulator::memory::DeviceMemory;
+use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
+use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_firmware::nmc::Stage1Program;
+use nmcp_isa::asm::parse_macro;
+use nmcp_isa::nmc::MacroCommand;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Row-major linear address mapping (a row's columns are consecutive).
+pub const LINEAR: &str = "ro-co-ba-bg-st-pc-ch";
+
+/// An NMC block on `preset` (pseudo-channel 0 logging) under the given ALU model and row
+/// policy, timing only, with a device memory of the preset's capacity.
+pub fn rig(
+    preset: &HbmPreset,
+    alu_model: AluModel,
+    row_policy: RowPolicy,
+) -> (NmcBlock, DeviceMemory) {
+    let m = AddressMapping::parse(LINEAR, preset).unwrap();
+    let mut nmc = NmcBlock::new(
+        preset,
+        m,
+        NmcSystemConfig {
+            parallel: false,
+            functional: false,
+            alu_model,
+            row_policy,
+            ..NmcSystemConfig::default()
+        },
+    );
+    nmc.memory_system_mut()
+        .controller_mut(0)
+        .unwrap()
+        .set_logging(true);
+    (nmc, DeviceMemory::with_capacity(preset.capacity_bytes()))
+}
+
+/// Pseudo-channel 0's command log.
+pub fn log_of(nmc: &NmcBlock) -> Vec<LoggedCommand> {
+    nmc.memory_system().controllers()[0].log().to_vec()
+}
+
+/// A logged command's debug name (`AbRd { col: 3 }`).
+pub fn name(l: &LoggedCommand) -> String {
+    format!("{:?}", l.cmd)
+}
+
+/// A logged command's mnemonic (`AB-RD`).
+pub fn kind(l: &LoggedCommand) -> &'static str {
+    l.cmd.kind().mnemonic()
+}
+
+/// Replays a command log through a fresh, fully checked timing state: any command issued
+/// before a gate allows it (or to a bank in the wrong state) fails here.
+pub fn replay(preset: &HbmPreset, log: &[LoggedCommand]) -> Result<(), String> {
+    let mut pc = PseudoChannel::new(preset);
+    for l in log {
+        pc.issue(&l.cmd, l.at)
+            .map_err(|e| format!("{:?} at {}: {e}", l.cmd, l.at))?;
+    }
+    Ok(())
+}
+
+/// Blocks a random program draws its phases from: read-only, read-modify-write in one
+/// instruction, read then write in two, write-only from TS, a long DIV chain, a reduction.
+pub const BLOCKS: [&str; 6] = [
+    "  mov.f32 ts0, mem\n",
+    "  add.f32 mem, mem, s0\n",
+    "  mul.f32 ts1, mem, s1\n  add.f32 ts1, ts1, ts0\n  mov.f32 mem, ts1\n",
+    "  mov.f32 mem, ts0\n",
+    "  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n",
+    "  sqacc.f32 mem\n",
+];
+
+/// An all-bank macro-command over channels 0 and 1 whose phases are `(block, row)`.
+pub fn program(chunk: u8, cols: u32, start: u32, phases: &[(usize, u32)]) -> MacroCommand {
+    let mut s =
+        format!(".macro channels=0+1 mode=all col_start={start} col_count={cols} chunk={chunk}\n");
+    for &(b, row) in phases {
+        s.push_str(&format!(".phase row={row}\n{}", BLOCKS[b]));
+    }
+    s.push_str(".end\n");
+    parse_macro(&s).unwrap()
+}
+
+/// A pseudo-channel on `p` after `setup` (each command at its cycle; a refused one fails).
+pub fn state(p: &HbmPreset, setup: &[(Command, Cycle)]) -> PseudoChannel {
+    let mut pc = PseudoChannel::new(p);
+    for (c, at) in setup {
+        pc.issue(c, *at)
+            .unwrap_or_else(|e| panic!("setup {c} at {at}: {e}"));
+    }
+    pc
+}
+
+/// Issues `setup`, then checks the earliest cycle and gate of `next`: refused one cycle
+/// earlier by that gate, accepted at that cycle (Ramulator 2's gate-by-gate style).
+pub fn gate_with(
+    p: &HbmPreset,
+    setup: &[(Command, Cycle)],
+    next: Command,
+    want: Cycle,
+    gate: Gate,
+) {
+    let mut pc = state(p, setup);
+    assert_eq!(
+        pc.earliest_with_gate(&next),
+        (want, gate),
+        "earliest of {next}"
+    );
+    let mut early = pc.clone();
+    match early.issue(&next, want - 1) {
+        Err(TimingError::TooEarly {
+            earliest, gate: g, ..
+        }) => assert_eq!((earliest, g), (want, gate)),
+        other => panic!("{next} one cycle early: expected TooEarly, got {other:?}"),
+    }
+    pc.issue(&next, want)
+        .unwrap_or_else(|e| panic!("{next} at its earliest {want}: {e}"));
+}
+
+/// w, m, v after `steps` functional LAMB steps (four tensors of 7 to 20,000 elements,
+/// seeded) under `setup` and the stage-1 `program` on `preset`, the worst error against
+/// the FP32 reference (in term scales), the last global norm and the cycles.
+pub fn lamb_functional(
+    preset: &HbmPreset,
+    setup: EngineSetup,
+    program: Stage1Program,
+    steps: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
+    let sizes = [7usize, 1029, 4099, 20_000];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
+    let state: Vec<TensorState> = sizes
+        .iter()
+        .map(|&n| {
+            let w = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let g = (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect();
+            TensorState::new(w, g)
+        })
+        .collect();
+    let elements: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
+    let hyper = LambHyper::default();
+    let config = LambRunConfig {
+        system: NmcSystemConfig {
+            functional: true,
+            parallel: false,
+            alu_model: setup.alu_model,
+            row_policy: setup.row_policy,
+            ..NmcSystemConfig::default()
+        },
+        hyper,
+        program,
+        ..LambRunConfig::default()
+    };
+    let run = LambRun::new(preset.clone(), &elements, config).unwrap();
+    let mut checked = CheckedRun::new(run, state, hyper).unwrap();
+    let (mut norm, mut cycles) = (0.0, 0);
+    for s in 0..steps {
+        let grads = (s > 0).then(|| {
+            sizes
+                .iter()
+                .map(|&n| (0..n).map(|_| rng.random_range(-0.01f32..0.01)).collect())
+                .collect()
+        });
+        let out = checked.step(grads).unwrap();
+        norm = out.nmc.global_norm;
+        cycles += out.nmc.cycles;
+    }
+    let c = checked.compare().unwrap();
+    (
+        checked.read_state().unwrap(),
+        c.max_error_vs_term_scale,
+        norm,
+        cycles,
+    )
+}
