@@ -83,6 +83,19 @@ pub fn stages(scale: Scale, mechanisms: &[Mechanism], out: &Path, jobs: u32) -> 
             what: "LAMB: BERT-Large step on NMC, TS sweep, three ALU models",
             args: strings(&["lamb", "--ts-sweep", "--breakdown", "--json"]),
         });
+        v.push(Stage {
+            name: "lamb-masa",
+            what: "LAMB: the same step with subarray-level parallelism (MASA), 1 and 2 ALU ops/tCK",
+            args: strings(&[
+                "lamb",
+                "--preset",
+                "lamb-ch6-masa",
+                "--alu-models",
+                "pipelined+masa,pipelined-2+masa",
+                "--ts-sweep",
+                "--json",
+            ]),
+        });
     }
     if mechanisms.contains(&Mechanism::Goldyloc) {
         let dtypes: &[(&'static str, &str, &'static str)] = match scale {
@@ -250,10 +263,16 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
              data-bus utilisation"
                 .into(),
         )?);
+        let mut commands = vec![cmd(r)];
+        let mut headlines = figures::lamb(&r.json).map_err(|e| e.0)?;
+        if let Some(m) = results.iter().find(|r| r.stage.name == "lamb-masa") {
+            commands.push(cmd(m));
+            headlines.extend(figures::lamb_alu_models(&m.json).map_err(|e| e.0)?);
+        }
         v.push(Section {
             title: "ch. 6 NMC LAMB",
-            commands: vec![cmd(r)],
-            headlines: figures::lamb(&r.json).map_err(|e| e.0)?,
+            commands,
+            headlines,
             figures,
         });
     }
