@@ -20,8 +20,8 @@ pub mod work;
 use core::fmt;
 
 pub use decision::{
-    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES,
-    MAX_CD,
+    decide, decide_by_problem, decide_first_size, decide_masks, Decision, GemmCandidate,
+    ProblemKey, MAX_CANDIDATES, MAX_CD,
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
@@ -1557,33 +1557,32 @@ impl CpState {
         Ok(index)
     }
 
-    /// The GEMM decision's common case, when the first candidate's problem decides it
-    /// alone: `all` (two or more candidates, [`rotate`]d from `start`) all of one
-    /// problem, or mixed sizes that cannot run together because the first candidate's
-    /// prediction is below `min(|all|, 16)` (the minimum over the sizes is then too).
-    /// Returns that problem's candidates (rotated) and the prediction (its first
-    /// candidate's, at least 1), as [`decide_masks`] takes them; `None` when the general
-    /// rule must decide (`all_queues` is `all` unrotated; `problem_heads` is set).
+    /// The GEMM decision's common case ([`decide_first_size`]): the first candidate's
+    /// problem decides alone. `all` is every candidate ([`rotate`]d from `start`, two or
+    /// more), `all_queues` the same unrotated; `problem_heads` is set. `None` when the
+    /// general rule ([`decide_masks`]) must decide.
     #[inline(always)]
-    fn first_problem(&self, start: usize, n: usize, all: u32, all_queues: u32) -> Option<(u32, u8)> {
+    fn first_size(
+        &self,
+        start: usize,
+        n: usize,
+        all: u32,
+        all_queues: u32,
+    ) -> Option<(u32, u8, u8)> {
+        // The first candidate's size is its queue's head shape's problem; its
+        // prediction is that shape's.
         let q = unrotate(all.trailing_zeros() as usize, start, n);
         let shape = self
             .queues
             .get(q)
             .and_then(|qs| self.shapes.get(usize::from(qs.head)))?;
         let heads = *self.problem_heads.get(usize::from(shape.problem_id))?;
-        let pred = shape.predicted.max(1);
-        if heads == all_queues {
-            return Some((all, pred));
-        }
-        // Mixed sizes run together only if every size predicts at least min(|all|,
-        // 16); the first candidate's predicts fewer when `all` has more than `pred`
-        // candidates (pred < 16).
-        let mut m = all;
-        for _ in 0..pred.min(MAX_CD) {
-            m &= m.wrapping_sub(1);
-        }
-        (pred < MAX_CD && m != 0).then(|| (rotate(heads, start, n), pred))
+        let group = if heads == all_queues {
+            all
+        } else {
+            rotate(heads, start, n)
+        };
+        decide_first_size(all, group, shape.predicted)
     }
 
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
@@ -1656,20 +1655,7 @@ impl CpState {
         let (chosen, cd, predicted) = if all & all.wrapping_sub(1) == 0 {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
-        } else if let Some((group, pred)) = self.first_problem(start, n, all, all_queues) {
-            // The first candidate's problem decides alone (`decide_masks`' homogeneous
-            // rule, without its pass over the problems and its popcounts): CD =
-            // min(its prediction, its candidates, 16), its first CD candidates in
-            // priority order.
-            let mut chosen = 0u32;
-            let mut m = group;
-            let mut cd = 0u8;
-            while m != 0 && cd < pred.min(MAX_CD) {
-                let low = m & m.wrapping_neg();
-                chosen |= low;
-                m ^= low;
-                cd = cd.wrapping_add(1);
-            }
+        } else if let Some((chosen, cd, pred)) = self.first_size(start, n, all, all_queues) {
             self.work.decisions = self.work.decisions.saturating_add(1);
             let next = usize::from(self.rr_start) + 1;
             self.rr_start = if next >= n { 0 } else { next as u8 };
