@@ -1163,8 +1163,24 @@ impl CpState {
                 *heads |= hits & last;
             }
         }
-        // Header and record read: every GEMM head and barrier wait classified here.
-        let settled = hits.count_ones() + (waits & settled_barrier).count_ones();
+        // Per visit the write index, per first visit the read index, per GEMM looked at
+        // 3 words (header, record address), per unpublished slot its header. Header and
+        // record read: every GEMM head and barrier wait classified here. (Software
+        // popcounts on rv32imac: the common case, every visited queue a GEMM head and
+        // no barrier wait, counts once.)
+        let visited_mask = todo & !unmapped;
+        let visited = visited_mask.count_ones();
+        let barrier_waits = waits & settled_barrier;
+        let settled = if hits == visited_mask {
+            visited
+        } else {
+            hits.count_ones()
+        }
+        .wrapping_add(if barrier_waits == 0 {
+            0
+        } else {
+            barrier_waits.count_ones()
+        });
         let mut e = empty;
         while e != 0 {
             // Rare: a head classified before whose write index went back.
@@ -1176,9 +1192,6 @@ impl CpState {
         self.dirty &= !clean;
         self.waiting = (self.waiting & !(empty | hits)) | waits;
         let t = &mut self.tally;
-        // Per visit the write index, per first visit the read index, per GEMM looked at
-        // 3 words (header, record address), per unpublished slot its header.
-        let visited = (todo & !unmapped).count_ones();
         t.reads = t
             .reads
             .wrapping_add(visited)
