@@ -247,13 +247,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 903 * work.handlers
+            + 703 * work.handlers
             + 43 * work.mapped_visits
-            + 534 * general
-            + 215 * work.dispatches
-            + 10_883 * work.predictions
+            + 540 * general
+            + 212 * work.dispatches
+            + 10_896 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 215 * work.completions
+            + 212 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -237,6 +237,39 @@ pub fn decide_masks<I: Iterator<Item = (u32, u8)>>(all: u32, groups: I) -> (u32,
     (chosen, cd, predicted, mixed)
 }
 
+/// [`decide_masks`]' common case without its pass over the sizes: `all` (two or more
+/// candidates, bit `j` the `j`-th in priority order), `group` the candidates of the first
+/// candidate's size (it holds `all`'s lowest bit), `pred` that candidate's prediction.
+/// When that size decides alone — it is the only size (`group == all`), or it predicts
+/// fewer than `min(|all|, 16)`, so mixed sizes cannot run together (the minimum over the
+/// sizes is at most its prediction) — returns what [`decide_masks`] returns (chosen,
+/// CD, prediction; not mixed); otherwise `None` (the general rule decides). A test
+/// checks the two agree.
+#[inline(always)]
+pub fn decide_first_size(all: u32, group: u32, pred: u8) -> Option<(u32, u8, u8)> {
+    let pred = pred.max(1);
+    if group != all {
+        let mut m = all;
+        for _ in 0..pred.min(MAX_CD) {
+            m &= m.wrapping_sub(1);
+        }
+        if pred >= MAX_CD || m == 0 {
+            return None;
+        }
+    }
+    // CD = min(prediction, |group|, 16): its first CD candidates in priority order.
+    let mut chosen = 0u32;
+    let mut m = group;
+    let mut cd = 0u8;
+    while m != 0 && cd < pred.min(MAX_CD) {
+        let low = m & m.wrapping_neg();
+        chosen |= low;
+        m ^= low;
+        cd = cd.wrapping_add(1);
+    }
+    Some((chosen, cd, pred))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +401,12 @@ mod tests {
             let (chosen, cd, pred, mixed) = decide_masks(all, groups.iter().copied());
             let want = d.chosen.iter().fold(0u32, |m, &i| m | 1 << i);
             proptest::prop_assert_eq!((chosen, cd, pred, mixed), (want, d.cd, d.predicted, d.mixed));
+            // The shortcut, when it decides, decides the same.
+            let first = groups.iter().find(|g| g.0 & 1 != 0).copied().unwrap_or_default();
+            if let Some(s) = decide_first_size(all, first.0, first.1) {
+                proptest::prop_assert_eq!(s, (chosen, cd, pred));
+                proptest::prop_assert!(!mixed);
+            }
         }
     }
 }

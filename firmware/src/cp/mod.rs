@@ -20,8 +20,8 @@ pub mod work;
 use core::fmt;
 
 pub use decision::{
-    decide, decide_by_problem, decide_masks, Decision, GemmCandidate, ProblemKey, MAX_CANDIDATES,
-    MAX_CD,
+    decide, decide_by_problem, decide_first_size, decide_masks, Decision, GemmCandidate,
+    ProblemKey, MAX_CANDIDATES, MAX_CD,
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
@@ -1163,8 +1163,24 @@ impl CpState {
                 *heads |= hits & last;
             }
         }
-        // Header and record read: every GEMM head and barrier wait classified here.
-        let settled = hits.count_ones() + (waits & settled_barrier).count_ones();
+        // Per visit the write index, per first visit the read index, per GEMM looked at
+        // 3 words (header, record address), per unpublished slot its header. Header and
+        // record read: every GEMM head and barrier wait classified here. (Software
+        // popcounts on rv32imac: the common case, every visited queue a GEMM head and
+        // no barrier wait, counts once.)
+        let visited_mask = todo & !unmapped;
+        let visited = visited_mask.count_ones();
+        let barrier_waits = waits & settled_barrier;
+        let settled = if hits == visited_mask {
+            visited
+        } else {
+            hits.count_ones()
+        }
+        .wrapping_add(if barrier_waits == 0 {
+            0
+        } else {
+            barrier_waits.count_ones()
+        });
         let mut e = empty;
         while e != 0 {
             // Rare: a head classified before whose write index went back.
@@ -1176,9 +1192,6 @@ impl CpState {
         self.dirty &= !clean;
         self.waiting = (self.waiting & !(empty | hits)) | waits;
         let t = &mut self.tally;
-        // Per visit the write index, per first visit the read index, per GEMM looked at
-        // 3 words (header, record address), per unpublished slot its header.
-        let visited = (todo & !unmapped).count_ones();
         t.reads = t
             .reads
             .wrapping_add(visited)
@@ -1557,6 +1570,34 @@ impl CpState {
         Ok(index)
     }
 
+    /// The GEMM decision's common case ([`decide_first_size`]): the first candidate's
+    /// problem decides alone. `all` is every candidate ([`rotate`]d from `start`, two or
+    /// more), `all_queues` the same unrotated; `problem_heads` is set. `None` when the
+    /// general rule ([`decide_masks`]) must decide.
+    #[inline(always)]
+    fn first_size(
+        &self,
+        start: usize,
+        n: usize,
+        all: u32,
+        all_queues: u32,
+    ) -> Option<(u32, u8, u8)> {
+        // The first candidate's size is its queue's head shape's problem; its
+        // prediction is that shape's.
+        let q = unrotate(all.trailing_zeros() as usize, start, n);
+        let shape = self
+            .queues
+            .get(q)
+            .and_then(|qs| self.shapes.get(usize::from(qs.head)))?;
+        let heads = *self.problem_heads.get(usize::from(shape.problem_id))?;
+        let group = if heads == all_queues {
+            all
+        } else {
+            rotate(heads, start, n)
+        };
+        decide_first_size(all, group, shape.predicted)
+    }
+
     /// Dispatches non-GEMM heads, then decides and dispatches a GEMM group if none is
     /// still running. The decision is [`decide_by_problem`]'s rule over the candidates
     /// in priority order (the rotation), computed on the head masks: one mask per GEMM
@@ -1610,6 +1651,7 @@ impl CpState {
                 }
             }
         }
+        let all_queues = all;
         let all = rotate(all, start, n);
         if all == 0 {
             return Ok(());
@@ -1626,6 +1668,11 @@ impl CpState {
         let (chosen, cd, predicted) = if all & all.wrapping_sub(1) == 0 {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
+        } else if let Some((chosen, cd, pred)) = self.first_size(start, n, all, all_queues) {
+            self.work.decisions = self.work.decisions.saturating_add(1);
+            let next = usize::from(self.rr_start) + 1;
+            self.rr_start = if next >= n { 0 } else { next as u8 };
+            (chosen, cd, pred)
         } else {
             let groups = self
                 .problem_heads
