@@ -100,6 +100,10 @@ struct Slot {
 pub struct MemorySystem {
     preset: HbmPreset,
     mapping: AddressMapping,
+    /// The decode of the address one column access in (`mapping.decode(column_bytes)`):
+    /// the DRAM-address bits of the one address bit that separates the halves of a
+    /// 64-byte request (see `MemorySystem::place`).
+    second_half: DramAddr,
     cfg: ControllerConfig,
     controllers: Vec<Controller>,
     /// The cycle each controller wants to be stepped at.
@@ -273,6 +277,7 @@ impl MemorySystem {
             pcs_per_channel,
             windows: (0, 0),
             preset: preset.clone(),
+            second_half: mapping.decode(mapping.column_bytes()),
             mapping,
             controllers,
             wake: vec![Cycle::MAX; n],
@@ -401,7 +406,24 @@ impl MemorySystem {
         let base = req.addr & !(size - 1);
         let a = self.mapping.decode(base);
         let pa = self.mapping.pseudo_channel_index(&a);
-        let second = (size > col_bytes).then(|| self.mapping.decode(base + col_bytes));
+        // `base` is aligned to two column accesses, so `base + col_bytes` only sets the
+        // address bit `col_bytes`, which is clear in `base`: decoding gathers address bits
+        // into fields (bitwise, no carries), so its decode is `a` with that bit's field
+        // bits set — one decode per request instead of two.
+        let h = &self.second_half;
+        let second = (size > col_bytes).then_some(DramAddr {
+            stack: a.stack | h.stack,
+            channel: a.channel | h.channel,
+            pc: a.pc | h.pc,
+            bank_group: a.bank_group | h.bank_group,
+            bank: a.bank | h.bank,
+            row: a.row | h.row,
+            col: a.col | h.col,
+        });
+        debug_assert_eq!(
+            second,
+            (size > col_bytes).then(|| self.mapping.decode(base + col_bytes))
+        );
         let merged = second.is_none_or(|b| {
             b.stack == a.stack
                 && b.channel == a.channel

@@ -289,6 +289,12 @@ pub struct GpuNode {
     /// Bit `l % 64` of word `l / 64` set when lane `l` of `pending` holds requests, so a
     /// fill visits only those (in lane order, as a walk over every lane would).
     lanes_waiting: Vec<u64>,
+    /// Per lane, the pseudo-channel whose full queue refused the lane's front request at
+    /// its last try (`u32::MAX`: none). While that queue still has no room for one entry
+    /// of the request's kind, a submit would be refused again (every placement needs at
+    /// least one entry there, and a refused submit changes nothing), so it is not made:
+    /// the retries decoded the address twice per lane per fill.
+    refused_by: Vec<u32>,
     pending_total: usize,
     /// Of `pending_total`, the producer's (compute-class) requests: only these hold the
     /// producer back (communication reaches the controllers through the DMA engines'
@@ -457,6 +463,7 @@ impl GpuNode {
             mapping,
             pending: vec![VecDeque::new(); 2 * pcs],
             lanes_waiting: vec![0; (2 * pcs).div_ceil(64)],
+            refused_by: vec![u32::MAX; 2 * pcs],
             pending_total: 0,
             pending_compute: 0,
             purpose: VecDeque::new(),
@@ -571,6 +578,19 @@ impl GpuNode {
     #[inline]
     fn fill_lane(&mut self, pc: usize) {
         while let Some(&(req, block)) = self.pending[pc].front() {
+            if let Some(by) = self.refused_by.get_mut(pc) {
+                if *by != u32::MAX {
+                    let full = self
+                        .mem
+                        .controllers()
+                        .get(*by as usize)
+                        .is_none_or(|c| !c.has_room(req.access, 1));
+                    if full {
+                        break;
+                    }
+                    *by = u32::MAX;
+                }
+            }
             match self.mem.submit(&req) {
                 Ok(id) => {
                     self.pending[pc].pop_front();
@@ -585,7 +605,12 @@ impl GpuNode {
                     }
                     self.purpose[off] = Some(block);
                 }
-                Err(_) => break,
+                Err(refused) => {
+                    if let Some(by) = self.refused_by.get_mut(pc) {
+                        *by = u32::try_from(refused.pseudo_channel).unwrap_or(u32::MAX);
+                    }
+                    break;
+                }
             }
         }
     }
