@@ -7,10 +7,8 @@ use nmcp_emulator::hbm::config::RefreshMode;
 use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
 use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
 use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
-use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
-use nmcp_emulator::nmc::system::NmcSystemConfig;
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_isa::asm::parse_macro;
 use proptest::prelude::*;
@@ -364,27 +362,8 @@ proptest! {
 /// the cycles and counts of simulating every pseudo-channel, under every setup.
 #[test]
 fn mirrored_timing_runs_equal_the_full_simulation() {
-    let model = ModelPreset::custom("small", 1, 128, 512);
-    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
     for setup in setups() {
-        let run = |mirror_broadcast| {
-            let config = LambRunConfig {
-                system: NmcSystemConfig {
-                    functional: false,
-                    parallel: false,
-                    alu_model: setup.alu_model,
-                    row_policy: setup.row_policy,
-                    mirror_broadcast,
-                    ..NmcSystemConfig::default()
-                },
-                ..LambRunConfig::default()
-            };
-            let preset = HbmPreset::builtin("lamb-ch6").unwrap();
-            let mut r = LambRun::new(preset, &elements, config).unwrap();
-            let cycles: Vec<u64> = (0..2).map(|_| r.step().unwrap().cycles).collect();
-            (cycles, r.totals())
-        };
-        let (full, mirrored) = (run(false), run(true));
+        let (full, mirrored) = common::full_and_mirrored("lamb-ch6", setup);
         assert_eq!(full, mirrored, "{}", setup.name());
     }
 }

@@ -337,24 +337,6 @@ fn masa_speedup_never_exceeds_the_physical_bound() {
 /// cycles and counts under MASA too (the row map is the same for every channel).
 #[test]
 fn masa_mirrored_timing_runs_equal_the_full_simulation() {
-    let model = ModelPreset::custom("small", 1, 128, 512);
-    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
-    let run = |mirror_broadcast| {
-        let config = LambRunConfig {
-            system: NmcSystemConfig {
-                functional: false,
-                parallel: false,
-                alu_model: MASA.alu_model,
-                row_policy: MASA.row_policy,
-                mirror_broadcast,
-                ..NmcSystemConfig::default()
-            },
-            ..LambRunConfig::default()
-        };
-        let preset = HbmPreset::builtin("lamb-ch6-masa").unwrap();
-        let mut r = LambRun::new(preset, &elements, config).unwrap();
-        let cycles: Vec<u64> = (0..2).map(|_| r.step().unwrap().cycles).collect();
-        (cycles, r.totals())
-    };
-    assert_eq!(run(false), run(true));
+    let (full, mirrored) = common::full_and_mirrored("lamb-ch6-masa", MASA);
+    assert_eq!(full, mirrored);
 }

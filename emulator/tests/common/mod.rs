@@ -188,3 +188,34 @@ pub fn lamb_functional(
         cycles,
     )
 }
+
+/// Two timing-only LAMB steps of a small model on preset `preset` under `setup`, without
+/// and with pseudo-channel 0 mirrored to the others: (step cycles, totals) of each.
+pub fn full_and_mirrored(
+    preset: &str,
+    setup: EngineSetup,
+) -> (
+    (Vec<u64>, nmcp_emulator::nmc::system::NmcTotals),
+    (Vec<u64>, nmcp_emulator::nmc::system::NmcTotals),
+) {
+    let model = nmcp_emulator::lamb::ModelPreset::custom("small", 1, 128, 512);
+    let elements: Vec<u64> = model.tensors().iter().map(|t| t.elements()).collect();
+    let run = |mirror_broadcast| {
+        let config = LambRunConfig {
+            system: NmcSystemConfig {
+                functional: false,
+                parallel: false,
+                alu_model: setup.alu_model,
+                row_policy: setup.row_policy,
+                mirror_broadcast,
+                ..NmcSystemConfig::default()
+            },
+            ..LambRunConfig::default()
+        };
+        let preset = HbmPreset::builtin(preset).unwrap();
+        let mut r = LambRun::new(preset, &elements, config).unwrap();
+        let cycles: Vec<u64> = (0..2).map(|_| r.step().unwrap().cycles).collect();
+        (cycles, r.totals())
+    };
+    (run(false), run(true))
+}
