@@ -779,17 +779,7 @@ impl PseudoChannel {
                     gate: Gate::None,
                 },
             },
-            Command::AbAct { .. } => {
-                let newest = self.faw.iter().copied().max().unwrap_or(0);
-                self.all_banks(|b| b.act)
-                    .max(self.all_groups(|g| g.act))
-                    .max(self.act)
-                    .max(Gated {
-                        at: newest,
-                        gate: Gate::Tfaw,
-                    })
-                    .max(self.row_bus)
-            }
+            Command::AbAct { .. } => self.all_bank_act_gate(),
             Command::AbRd { .. } => self
                 .all_banks(|b| b.rd)
                 .max(self.all_groups(|g| g.rd))
@@ -800,22 +790,25 @@ impl PseudoChannel {
                 .max(self.all_groups(|g| g.wr))
                 .max(self.wr)
                 .max(self.col_bus),
-            Command::AbSaAct { row } => {
-                let newest = self.faw.iter().copied().max().unwrap_or(0);
-                self.all_subs(row, |s| s.act)
-                    .max(self.all_banks(|b| b.act))
-                    .max(self.all_groups(|g| g.act))
-                    .max(self.act)
-                    .max(Gated {
-                        at: newest,
-                        gate: Gate::Tfaw,
-                    })
-                    .max(self.row_bus)
-            }
+            Command::AbSaAct { row } => self.all_subs(row, |s| s.act).max(self.all_bank_act_gate()),
             Command::AbSaSel { .. } => self.row_bus,
             Command::AbSaPre { row } => self.all_subs(row, |s| s.pre).max(self.row_bus),
         };
         (g.at, g.gate)
+    }
+
+    /// What an all-bank activate (AB-ACT, AB-SA-ACT) waits for: every bank's ACT gate,
+    /// tRRD in every group and across groups, the oldest of the four tFAW slots, the row bus.
+    fn all_bank_act_gate(&self) -> Gated {
+        let newest = self.faw.iter().copied().max().unwrap_or(0);
+        self.all_banks(|b| b.act)
+            .max(self.all_groups(|g| g.act))
+            .max(self.act)
+            .max(Gated {
+                at: newest,
+                gate: Gate::Tfaw,
+            })
+            .max(self.row_bus)
     }
 
     /// The maximum of `f` over the subarray of `row` in every bank.
@@ -1104,8 +1097,6 @@ impl PseudoChannel {
         mx.wr = mx.wr.max(b.wr.at);
     }
 
-    /// Applies a command already checked by [`Self::issue`].
-    #[inline]
     /// The ACT-to-ACT power limits after an all-bank activate (AB-ACT, AB-SA-ACT): tRRD_L
     /// in every bank group, tRRD_S, and all four tFAW slots (it counts as four ACTs).
     fn all_bank_act_gates(&mut self, at: Cycle) {
@@ -1118,6 +1109,8 @@ impl PseudoChannel {
         self.faw = [at + t.tfaw; 4];
     }
 
+    /// Applies a command already checked by [`Self::issue`].
+    #[inline]
     fn apply(&mut self, cmd: &Command, at: Cycle) {
         let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
