@@ -248,7 +248,7 @@ fn cp_time_follows_its_work() {
         work.cycles(&model),
         30 * work.mem_accesses
             + 703 * work.handlers
-            + 43 * work.mapped_visits
+            + 31 * work.mapped_visits
             + 540 * general
             + 212 * work.dispatches
             + 10_896 * work.predictions

@@ -319,6 +319,10 @@ pub struct Board<'a> {
     /// Window offset of backing byte 0: [`CP_BACKED_START`] while a CP scenario is laid
     /// out, 0 for a LAMB scenario.
     backed_from: u64,
+    /// Ring size in packets of the CP scenario laid out ([`Board::begin_cp`]; every
+    /// queue's ring is this size), so the packet processor's side ([`Board::consume`])
+    /// finds a packet's slot.
+    ring_packets: u32,
     /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
     dispatched: heapless::Vec<Latched, MAX_LATCHED_DISPATCHES>,
     /// What the firmware asked for.
@@ -338,6 +342,7 @@ impl<'a> Board<'a> {
             mapped: true,
             doorbells: 0,
             backed_from: 0,
+            ring_packets: 1,
             dispatched: heapless::Vec::new(),
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
@@ -570,7 +575,32 @@ impl<'a> Board<'a> {
             return Err(LayoutError::NoShapes);
         }
         self.backed_from = CP_BACKED_START as u64;
+        self.ring_packets = ring_packets;
         Ok(())
+    }
+
+    /// The packet processor's side of a packet it is done with (its workgroups placed,
+    /// or completed without a dispatch): INVALID is written back into the packet's
+    /// header and the read index moves past it, as HSA's packet processor does (a slot
+    /// the producer has not published again holds INVALID, never an old packet's
+    /// header, so the CP may take a valid header at its head as published). The
+    /// harness calls it before it tells the CP `KernelDispatched`.
+    ///
+    /// # Errors
+    /// [`DispatchError::NoSuchQueue`] for a queue the board does not have.
+    pub fn consume(&mut self, queue: u8, dispatch_id: u64) -> Result<(), DispatchError> {
+        let q = usize::from(queue);
+        if q >= BOARD_QUEUES {
+            return Err(DispatchError::NoSuchQueue);
+        }
+        let ring_bytes = (self.ring_packets as usize).saturating_mul(AQL_PACKET_BYTES);
+        let slot = (dispatch_id & u64::from(self.ring_packets.wrapping_sub(1))) as usize
+            * AQL_PACKET_BYTES;
+        let header = map::RINGS + q * ring_bytes + slot;
+        let words = map::QUEUE_WORDS + q * map::QUEUE_WORDS_STRIDE + map::READ_INDEX;
+        self.put(header, &(PacketType::Invalid as u16).to_le_bytes())
+            .and_then(|()| self.put(words, &dispatch_id.saturating_add(1).to_le_bytes()))
+            .map_err(|_| DispatchError::NoSuchQueue)
     }
 
     /// Rebases shape `si`'s kernel objects (placeholders) into the descriptor area and
@@ -844,11 +874,7 @@ impl KernelDispatcher for Board<'_> {
             b.write(a, v).map_err(|_| DispatchError::NoSuchQueue)
         };
         store(self, words + map::SIGNAL as u64, &value.to_le_bytes())?;
-        store(
-            self,
-            words + map::READ_INDEX as u64,
-            &dispatch_id.saturating_add(1).to_le_bytes(),
-        )?;
+        self.consume(queue, dispatch_id)?;
         self.stats.completions = self.stats.completions.saturating_add(1);
         Ok(())
     }

@@ -438,6 +438,11 @@ fn drain_cp(
         }
         for &(queue, id) in done.iter() {
             let dispatch_id = u64::from(id);
+            // The packet processor is done with the packet: INVALID goes back into its
+            // slot and the read index moves on.
+            board
+                .consume(queue, dispatch_id)
+                .map_err(|e| RunError::Firmware(FirmwareError::Dispatch(e)))?;
             fw.handle(Event::KernelDispatched { queue, dispatch_id }, board)?;
             // The next group's dispatches (the stats are cleared after the drain).
             board.settle();
@@ -1025,6 +1030,71 @@ mod tests {
         let before = fw.cp.work();
         fw.handle(Event::Doorbell { queue: 5 }, &mut board).unwrap();
         assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
+    }
+
+    /// The fast path takes a valid header at a queue's head as a published packet
+    /// (without reading the write index), because the packet processor writes INVALID
+    /// back into every slot it consumes (`Board::consume`). With one-packet rings the
+    /// next packet's slot is the one just consumed: rung again with nothing new
+    /// published, the CP dispatches nothing (were the old header still there, it would
+    /// dispatch every GEMM a second time); once the next iteration is published, the
+    /// same decision as the first.
+    #[test]
+    fn a_consumed_slot_is_not_taken_for_a_new_packet() {
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let mut fw = Box::<Firmware>::default();
+        let s = scenario::canned_cp_one_deep();
+        let b = blob(&s);
+        let mut out = String::new();
+        let all = Variant {
+            queues: None,
+            shapes: usize::MAX,
+        };
+        let mut done = Dispatched::new();
+        let x = format_args!("x");
+        run_cp_decision(
+            &mut fw,
+            &mut board,
+            &mut NoMeter,
+            &b,
+            all,
+            &mut done,
+            true,
+            x,
+            &mut out,
+        )
+        .unwrap();
+        let first = done.len();
+        assert_eq!(first, 8);
+        drain_cp(&mut fw, &mut board, &mut done).unwrap();
+        assert!(fw.cp.pop_record().is_none());
+        // Every slot was consumed; nothing new is published.
+        board.settle();
+        let before = board.stats.dispatches;
+        board.ring(u32::MAX);
+        fw.handle(Event::Doorbell { queue: 31 }, &mut board)
+            .unwrap();
+        assert!(
+            fw.cp.pop_record().is_none(),
+            "a consumed packet was dispatched again"
+        );
+        board.settle();
+        assert_eq!(board.stats.dispatches, before);
+        // The next iteration, in the same slots.
+        board.lay_out_cp_at(&s, 1).unwrap();
+        fw.cp.set_rotation(0);
+        board.ring(u32::MAX);
+        fw.handle(Event::Doorbell { queue: 31 }, &mut board)
+            .unwrap();
+        let mut ids = vec![];
+        while let Some(r) = fw.cp.pop_record() {
+            if let CpAction::Dispatched { cd, .. } = r.action {
+                assert_eq!(cd, 8);
+                ids.push(r.dispatch_id);
+            }
+        }
+        assert_eq!(ids, vec![1; 8]);
     }
 
     /// A GEMM of a known shape is classified from its header word and record address

@@ -1009,13 +1009,15 @@ impl CpState {
     }
 
     /// The common case of a scan, on directly mapped memory: for every queue of `todo`,
-    /// the write index tells whether anything new is published; a head packet whose
-    /// header word (barrier bit aside) and GEMM record address equal the queue's cached
+    /// a head slot whose header word and GEMM record address equal the queue's cached
     /// shape key (`QueueState::key_*`, set when that shape was last classified on the
-    /// queue) is a GEMM of that shape and becomes the queue's head: four loads and a few
-    /// compares, no decode, no other field read. What only matters for a packet that
-    /// runs (its kernel object is one the record lists, its completion signal lies
-    /// outside the rings) is checked when it is dispatched ([`CpState::dispatch_gemm`]).
+    /// queue) holds a published GEMM of that shape, which becomes the queue's head:
+    /// three loads and three compares, no decode, no other field read, not even the
+    /// write index (the header is the publication: see the loop). What only matters for
+    /// a packet that runs (its kernel object is one the record lists, its completion
+    /// signal lies outside the rings) is checked when it is dispatched
+    /// ([`CpState::dispatch_group`]). Every other case (the write index read) is the
+    /// second pass's.
     /// Returns the queues (bit mask) that need the general path: anything else at the
     /// head, or words outside the view.
     fn fast_scan(&mut self, cfg: &CpConfig, base: DevAddr, words: &[u32], todo: u32) -> u32 {
@@ -1051,10 +1053,15 @@ impl CpState {
             }
         }
         // The common case first, queue by queue (lowest first; the order does not
-        // matter: each queue's head is settled on its own): a packet published at the
-        // head whose header word and record address are the queue's key. Anything else
-        // (nothing published, a garbage index, the barrier bit, an unpublished slot, an
-        // unknown packet) is `rare`, looked at again below.
+        // matter: each queue's head is settled on its own): the slot at the head holds a
+        // packet whose header word and record address are the queue's key. The header
+        // alone says the packet is published: a producer writes it last, and the packet
+        // processor writes INVALID back into every slot it consumes (HSA: "a packet
+        // processor must not process a packet of this type"), so a slot the producer has
+        // not published again holds INVALID, never an older packet's header. The write
+        // index is not read here. Anything else (an unpublished slot, the barrier bit, an
+        // unknown packet, a head classified otherwise) is `rare`, looked at again below,
+        // where the write index is read.
         let mut rare = 0u32;
         let mut m = todo & self.mapped;
         let mut qi = 0usize;
@@ -1070,19 +1077,6 @@ impl CpState {
             let Some(qs) = self.queues.get_mut(q) else {
                 break;
             };
-            let Some(&w_lo) = words.get(qs.view_write as usize) else {
-                rare |= b;
-                continue;
-            };
-            let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
-            if avail.wrapping_sub(1) >= qs.size_packets {
-                rare |= b;
-                continue;
-            }
-            if qs.head != HEAD_NONE {
-                // Classified before and still at the head.
-                continue;
-            }
             // Inside the ring, which lies inside the view (checked when the indices
             // were computed).
             let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
@@ -1102,6 +1096,8 @@ impl CpState {
             qs.head = qs.last_shape;
             hits |= b;
         }
+        // Write indices read by the second pass (one per queue it visits in the view).
+        let mut rare_visits = 0u32;
         // The rest, case by case.
         while rare != 0 {
             let q = rare.trailing_zeros() as usize;
@@ -1114,6 +1110,7 @@ impl CpState {
                 unmapped |= b;
                 continue;
             };
+            rare_visits += 1;
             let avail = u32::from_le(w_lo).wrapping_sub(qs.next_id as u32);
             if avail.wrapping_sub(1) >= qs.size_packets {
                 // Nothing published, or a garbage index (the general path reads it
@@ -1123,6 +1120,10 @@ impl CpState {
                 } else {
                     slow |= b;
                 }
+                continue;
+            }
+            if qs.head != HEAD_NONE {
+                // Classified before (not by its key) and still at the head.
                 continue;
             }
             let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
@@ -1163,11 +1164,11 @@ impl CpState {
                 *heads |= hits & last;
             }
         }
-        // Per visit the write index, per first visit the read index, per GEMM looked at
-        // 3 words (header, record address), per unpublished slot its header. Header and
-        // record read: every GEMM head and barrier wait classified here. (Software
-        // popcounts on rv32imac: the common case, every visited queue a GEMM head and
-        // no barrier wait, counts once.)
+        // Per visit 3 words of the head slot (header, record address), per visit of the
+        // second pass the write index, per first visit the read index. Packets
+        // inspected: every GEMM head and barrier wait classified here, every
+        // unpublished slot. (Software popcounts on rv32imac: the common case, every
+        // visited queue a GEMM head and no barrier wait, counts once.)
         let visited_mask = todo & !unmapped;
         let visited = visited_mask.count_ones();
         let barrier_waits = waits & settled_barrier;
@@ -1194,10 +1195,9 @@ impl CpState {
         let t = &mut self.tally;
         t.reads = t
             .reads
-            .wrapping_add(visited)
-            .wrapping_add(first_visits.wrapping_mul(2))
-            .wrapping_add(settled.wrapping_mul(3))
-            .wrapping_add(unpublished);
+            .wrapping_add(visited.wrapping_mul(3))
+            .wrapping_add(rare_visits)
+            .wrapping_add(first_visits.wrapping_mul(2));
         t.inspected = t.inspected.wrapping_add(settled).wrapping_add(unpublished);
         t.mapped_visits = t.mapped_visits.wrapping_add(visited);
         slow | unmapped

@@ -161,7 +161,7 @@ impl Default for CpCostModel {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
             instr_per_handler: 703,
-            instr_per_mapped_visit: 43,
+            instr_per_mapped_visit: 31,
             instr_per_visit: 540,
             instr_per_dispatch: 212,
             instr_per_shape: 10_896,
