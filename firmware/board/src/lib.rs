@@ -988,6 +988,31 @@ mod tests {
         assert_eq!(n, 5, "every LAMB step line checked");
     }
 
+    /// The first decision of the board's CP scenario `blob` over all its queues (the
+    /// CP configured afresh); returns its dispatches.
+    fn first_decision(fw: &mut Firmware, board: &mut Board<'_>, blob: &[u8]) -> Dispatched {
+        let all = Variant {
+            queues: None,
+            shapes: usize::MAX,
+        };
+        let mut done = Dispatched::new();
+        let mut out = String::new();
+        let x = format_args!("x");
+        run_cp_decision(
+            fw,
+            board,
+            &mut NoMeter,
+            blob,
+            all,
+            &mut done,
+            true,
+            x,
+            &mut out,
+        )
+        .unwrap();
+        done
+    }
+
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
@@ -1000,25 +1025,7 @@ mod tests {
         let mut board = Board::new(&mut mem, || 0);
         let mut fw = Box::<Firmware>::default();
         let s = blob(&scenario::canned_cp());
-        let mut out = String::new();
-        let all = Variant {
-            queues: None,
-            shapes: usize::MAX,
-        };
-        let mut done = Dispatched::new();
-        let x = format_args!("x");
-        run_cp_decision(
-            &mut fw,
-            &mut board,
-            &mut NoMeter,
-            &s,
-            all,
-            &mut done,
-            true,
-            x,
-            &mut out,
-        )
-        .unwrap();
+        first_decision(&mut fw, &mut board, &s);
         let before = fw.cp.work();
         fw.handle(Event::Doorbell { queue: 5 }, &mut board).unwrap();
         assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
@@ -1046,25 +1053,7 @@ mod tests {
         let mut fw = Box::<Firmware>::default();
         let s = scenario::canned_cp_one_deep();
         let b = blob(&s);
-        let mut out = String::new();
-        let all = Variant {
-            queues: None,
-            shapes: usize::MAX,
-        };
-        let mut done = Dispatched::new();
-        let x = format_args!("x");
-        run_cp_decision(
-            &mut fw,
-            &mut board,
-            &mut NoMeter,
-            &b,
-            all,
-            &mut done,
-            true,
-            x,
-            &mut out,
-        )
-        .unwrap();
+        let mut done = first_decision(&mut fw, &mut board, &b);
         let first = done.len();
         assert_eq!(first, 8);
         drain_cp(&mut fw, &mut board, &mut done).unwrap();
@@ -1117,25 +1106,7 @@ mod tests {
             let mut fw = Box::<Firmware>::default();
             let s = scenario::canned_cp();
             let b = blob(&s);
-            let mut out = String::new();
-            let all = Variant {
-                queues: None,
-                shapes: usize::MAX,
-            };
-            let mut done = Dispatched::new();
-            let x = format_args!("x");
-            run_cp_decision(
-                &mut fw,
-                &mut board,
-                &mut NoMeter,
-                &b,
-                all,
-                &mut done,
-                true,
-                x,
-                &mut out,
-            )
-            .unwrap();
+            let mut done = first_decision(&mut fw, &mut board, &b);
             drain_cp(&mut fw, &mut board, &mut done).unwrap();
             board.lay_out_cp_at(&s, 1).unwrap();
             // Queue 2's packet (id 1: ring slot 1) names a kernel descriptor no record
