@@ -228,6 +228,54 @@ fn fp32_runs_the_same_sizes_slower_than_fp16() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--cd-sweep` runs each GEMM at every constant CD below `n` through the firmware and
+/// keeps the fastest: the same in-loop runs as the configurations (deterministic), so
+/// per GEMM the best is never slower than GO-Kernels (the sweep's largest CD) nor than
+/// Oracle (a constant CD the sweep also runs), its CD is one of the table's up to `n`,
+/// and the scenario's room over GO-Kernels is at least 1; the figures without the flag
+/// are the same (pinned above).
+#[test]
+fn the_cd_sweep_bounds_every_cd_choice_in_the_loop() {
+    let dir = scratch().join("sweep");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let plain = run(&dir, &["goldyloc", "eval", "--quick", "--json"]);
+    let sweep = run(
+        &dir,
+        &["goldyloc", "eval", "--quick", "--json", "--cd-sweep"],
+    );
+    assert!(plain["scenarios"][0]
+        .get("best_constant_cd_over_go_kernels")
+        .is_none());
+    let gemms = sweep["gemms"].as_array().expect("gemms");
+    assert!(!gemms.is_empty());
+    let mut below_n = 0;
+    for (g, p) in gemms.iter().zip(plain["gemms"].as_array().expect("gemms")) {
+        assert_eq!(
+            g["time_ns"], p["time_ns"],
+            "the configurations did not move"
+        );
+        let n = g["n"].as_u64().expect("n");
+        let best = &g["best_constant_cd"];
+        let (cd, t) = (best[0].as_u64().expect("cd"), best[1].as_f64().expect("t"));
+        assert!([1, 2, 4, 8, 16].contains(&cd) && cd <= n, "{g}");
+        let go_kernels = g["time_ns"][2].as_f64().expect("go");
+        let oracle = g["time_ns"][4].as_f64().expect("oracle");
+        assert!(t <= go_kernels, "{g}");
+        assert!(t <= oracle, "{g}");
+        below_n += usize::from(cd < n);
+    }
+    // Somewhere a CD below n is the fastest (else the sweep would show nothing).
+    assert!(below_n > 0);
+    for s in sweep["scenarios"].as_array().expect("scenarios") {
+        let room = s["best_constant_cd_over_go_kernels"]
+            .as_f64()
+            .expect("room");
+        let taken = s["goldyloc_over_best_constant_cd"].as_f64().expect("taken");
+        assert!(room >= 1.0 && taken > 0.0 && taken <= 1.0, "{s}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_gemm_csv_is_an_error_with_line_and_column() {
     let dir = scratch().join("bad");

@@ -69,6 +69,11 @@ struct Common {
     /// kernels chosen with their kernels as further candidates, offline).
     #[arg(long)]
     strict_rc: bool,
+    /// eval: also run each GEMM at every constant CD below n through the firmware CP
+    /// and report the best per GEMM over GO-Kernels: what a perfect CD choice could add
+    /// in the loop (about a third more runs).
+    #[arg(long)]
+    cd_sweep: bool,
 }
 
 impl Common {
@@ -79,6 +84,7 @@ impl Common {
             cache: !self.no_cache,
             gemms: self.gemms.clone(),
             knn: self.knn,
+            cd_sweep: self.cd_sweep,
             progress: !self.json && std::io::stderr().is_terminal(),
             dtype: self.dtype,
         }
@@ -334,6 +340,16 @@ fn print_scenarios(report: &EvalReport) {
             print!("{v:>12.3}");
         }
         println!();
+        if let (Some(room), Some(taken)) = (
+            s.best_constant_cd_over_go_kernels,
+            s.goldyloc_over_best_constant_cd,
+        ) {
+            println!(
+                "best constant CD per GEMM in the loop (--cd-sweep): {:+.2} % over GO-Kernels; GOLDYLOC reaches {:.2} % of its speed",
+                (room - 1.0) * 100.0,
+                taken * 100.0
+            );
+        }
         println!(
             "GOLDYLOC vs Default: improve {:.0} %, unchanged {:.0} %, degrade {:.0} % (dissertation, all scenarios: 64/29/7 %)",
             s.split[0] * 100.0,

@@ -272,6 +272,11 @@ pub struct GemmResult {
     pub dispatched_cd: u8,
     /// Oracle CD.
     pub oracle_cd: u8,
+    /// With `--cd-sweep`: the constant CD (GO library, CDs up to `min(n, 16)`, the
+    /// largest being GO-Kernels' run) with the shortest time in the loop, and that time
+    /// (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_constant_cd: Option<(u8, f64)>,
 }
 
 /// Per-app geomean speedups of one scenario.
@@ -325,6 +330,15 @@ pub struct ScenarioReport {
     pub held_out_gemms: usize,
     /// Dataset GEMMs the accuracy is over.
     pub scored_gemms: usize,
+    /// With `--cd-sweep`: geomean over the scenario's GEMMs of GO-Kernels' time over the
+    /// best constant CD's (per GEMM, in the loop): what any CD choice, GOLDYLOC's
+    /// included, could add to GO-Kernels here. `None` without the sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_constant_cd_over_go_kernels: Option<f64>,
+    /// With `--cd-sweep`: GOLDYLOC's time over the best constant CD's (geomean, <= 1):
+    /// how much of that room GOLDYLOC takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goldyloc_over_best_constant_cd: Option<f64>,
 }
 
 /// The whole evaluation.
@@ -568,6 +582,24 @@ fn evaluate_one(
         }
     }
     let gold = goldyloc.ok_or_else(|| format!("{label}: GOLDYLOC did not run"))?;
+    let best_constant_cd = if ctx.cd_sweep {
+        let go_kernels = CONFIGS.iter().position(|c| *c == "GO-Kernels");
+        let top = go_kernels.and_then(|i| time_ns.get(i)).copied();
+        let mut best = top.map(|t| (MAX_CD.min(u8::try_from(n).unwrap_or(MAX_CD)), t));
+        for &cd in CONCURRENCY_DEGREES
+            .iter()
+            .filter(|&&c| u32::from(c) < n.min(u32::from(MAX_CD)))
+        {
+            let c = ConfigRun::new("constant CD", &go, Cp::Constant(cd), GpuSplit::Shared);
+            let t = run_config(ctx, &label, predictor, &packets, &c)?.makespan_ns;
+            if best.is_none_or(|(_, b)| t < b) {
+                best = Some((cd, t));
+            }
+        }
+        best
+    } else {
+        None
+    };
     Ok(GemmResult {
         app: app.to_string(),
         gemm: shape.to_string(),
@@ -577,7 +609,18 @@ fn evaluate_one(
         predicted_cd: gold.dispatched.first().map_or(1, |d| d.1),
         dispatched_cd: gold.max_cd(),
         oracle_cd,
+        best_constant_cd,
     })
+}
+
+/// Geomean over `rows` of configuration `config`'s time over the best constant CD's
+/// (`GemmResult::best_constant_cd`); `None` when a row has no sweep.
+fn sweep_ratio(rows: &[&GemmResult], config: usize) -> Option<f64> {
+    let ratios: Option<Vec<f64>> = rows
+        .iter()
+        .map(|g| Some(g.time_ns.get(config)? / g.best_constant_cd?.1))
+        .collect();
+    ratios.filter(|r| !r.is_empty()).map(geomean)
 }
 
 fn cd_of(i: usize) -> u8 {
@@ -779,6 +822,8 @@ pub fn evaluate(
             majority_baseline_seeds: scored.iter().map(|a| a.majority).collect(),
             held_out_gemms,
             scored_gemms: first.count,
+            best_constant_cd_over_go_kernels: sweep_ratio(&rows, 2),
+            goldyloc_over_best_constant_cd: sweep_ratio(&rows, 3).map(|r| 1.0 / r),
         });
     }
 
@@ -1017,6 +1062,8 @@ mod end_to_end_tests {
             accuracy: 0.0,
             confusion: vec![],
             gemms: n,
+            best_constant_cd_over_go_kernels: None,
+            goldyloc_over_best_constant_cd: None,
             speedup_over_default: OverDefault {
                 go_kernels: 1.0,
                 goldyloc,

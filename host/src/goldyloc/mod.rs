@@ -31,6 +31,9 @@ pub struct Context {
     pub progress: bool,
     /// Use the KNN tuning shortcut of 7.6.1.
     pub knn: bool,
+    /// Evaluation: also run every constant CD below `n` through the firmware for every
+    /// GEMM, for the best CD choice any predictor could make in the loop.
+    pub cd_sweep: bool,
 }
 
 impl Context {
@@ -43,6 +46,7 @@ impl Context {
             cache,
             progress,
             knn: false,
+            cd_sweep: false,
         }
     }
 

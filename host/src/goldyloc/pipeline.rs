@@ -40,6 +40,8 @@ pub struct Options {
     pub gemms: Option<PathBuf>,
     /// Tune 20 % exhaustively, predict the rest from their nearest neighbours.
     pub knn: bool,
+    /// Evaluation: the in-loop sweep of constant CDs ([`super::Context::cd_sweep`]).
+    pub cd_sweep: bool,
     /// Show progress bars on stderr.
     pub progress: bool,
     /// Every GEMM (networks, dataset, user list) in this data type; `None`: the networks'
@@ -56,6 +58,7 @@ impl Default for Options {
             cache: true,
             gemms: None,
             knn: false,
+            cd_sweep: false,
             progress: false,
             dtype: None,
         }
@@ -84,6 +87,7 @@ pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
     let cache = c.cache.then(Cache::default_location);
     let mut ctx = Context::new(gpu, cache, c.progress);
     ctx.knn = c.knn;
+    ctx.cd_sweep = c.cd_sweep;
     let mut eval: Vec<(String, GemmShape)> = match &c.gemms {
         Some(path) => {
             let text =
