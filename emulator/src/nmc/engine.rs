@@ -894,12 +894,16 @@ impl NmcChannelEngine {
 
     /// [`RowPolicy::MasaDecoupled`]: prepares physical row `next` (an array's next row) in
     /// its subarray while the stream works in `current`'s, one command per call and only
-    /// a command whose gates are already met (the stream never waits for it): the
+    /// a command whose gates are already met (the stream never waits for it), and only
+    /// while `current` is open: the
     /// subarray's precharge if it has another row open (and no posted write to it), then,
     /// at a later call, its activate. Nothing when `next` shares `current`'s subarray.
     fn activate_ahead(&mut self, ctrl: &mut Controller, current: u32, next: u32) {
         let s = (next >> self.sub_shift) as usize;
-        if s == (current >> self.sub_shift) as usize || next >= self.rows {
+        let here = (current >> self.sub_shift) as usize;
+        // Only once the current row is open (a job's first visit opens its own row
+        // first: an activate ahead of it would take its tFAW slot).
+        if s == here || next >= self.rows || self.sub_rows.get(here) != Some(&Some(current)) {
             return;
         }
         let Some(open) = self.sub_rows.get(s).copied() else {
