@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::mapping::AddressMapping;
 
 /// The presets that ship with the emulator, as (name, TOML text).
-pub const BUILTIN_PRESETS: [(&str, &str); 4] = [
+pub const BUILTIN_PRESETS: [(&str, &str); 5] = [
     ("hbm2-2000", include_str!("../../presets/hbm2-2000.toml")),
     (
         "t3-table-8.1",
@@ -19,6 +19,10 @@ pub const BUILTIN_PRESETS: [(&str, &str); 4] = [
     (
         "lamb-ch6-masa",
         include_str!("../../presets/lamb-ch6-masa.toml"),
+    ),
+    (
+        "lamb-ch6-masa16",
+        include_str!("../../presets/lamb-ch6-masa16.toml"),
     ),
 ];
 

@@ -180,6 +180,12 @@ pub struct AluModelReport {
     /// tWR or turnaround floors, refresh, ALU stalls or host time) — the kind of model
     /// "common DRAM timing parameters" suggests, for comparing with the dissertation.
     pub analytic_speedup: f64,
+    /// `masa-decoupled` only: ideal GPU at 100 % over the job floor
+    /// (`EngineStats::job_floor_cycles`: per macro-command its column commands at tCCD_L
+    /// or its ALU work, whichever is longer; no row switches, refresh or host time). A
+    /// schedule that overlaps the stream and the ALU only within a job cannot beat it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_bound: Option<f64>,
     /// The TS sweep under this setup (empty unless asked for).
     pub ts_sweep: Vec<Timing>,
 }
@@ -734,6 +740,12 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
                 / (t.engines.visit_floor_cycles as f64 / f64::from(preset.pseudo_channels())
                     * preset.organisation.tck_ns
                     * 1e-9),
+            job_bound: (t.engines.job_floor_cycles > 0).then(|| {
+                gpu_s[0]
+                    / (t.engines.job_floor_cycles as f64 / f64::from(preset.pseudo_channels())
+                        * preset.organisation.tck_ns
+                        * 1e-9)
+            }),
             ts_sweep,
         });
     }

@@ -218,6 +218,66 @@ pub fn masa_row_map(
     crate::nmc::engine::RowMap::new(ranges).map_err(|e| LambError::Data(format!("{e}")))
 }
 
+/// Subarrays per bank the activate-ahead layout ([`masa_alternating_row_map`]) needs: the
+/// descriptor table's and two for each of a tensor's five arrays.
+pub const ALTERNATING_SUBARRAYS: u32 = 11;
+
+/// The activate-ahead layout of [`crate::nmc::engine::RowPolicy::MasaDecoupled`]: as
+/// [`masa_row_map`], but array `k` (g, w, m, v, u for k = 0..5) of every tensor alternates
+/// its rows between subarrays `2k + 1` (the tensor's even rows) and `2k + 2` (its odd
+/// rows), so an array's next row sits in a subarray other than its current one and can be
+/// activated while the stream still works in the current one. Subarray 0 keeps the
+/// descriptor table. The firmware's layout and the functional store are untouched.
+///
+/// # Errors
+/// [`LambError::Data`] when the preset has fewer than [`ALTERNATING_SUBARRAYS`] subarrays
+/// per bank or an array's rows do not fit their two subarrays.
+pub fn masa_alternating_row_map(
+    preset: &HbmPreset,
+    layout: &Layout,
+) -> Result<crate::nmc::engine::RowMap, LambError> {
+    let per_bank = preset.subarrays.per_bank;
+    if per_bank < ALTERNATING_SUBARRAYS {
+        return Err(LambError::Data(format!(
+            "the activate-ahead layout needs a preset with at least {ALTERNATING_SUBARRAYS} \
+             subarrays per bank (the descriptor table and two for each of a tensor's five \
+             arrays; e.g. lamb-ch6-masa16); `{}` has {per_bank}",
+            preset.name
+        )));
+    }
+    let rows_per = preset.organisation.rows / per_bank;
+    let first = |d: &TensorDesc| [d.g_row, d.w_row, d.m_row, d.v_row, d.u_row];
+    let table_rows = layout.tensors.first().map_or(0, |t| t.desc.g_row);
+    if table_rows > rows_per {
+        return Err(LambError::Data(format!(
+            "masa layout: the descriptor table needs {table_rows} rows, a subarray has {rows_per}"
+        )));
+    }
+    let mut used = [[0u32; 2]; 5];
+    let mut ranges = Vec::new();
+    for (i, t) in layout.tensors.iter().enumerate() {
+        let rows = t.desc.w_row - t.desc.g_row;
+        for (k, start) in first(&t.desc).into_iter().enumerate() {
+            for j in 0..rows {
+                let half = (j % 2) as usize;
+                let at = used[k][half];
+                if at >= rows_per {
+                    return Err(LambError::Data(format!(
+                        "masa layout: array {k} (g, w, m, v, u) of tensor {i} does not fit \
+                         subarrays {} and {}: a subarray has {rows_per} rows",
+                        2 * k + 1,
+                        2 * k + 2
+                    )));
+                }
+                let sub = 2 * k as u32 + 1 + half as u32;
+                ranges.push((start + j, 1, sub * rows_per + at));
+                used[k][half] = at + 1;
+            }
+        }
+    }
+    crate::nmc::engine::RowMap::new(ranges).map_err(|e| LambError::Data(format!("{e}")))
+}
+
 /// What one step cost.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct StepOutcome {
@@ -310,8 +370,22 @@ impl LambRun {
             AddressMapping::parse(NMC_LINEAR_MAPPING, &preset).map_err(LambError::Mapping)?;
         let layout = layout(&preset, elements)?;
         let mut system_config = config.system.clone();
-        if system_config.row_policy == crate::nmc::engine::RowPolicy::Masa {
-            system_config.row_map = Some(std::sync::Arc::new(masa_row_map(&preset, &layout)?));
+        match system_config.row_policy {
+            crate::nmc::engine::RowPolicy::Masa => {
+                system_config.row_map = Some(std::sync::Arc::new(masa_row_map(&preset, &layout)?));
+            }
+            // Decoupled: the activate-ahead layout where the preset has the subarrays for
+            // it, else MASA's (an array's next row then shares its subarray and is not
+            // activated ahead).
+            crate::nmc::engine::RowPolicy::MasaDecoupled => {
+                let map = if preset.subarrays.per_bank >= ALTERNATING_SUBARRAYS {
+                    masa_alternating_row_map(&preset, &layout)?
+                } else {
+                    masa_row_map(&preset, &layout)?
+                };
+                system_config.row_map = Some(std::sync::Arc::new(map));
+            }
+            _ => {}
         }
         let node_config = GpuNodeConfig {
             cost: config.cost,

@@ -192,6 +192,29 @@ pub enum RowPolicy {
     /// Phases that [`Self::Staged`] runs in program order run in program order here too
     /// (with subarray selects). On a preset with one subarray per bank it is refused.
     Masa,
+    /// [`Self::Masa`] with decoupled access and execute (docs/decisions/nmc-alu-issue.md,
+    /// "MASA, decoupled"): the operand buffer and the write buffer are
+    /// [`decoupled_buffer_columns`] deep (sized to keep the ALU fed through a refresh and
+    /// a row move), posted writes drain when their data is ready instead of one chunk
+    /// behind (the stream waits for the ALU only when a buffer is full), an array's next
+    /// row is activated ahead in its other subarray while the stream still works in the
+    /// current one (with the layout that alternates an array's rows between two
+    /// subarrays, a preset with at least 11 subarrays per bank, e.g. `lamb-ch6-masa16`),
+    /// and a refresh leaves the posted writes in the buffer (it closes the rows; the writes
+    /// go after it). Same instructions on the same bytes as every other policy.
+    MasaDecoupled,
+}
+
+/// Columns of the operand buffer and of the write buffer of [`RowPolicy::MasaDecoupled`]
+/// for timing `t` (docs/calibration.md, "Decoupled buffers"): the stream cannot move a
+/// column for a refresh (tRFC) plus one row move it could not activate ahead (tRP + tRCD:
+/// PRE to the new row's first read). The ALU must not run dry in that time, nor its
+/// results overflow: it takes and produces at most one column per tCCD_L while the stream
+/// keeps up (a faster ALU is not the bottleneck and needs no buffer), so each buffer holds
+/// ceil((tRFC + tRP + tRCDRD) / tCCD_L) columns (95 on hbm2-2000: 378 / 4).
+pub fn decoupled_buffer_columns(t: &crate::hbm::config::TimingCycles) -> usize {
+    let cover = t.trfc.saturating_add(t.trp).saturating_add(t.trcdrd);
+    usize::try_from(cover.div_ceil(t.tccd_l.max(1))).unwrap_or(usize::MAX)
 }
 
 /// Columns of the per-bank write buffer of [`RowPolicy::Masa`] (32 B each, 1 KiB per
@@ -270,6 +293,7 @@ impl RowPolicy {
             Self::ProgramOrder => "program-order",
             Self::Staged => "staged",
             Self::Masa => "masa",
+            Self::MasaDecoupled => "masa-decoupled",
         }
     }
 
@@ -279,6 +303,7 @@ impl RowPolicy {
             "program-order" => Some(Self::ProgramOrder),
             "staged" => Some(Self::Staged),
             "masa" => Some(Self::Masa),
+            "masa-decoupled" => Some(Self::MasaDecoupled),
             _ => None,
         }
     }
@@ -448,6 +473,17 @@ pub struct EngineStats {
     /// subarray's first column).
     #[serde(skip_serializing_if = "is_zero")]
     pub subarray_select_cycles: u64,
+    /// [`RowPolicy::MasaDecoupled`]: per macro-command, its column commands at tCCD_L or
+    /// its ALU work, whichever is longer, summed: what a schedule that overlaps the
+    /// stream and the ALU perfectly within each job (but not across jobs: a job ends when
+    /// its results are in the row) could reach, with no row switches, refresh or host
+    /// time.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub job_floor_cycles: u64,
+    /// [`RowPolicy::MasaDecoupled`]: rows activated ahead of the stream (counted in
+    /// `activations` too).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rows_activated_ahead: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -474,6 +510,8 @@ impl EngineStats {
             alu_busy_cycles: self.alu_busy_cycles * n,
             subarray_selects: self.subarray_selects * n,
             subarray_select_cycles: self.subarray_select_cycles * n,
+            job_floor_cycles: self.job_floor_cycles * n,
+            rows_activated_ahead: self.rows_activated_ahead * n,
         }
     }
 }
@@ -589,6 +627,8 @@ pub struct NmcChannelEngine {
     cause: Cause,
     /// Pipelined model: ALU ticks of work given so far.
     alu_busy_ticks: u64,
+    /// [`RowPolicy::MasaDecoupled`]: columns of its operand and write buffers.
+    decoupled_columns: usize,
 }
 
 impl NmcChannelEngine {
@@ -639,6 +679,9 @@ impl NmcChannelEngine {
             sub_shift: (o.rows / preset.subarrays.per_bank.max(1)).trailing_zeros(),
             row_map: None,
             before_select: None,
+            decoupled_columns: decoupled_buffer_columns(&crate::hbm::config::TimingCycles::from(
+                &preset.timing,
+            )),
         }
     }
 
@@ -659,10 +702,16 @@ impl NmcChannelEngine {
     /// Whether row visits use the subarray commands.
     #[inline]
     fn masa(&self, single: Option<usize>) -> bool {
-        self.policy == RowPolicy::Masa
+        matches!(self.policy, RowPolicy::Masa | RowPolicy::MasaDecoupled)
             && single.is_none()
             && self.sub_rows.len() > 1
             && matches!(self.alu_model, AluModel::Pipelined { .. })
+    }
+
+    /// Whether row visits run MASA decoupled (all-bank, pipelined, subarrays).
+    #[inline]
+    fn decoupled(&self, single: Option<usize>) -> bool {
+        self.policy == RowPolicy::MasaDecoupled && self.masa(single)
     }
 
     /// The ALU issue model.
@@ -843,11 +892,75 @@ impl NmcChannelEngine {
         self.open_row = Some(row);
     }
 
+    /// [`RowPolicy::MasaDecoupled`]: prepares physical row `next` (an array's next row) in
+    /// its subarray while the stream works in `current`'s, one command per call and only
+    /// a command whose gates are already met (the stream never waits for it), and only
+    /// while `current` is open: the
+    /// subarray's precharge if it has another row open (and no posted write to it), then,
+    /// at a later call, its activate. Nothing when `next` shares `current`'s subarray.
+    fn activate_ahead(&mut self, ctrl: &mut Controller, current: u32, next: u32) {
+        let s = (next >> self.sub_shift) as usize;
+        let here = (current >> self.sub_shift) as usize;
+        // Only once the current row is open (a job's first visit opens its own row
+        // first: an activate ahead of it would take its tFAW slot).
+        if s == here || next >= self.rows || self.sub_rows.get(here) != Some(&Some(current)) {
+            return;
+        }
+        let Some(open) = self.sub_rows.get(s).copied() else {
+            return;
+        };
+        let cmd = match open {
+            Some(r) if r == next => return,
+            Some(r) => {
+                if self.posted.iter().any(|p| p.0 == r) {
+                    return;
+                }
+                Command::AbSaPre { row: r }
+            }
+            None => Command::AbSaAct { row: next },
+        };
+        if ctrl.pseudo_channel().earliest(&cmd) > self.now {
+            return;
+        }
+        self.issue(ctrl, cmd);
+        if let Some(slot) = self.sub_rows.get_mut(s) {
+            *slot = match cmd {
+                Command::AbSaAct { row } => {
+                    // An activate designates its subarray.
+                    self.open_row = Some(row);
+                    self.stats.activations += 1;
+                    self.stats.rows_activated_ahead += 1;
+                    Some(row)
+                }
+                _ => {
+                    if self.open_row == open {
+                        self.open_row = None;
+                    }
+                    None
+                }
+            };
+        }
+    }
+
     /// Refresh due: close, refresh every bank, and leave the rows closed (the caller
     /// re-opens).
     #[inline]
     fn refresh_if_due(&mut self, ctrl: &mut Controller) {
         while ctrl.nmc_refresh_due(self.now) {
+            if self.mode == Mode::AllBank && self.decoupled(None) {
+                // Decoupled: the posted writes stay in the write buffer (it is outside the
+                // array; they go to their rows after the refresh, re-opened then), so
+                // the ALU keeps producing into it through tRFC.
+                self.cause = Cause::Refresh;
+                if ctrl.pseudo_channel().any_open() {
+                    self.issue(ctrl, Command::PreAll);
+                }
+                self.open_row = None;
+                self.sub_rows.fill(None);
+                self.issue(ctrl, Command::Ref);
+                self.stats.refreshes += 1;
+                continue;
+            }
             self.flush_posted(ctrl);
             self.cause = Cause::Refresh;
             self.close_rows(ctrl);
@@ -963,6 +1076,7 @@ impl NmcChannelEngine {
             },
         );
         let first = self.now;
+        let job_start = (self.stats.column_commands, self.alu_busy_ticks);
         let chunk = u32::from(cmd.chunk);
         let cpr = self.cols_per_row;
         let mut chunk_start = 0u32;
@@ -975,6 +1089,10 @@ impl NmcChannelEngine {
                 // row (one division per chunk, not per column).
                 let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
                 let mut col = (chunk_first % u64::from(cpr)) as u32;
+                // The phase's last row in this job.
+                let last_row = u64::from(phase.base_row)
+                    + (u64::from(cmd.col_start) + u64::from(cmd.col_count.max(1)) - 1)
+                        / u64::from(cpr);
                 let rw = match self.alu_model {
                     AluModel::ColumnTriggered => sc.triggered_rw,
                     AluModel::Pipelined { .. } => sc.pipelined_rw,
@@ -988,7 +1106,7 @@ impl NmcChannelEngine {
                 };
                 if let (
                     AluModel::Pipelined { ops_per_tck },
-                    RowPolicy::Staged | RowPolicy::Masa,
+                    RowPolicy::Staged | RowPolicy::Masa | RowPolicy::MasaDecoupled,
                     None,
                 ) = (self.alu_model, self.policy, single)
                 {
@@ -1012,6 +1130,11 @@ impl NmcChannelEngine {
                         {
                             // A read of a column must not pass a posted write to it.
                             self.flush_posted(ctrl);
+                        }
+                        if self.decoupled(single) && row_index < last_row {
+                            // The array's next row, if the job goes there.
+                            let next = self.phys(row.saturating_add(1));
+                            self.activate_ahead(ctrl, prow, next);
                         }
                         self.open(ctrl, prow, None)?;
                         let op_ticks = self.op_ticks(ops_per_tck, n);
@@ -1081,7 +1204,12 @@ impl NmcChannelEngine {
                     col += 1;
                 }
             }
-            if self.masa(single) {
+            if self.decoupled(single) {
+                // Decoupled: the writes whose data the ALU has produced drain (oldest
+                // first); the rest wait in the buffer, the stream does not wait for them.
+                let ready = self.posted.iter().take_while(|p| p.2 <= self.now).count();
+                self.flush_posted_oldest(ctrl, ready);
+            } else if self.masa(single) {
                 // Reads first, writes last, and one chunk behind: the previous chunk's
                 // posted writes go after this chunk's reads, so the ALU works on this
                 // chunk while they stream (the buffer holds two chunks' writes at the
@@ -1098,6 +1226,12 @@ impl NmcChannelEngine {
         self.close_rows(ctrl);
         if matches!(self.alu_model, AluModel::Pipelined { .. }) {
             self.wait_for_alu(self.alu_ready());
+        }
+        if self.decoupled(single) {
+            let columns =
+                (self.stats.column_commands - job_start.0) * ctrl.pseudo_channel().timing().tccd_l;
+            let alu = (self.alu_busy_ticks - job_start.1).div_ceil(ALU_TICKS_PER_TCK);
+            self.stats.job_floor_cycles += columns.max(alu);
         }
         self.stats.macro_commands += 1;
         self.stats.busy_cycles += self.now - first;
@@ -1175,6 +1309,7 @@ impl NmcChannelEngine {
         staged: bool,
     ) {
         let depth = match (staged, self.masa(single)) {
+            (true, true) if self.decoupled(single) => self.decoupled_columns,
             (true, true) => MASA_READ_COLUMNS,
             (true, false) => STAGING_COLUMNS,
             (false, _) => 1,
@@ -1216,13 +1351,21 @@ impl NmcChannelEngine {
         if matches!(op, ColumnOp::Write | ColumnOp::ReadModifyWrite) {
             let ready = self.alu_ready();
             if staged {
-                let capacity = if self.masa(single) {
+                let capacity = if self.decoupled(single) {
+                    self.decoupled_columns
+                } else if self.masa(single) {
                     MASA_WRITE_COLUMNS
                 } else {
                     STAGING_COLUMNS
                 };
                 if self.posted.len() >= capacity {
-                    self.flush_posted(ctrl);
+                    if self.decoupled(single) {
+                        // Full: the oldest half drains (waiting for its data), so the
+                        // turnarounds are paid once per half buffer, not per write.
+                        self.flush_posted_oldest(ctrl, capacity.div_ceil(2));
+                    } else {
+                        self.flush_posted(ctrl);
+                    }
                 }
                 self.posted.push((row, col, ready));
                 return;

@@ -323,6 +323,8 @@ impl NmcBlock {
             e.visit_floor_cycles += s.visit_floor_cycles;
             e.subarray_selects += s.subarray_selects;
             e.subarray_select_cycles += s.subarray_select_cycles;
+            e.job_floor_cycles += s.job_floor_cycles;
+            e.rows_activated_ahead += s.rows_activated_ahead;
         }
         t.engines = e.times(copies);
         t.commands_total = self.memory.controllers()[..engines.len()]

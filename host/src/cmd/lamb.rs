@@ -92,8 +92,10 @@ pub struct LambArgs {
     host_reduction_ns: f64,
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N
-    /// operations per tCK) optionally with `+staged` or `+masa` (MASA subarray row visits;
-    /// needs a preset with subarrays, e.g. `--preset lamb-ch6-masa`) (docs/calibration.md). The
+    /// operations per tCK) optionally with `+staged`, `+masa` (MASA subarray row visits;
+    /// needs a preset with subarrays, e.g. `--preset lamb-ch6-masa`) or `+masa-decoupled`
+    /// (MASA with decoupled access/execute buffers, activate-ahead on a preset with 11 or
+    /// more subarrays, e.g. `--preset lamb-ch6-masa16`) (docs/calibration.md). The
     /// first one runs the main (functional) step.
     #[arg(
         long,
@@ -167,7 +169,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         .map(|n| {
             EngineSetup::parse(n).ok_or_else(|| {
                 format!(
-                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged or +masa (masa: a preset with subarrays, e.g. --preset lamb-ch6-masa)"
+                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa or +masa-decoupled (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled activates ahead on lamb-ch6-masa16)"
                 )
             })
         })
@@ -368,6 +370,15 @@ fn print_models(r: &LambReport) {
             m.row_cycle_bound,
             m.analytic_speedup
         );
+    }
+    // masa-decoupled only (other setups print as before).
+    for m in &r.alu_models {
+        if let Some(b) = m.job_bound {
+            println!(
+                "{:<36} job bound {b:.2}x (per job: columns at tCCD_L or ALU work, whichever is longer; no overlap across jobs, no row switches, refresh or host)",
+                m.name
+            );
+        }
     }
     println!("{DISSERTATION}");
     println!("program: bound with no row switches, refresh or host time; row cycle: the row visits' tRC/tRAS/tWR floors, no schedule of these visits beats it (no refresh, stalls, host); analytic: the same commands at tCCD_L per column and tRP + tRCD per row switch only");

@@ -35,6 +35,7 @@ struct ModelUnit {
     time: [f64; 6],
     row_cycle_bound: f64,
     analytic_speedup: f64,
+    job_bound: Option<f64>,
     /// (TS entries, NMC seconds, speedup vs ideal 100 / 90 / 80 %).
     ts_sweep: Vec<(usize, f64, f64, f64, f64)>,
     /// (definition, setup, ratio).
@@ -61,6 +62,7 @@ impl ModelUnit {
             ],
             row_cycle_bound: m.row_cycle_bound,
             analytic_speedup: m.analytic_speedup,
+            job_bound: m.job_bound,
             ts_sweep: m
                 .ts_sweep
                 .iter()
@@ -103,6 +105,7 @@ impl ModelUnit {
             },
             row_cycle_bound: self.row_cycle_bound,
             analytic_speedup: self.analytic_speedup,
+            job_bound: self.job_bound,
             ts_sweep: self
                 .ts_sweep
                 .into_iter()
