@@ -38,6 +38,13 @@ fn t3_study_is_identical_across_runs_and_job_counts() {
     assert_eq!(one, two);
     assert_eq!(one, three);
     assert!(one.contains("\"total_seconds\""));
+    // A given MCA threshold frees T3-MCA from waiting for the isolated GEMM: a
+    // different schedule, the same rows.
+    let fixed = [&base[..], &["--mca-threshold", "10"]].concat();
+    let fixed_one = stdout(&[&fixed[..], &["--jobs", "1"]].concat());
+    let fixed_two = stdout(&[&fixed[..], &["--jobs", "2"]].concat());
+    assert_eq!(fixed_one, fixed_two);
+    assert!(fixed_one.contains("\"t3-mca\""));
 }
 
 /// GOLDYLOC's quick evaluation (tuning, training and the seven configurations, every

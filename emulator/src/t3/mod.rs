@@ -9,6 +9,7 @@
 pub mod gemm;
 pub mod layout;
 pub mod link;
+pub mod plan;
 pub mod run;
 pub mod system;
 pub mod tracker;

@@ -26,7 +26,7 @@ pub const T3_PRESET: &str = "t3-table-8.1";
 /// compute-bound or link-bound estimate, plus 1 ms.
 const STUCK_FACTOR: f64 = 50.0;
 
-fn gpus_of(opts: &T3Options, tp: u32) -> u32 {
+pub(super) fn gpus_of(opts: &T3Options, tp: u32) -> u32 {
     if opts.gpus == 0 {
         tp
     } else {
@@ -38,7 +38,7 @@ fn elem_bytes(d: GemmDataType) -> u32 {
     d.bytes()
 }
 
-fn layout(opts: &T3Options, m: u32, n: u32, gpus: u32) -> Result<OutputLayout, T3Error> {
+pub(super) fn layout(opts: &T3Options, m: u32, n: u32, gpus: u32) -> Result<OutputLayout, T3Error> {
     if !matches!(opts.dtype, GemmDataType::F16 | GemmDataType::F32) {
         return Err(T3Error::Config(format!(
             "data type {:?}: T3 runs take f16 or f32",
@@ -100,7 +100,7 @@ fn system(
     .map_err(T3Error::Config)
 }
 
-fn model(
+pub(super) fn model(
     opts: &T3Options,
     l: &OutputLayout,
     sl_m: u32,
@@ -150,10 +150,10 @@ fn mean_bytes(t: &[NodeTotals]) -> super::system::KindBytes {
 
 /// One measured phase.
 #[derive(Debug, Clone, Copy, Default)]
-struct Phase {
-    ns: f64,
-    bytes: super::system::KindBytes,
-    occupancy: f64,
+pub(super) struct Phase {
+    pub(super) ns: f64,
+    pub(super) bytes: super::system::KindBytes,
+    pub(super) occupancy: f64,
 }
 
 fn limit(estimate_ns: f64) -> Cycle {
@@ -161,7 +161,11 @@ fn limit(estimate_ns: f64) -> Cycle {
 }
 
 /// The producer GEMM alone, outputs cached (plain stores).
-fn isolated_gemm(opts: &T3Options, sl: &SubLayer, shortcut: bool) -> Result<Phase, T3Error> {
+pub(super) fn isolated_gemm(
+    opts: &T3Options,
+    sl: &SubLayer,
+    shortcut: bool,
+) -> Result<Phase, T3Error> {
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let m = model(opts, &l, sl.m, sl.n, sl.k, true)?;
@@ -193,7 +197,7 @@ fn ring_cache() -> &'static std::sync::Mutex<std::collections::HashMap<RingKey, 
 }
 
 /// A ring collective alone over an `m x n` array (memoised per process).
-fn ring(
+pub(super) fn ring(
     opts: &T3Options,
     m: u32,
     n: u32,
@@ -314,7 +318,7 @@ pub fn run_fused(
 }
 
 /// The fused GEMM + reduce-scatter, the firmware programming every GPU.
-fn fused(
+pub(super) fn fused(
     opts: &T3Options,
     sl: &SubLayer,
     collective: Collective,
@@ -502,6 +506,42 @@ fn run_sublayer_with(
         all.set_meta("mca_threshold", &threshold.to_string());
         all
     });
+    let rows = rows(
+        sl,
+        &SubLayerPhases {
+            gemm,
+            rs,
+            rs_nmc,
+            ag,
+            t3,
+            t3m,
+        },
+    );
+    Ok((rows, timeline))
+}
+
+/// The six simulations a sub-layer's five rows are built from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SubLayerPhases {
+    pub(super) gemm: Phase,
+    pub(super) rs: Phase,
+    pub(super) rs_nmc: Phase,
+    pub(super) ag: Phase,
+    pub(super) t3: Phase,
+    pub(super) t3m: Phase,
+}
+
+/// The five rows (Sequential, T3, T3-MCA, ideal overlap, ideal RS + NMC) of `sl` from
+/// its simulations.
+pub(super) fn rows(sl: &SubLayer, p: &SubLayerPhases) -> Vec<SubLayerResult> {
+    let SubLayerPhases {
+        gemm,
+        rs,
+        rs_nmc,
+        ag,
+        t3,
+        t3m,
+    } = *p;
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
@@ -520,7 +560,7 @@ fn run_sublayer_with(
         bytes,
     };
     let seq_bytes = traffic(&[(&gemm.bytes, false), (&rs.bytes, false), (&ag.bytes, true)]);
-    let rows = vec![
+    vec![
         row(Scenario::Sequential, gemm.ns, rs.ns, seq_bytes),
         row(
             Scenario::T3,
@@ -545,8 +585,7 @@ fn run_sublayer_with(
                 (&ag.bytes, true),
             ]),
         ),
-    ];
-    Ok((rows, timeline))
+    ]
 }
 
 /// The CU-sharing experiment of dissertation 8.2.2 (Fig. 8.4): the GEMM on `gemm_cus`

@@ -12,7 +12,6 @@ use nmcp_emulator::t3::{
     TABLE_8_2,
 };
 use nmcp_isa::gemm_ext::GemmDataType;
-use rayon::prelude::*;
 
 use super::io::emit;
 use super::{CmdResult, UsageError};
@@ -193,7 +192,9 @@ struct StudyArgs {
     /// Write t3-speedup.svg and t3-traffic.svg into this directory.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
-    /// Sub-layers run at once (rayon threads).
+    /// Simulations run at once (threads): each sub-layer's isolated GEMM, rings and fused
+    /// runs are separate simulations, the longest expected first; output is the same for
+    /// any value.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
     /// Timeline of the fused runs (t3 and t3-mca) of the one selected sub-layer.
@@ -465,37 +466,6 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         )
         .into());
     }
-    let one = |(i, sl): (usize, &SubLayer)| -> Result<Vec<SubLayerResult>, UnitError> {
-        bar.set_message(report::label(sl));
-        let stored = match &session {
-            Some(s) => lock(s).get::<Vec<StoredResult>>(i as u32)?,
-            None => None,
-        };
-        let r = match stored {
-            Some(v) => v.into_iter().map(|x| x.into_result(sl)).collect(),
-            None => {
-                let at = || format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
-                let r = match trace {
-                    Some(c) => {
-                        let (r, t) = t3::run_sublayer_traced(&opts, sl, c)
-                            .map_err(|e| UnitError::T3(e, at()))?;
-                        *timeline
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
-                        r
-                    }
-                    None => t3::run_sublayer(&opts, sl).map_err(|e| UnitError::T3(e, at()))?,
-                };
-                if let Some(s) = &session {
-                    let v: Vec<StoredResult> = r.iter().map(StoredResult::from).collect();
-                    lock(s).put(i as u32, &v)?;
-                }
-                r
-            }
-        };
-        bar.inc(1);
-        Ok(r)
-    };
     // A sub-layer with the shape of an earlier one (FC-1 and FC-2: both K = 4H/TP) is
     // not simulated again: a run depends only on the shape and the options (not on the
     // sub-layer's name), so its results are the earlier one's under its own name.
@@ -504,27 +474,63 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         .enumerate()
         .map(|(i, sl)| sls.get(..i)?.iter().position(|o| same_shape(o, sl)))
         .collect();
-    let unique: Vec<(usize, &SubLayer)> = sls
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| twin.get(i).is_some_and(Option::is_none))
-        .collect();
-    // `--jobs N` runs N sub-layers at once (each simulation is single-threaded).
-    let ran: Vec<Result<Vec<SubLayerResult>, UnitError>> = if a.jobs == 1 {
-        unique.iter().copied().map(one).collect()
-    } else {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(a.jobs as usize)
-            .build()
-            .map_err(|e| format!("--jobs {}: {e}", a.jobs))?;
-        pool.install(|| unique.par_iter().copied().map(one).collect())
-    };
     let mut per: Vec<Option<Vec<SubLayerResult>>> = vec![None; sls.len()];
-    for ((i, _), r) in unique.iter().zip(ran) {
-        match r {
-            Ok(v) => per[*i] = Some(v),
-            Err(UnitError::T3(e, at)) => return Err(t3_error(e, &at)),
-            Err(UnitError::Checkpoint(e)) => return Err(e.into()),
+    // Sub-layers to simulate: not a twin, not already in the checkpoint.
+    let mut todo: Vec<usize> = Vec::new();
+    for (i, sl) in sls.iter().enumerate() {
+        if twin.get(i).is_some_and(Option::is_some) {
+            continue;
+        }
+        let stored = match &session {
+            Some(s) => lock(s).get::<Vec<StoredResult>>(i as u32)?,
+            None => None,
+        };
+        match stored {
+            Some(v) => {
+                per[i] = Some(v.into_iter().map(|x| x.into_result(sl)).collect());
+                bar.inc(1);
+            }
+            None => todo.push(i),
+        }
+    }
+    let at = |sl: &SubLayer| format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
+    if let (Some(c), Some(&i)) = (trace, todo.first()) {
+        // One sub-layer (checked above), its fused runs recorded.
+        let sl = &sls[i];
+        let (r, t) = t3::run_sublayer_traced(&opts, sl, c).map_err(|e| t3_error(e, &at(sl)))?;
+        *timeline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+        per[i] = Some(r);
+        bar.inc(1);
+    } else {
+        // `--jobs N` runs N simulations at once (each single-threaded): each sub-layer's
+        // GEMM, rings and fused runs are separate parts, longest expected first
+        // (`t3::plan`); a sub-layer's rows are checkpointed as soon as its parts are done.
+        let done = |i: usize, rows: &[SubLayerResult]| -> Result<(), checkpoint::CheckpointError> {
+            if let Some(s) = &session {
+                let v: Vec<StoredResult> = rows.iter().map(StoredResult::from).collect();
+                lock(s).put(i as u32, &v)?;
+            }
+            if let Some(sl) = sls.get(i) {
+                bar.set_message(report::label(sl));
+            }
+            bar.inc(1);
+            Ok(())
+        };
+        match t3::plan::run_study(&opts, &sls, &todo, a.jobs as usize, done) {
+            Ok(ran) => {
+                for (i, r) in ran.into_iter().enumerate() {
+                    if let (Some(r), Some(p)) = (r, per.get_mut(i)) {
+                        *p = Some(r);
+                    }
+                }
+            }
+            Err(t3::plan::StudyFailure::T3 { sublayer, error }) => {
+                let where_ = sls.get(sublayer).map(at).unwrap_or_default();
+                return Err(t3_error(error, &where_));
+            }
+            Err(t3::plan::StudyFailure::Callback(e)) => return Err(e.into()),
         }
     }
     for (i, sl) in sls.iter().enumerate() {
@@ -584,20 +590,6 @@ fn run_study(a: &StudyArgs) -> CmdResult {
 /// Whether two sub-layers are the same simulation (shape and TP; the names may differ).
 fn same_shape(a: &SubLayer, b: &SubLayer) -> bool {
     (a.h, a.tokens, a.tp, a.m, a.n, a.k) == (b.h, b.tokens, b.tp, b.m, b.n, b.k)
-}
-
-/// Why a sub-layer of the study has no result.
-enum UnitError {
-    /// The emulator refused or failed (with where).
-    T3(T3Error, String),
-    /// The checkpoint could not be read or written.
-    Checkpoint(checkpoint::CheckpointError),
-}
-
-impl From<checkpoint::CheckpointError> for UnitError {
-    fn from(e: checkpoint::CheckpointError) -> Self {
-        Self::Checkpoint(e)
-    }
 }
 
 fn lock(s: &Mutex<checkpoint::Session>) -> std::sync::MutexGuard<'_, checkpoint::Session> {
