@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 8] = *b"NMCPCKPT";
 
 /// The checkpoint format version; a file of another version is refused.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 /// The file a checkpoint directory holds.
 pub const FILE_NAME: &str = "checkpoint.nmcp";
@@ -413,7 +413,10 @@ mod tests {
         let crc = crc32fast::hash(&bytes[..n]);
         bytes[n..].copy_from_slice(&crc.to_le_bytes());
         let e = decode(p, &bytes).unwrap_err().to_string();
-        assert!(e.contains("version 9") && e.contains("version 2"), "{e}");
+        assert!(
+            e.contains("version 9") && e.contains(&format!("version {FORMAT_VERSION}")),
+            "{e}"
+        );
         let mut c = sample();
         c.nmcp_version = "0.0.0-old".into();
         let e = decode(p, &encode(&c)).unwrap_err().to_string();
