@@ -5,8 +5,8 @@
 
 use nmcp_emulator::hbm::config::RefreshMode;
 use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
-use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
-use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
+use nmcp_emulator::lamb::experiment::{self, EngineSetup};
+use nmcp_emulator::lamb::reference::TensorState;
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
 use nmcp_firmware::nmc::Stage1Program;
@@ -60,12 +60,7 @@ fn outputs_are_identical_across_models_and_policies() {
         let name = setup.name();
         assert!(err <= 1e-5, "{name}: error {err} of the term scale");
         assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
-        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&a.w), bits(&b.w), "{name}: tensor {i} w");
-            assert_eq!(bits(&a.m), bits(&b.m), "{name}: tensor {i} m");
-            assert_eq!(bits(&a.v), bits(&b.v), "{name}: tensor {i} v");
-        }
+        common::assert_same_bits(&name, &state, &base);
         // The model does change the timing: the pipelined ALU frees the column stream.
         if matches!(setup.alu_model, AluModel::Pipelined { .. }) {
             assert!(cycles < base_cycles, "{name}: {cycles} vs {base_cycles}");
@@ -93,12 +88,7 @@ fn outputs_are_identical_across_stage1_programs() {
             base_norm.to_bits(),
             "three-slot {name}: norm"
         );
-        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&a.w), bits(&b.w), "three-slot {name}: tensor {i} w");
-            assert_eq!(bits(&a.m), bits(&b.m), "three-slot {name}: tensor {i} m");
-            assert_eq!(bits(&a.v), bits(&b.v), "three-slot {name}: tensor {i} v");
-        }
+        common::assert_same_bits(&format!("three-slot {name}"), &state, &base);
     }
 }
 
@@ -124,24 +114,7 @@ fn bounds_hold(
     all: Vec<EngineSetup>,
     program: Stage1Program,
 ) {
-    let e = LambExperiment {
-        model: model.name.clone(),
-        preset: preset.clone(),
-        elements: model.tensors().iter().map(|t| t.elements()).collect(),
-        input: None,
-        functional: false,
-        seed: 1,
-        steps: 1,
-        ts_entries: 16,
-        hyper: LambHyper::default(),
-        host_reduction_ns: 0.0,
-        lamb_share: vec![],
-        breakdown: false,
-        ts_sweep: true,
-        setups: all,
-        program,
-        timeline: None,
-    };
+    let e = common::sweep_experiment(model, preset.clone(), all, program);
     let r = experiment::run(&e, &mut || {}).unwrap().report;
     assert!(
         (r.physical_bound - 8.0).abs() < 1e-12,
@@ -348,12 +321,7 @@ proptest! {
         let (mut nmc, mut mem) = rig(&p, AluModel::Pipelined { ops_per_tck }, policy);
         let phases: Vec<(usize, u32)> = phases.iter().map(|&(b, r)| (b, r * 3)).collect();
         let cmd = program(chunk, cols, start, &phases);
-        for _ in 0..jobs {
-            nmc.submit(0, &cmd, &mut mem).unwrap();
-        }
-        let log = log_of(&nmc);
-        prop_assert!(!log.is_empty());
-        let r = replay(&p, &log);
+        let r = common::submit_and_replay(&p, &mut nmc, &mut mem, &cmd, jobs);
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }

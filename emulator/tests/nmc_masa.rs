@@ -6,8 +6,7 @@
 
 use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
 use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
-use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
-use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
+use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
@@ -187,23 +186,9 @@ proptest! {
         let phases: Vec<(usize, u32)> =
             phases.iter().map(|&(b, sub, r)| (b, sub * SA + r * 3)).collect();
         let cmd = program(chunk, cols, start, &phases);
-        for _ in 0..jobs {
-            nmc.submit(0, &cmd, &mut mem).unwrap();
-        }
-        let log = log_of(&nmc);
-        prop_assert!(!log.is_empty());
-        let r = replay(&p, &log);
+        let r = common::submit_and_replay(&p, &mut nmc, &mut mem, &cmd, jobs);
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
-}
-
-/// [`common::lamb_functional`] with the four-slot stage-1 program.
-fn lamb_on(
-    preset: &HbmPreset,
-    setup: EngineSetup,
-    steps: usize,
-) -> (Vec<TensorState>, f64, f32, u64) {
-    common::lamb_functional(preset, setup, Stage1Program::FourSlot, steps)
 }
 
 /// MASA computes the same bits as every other setup (the policy and the subarray row map
@@ -211,13 +196,14 @@ fn lamb_on(
 #[test]
 fn masa_outputs_are_identical_to_the_other_policies() {
     let p = masa_hbm2(RefreshMode::AllBank);
-    let (base, base_err, base_norm, _) = lamb_on(&p, EngineSetup::COLUMN_TRIGGERED, 3);
+    let (base, base_err, base_norm, _) =
+        common::lamb_four_slot(&p, EngineSetup::COLUMN_TRIGGERED, 3);
     assert!(base_err <= 1e-5, "column-triggered: {base_err}");
     let staged = EngineSetup {
         alu_model: AluModel::PIPELINED,
         row_policy: RowPolicy::Staged,
     };
-    let (_, _, _, staged_cycles) = lamb_on(&p, staged, 3);
+    let (_, _, _, staged_cycles) = common::lamb_four_slot(&p, staged, 3);
     for setup in [
         MASA,
         EngineSetup {
@@ -225,16 +211,11 @@ fn masa_outputs_are_identical_to_the_other_policies() {
             row_policy: RowPolicy::Masa,
         },
     ] {
-        let (state, err, norm, cycles) = lamb_on(&p, setup, 3);
+        let (state, err, norm, cycles) = common::lamb_four_slot(&p, setup, 3);
         let name = setup.name();
         assert!(err <= 1e-5, "{name}: error {err} of the term scale");
         assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
-        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&a.w), bits(&b.w), "{name}: tensor {i} w");
-            assert_eq!(bits(&a.m), bits(&b.m), "{name}: tensor {i} m");
-            assert_eq!(bits(&a.v), bits(&b.v), "{name}: tensor {i} v");
-        }
+        common::assert_same_bits(&name, &state, &base);
         assert!(
             cycles < staged_cycles,
             "{name}: {cycles} vs staged {staged_cycles}"
@@ -273,24 +254,7 @@ fn masa_speedup_never_exceeds_the_physical_bound() {
         alu_model: AluModel::Pipelined { ops_per_tck: 16 },
         row_policy: RowPolicy::Masa,
     });
-    let e = LambExperiment {
-        model: model.name.clone(),
-        preset: preset.clone(),
-        elements: model.tensors().iter().map(|t| t.elements()).collect(),
-        input: None,
-        functional: false,
-        seed: 1,
-        steps: 1,
-        ts_entries: 16,
-        hyper: LambHyper::default(),
-        host_reduction_ns: 0.0,
-        lamb_share: vec![],
-        breakdown: false,
-        ts_sweep: true,
-        setups,
-        program: Stage1Program::FourSlot,
-        timeline: None,
-    };
+    let e = common::sweep_experiment(&model, preset.clone(), setups, Stage1Program::FourSlot);
     let r = experiment::run(&e, &mut || {}).unwrap().report;
     assert!(
         (r.physical_bound - 8.0).abs() < 1e-12,

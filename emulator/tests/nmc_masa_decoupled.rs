@@ -4,24 +4,20 @@
 //! property test replaying the command log through a fresh checked timing state,
 //! bit-identical LAMB outputs, and the physical bound.
 
-use std::sync::Arc;
-
 use nmcp_emulator::hbm::config::{RefreshMode, Subarrays, TimingCycles};
-use nmcp_emulator::hbm::{AddressMapping, HbmPreset, PseudoChannel};
-use nmcp_emulator::lamb::experiment::{self, EngineSetup, LambExperiment};
-use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
+use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
+use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::memctrl::LoggedCommand;
-use nmcp_emulator::memory::DeviceMemory;
 use nmcp_emulator::nmc::engine::{decoupled_buffer_columns, AluModel, RowMap, RowPolicy};
-use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
+use nmcp_emulator::nmc::system::NmcSystemConfig;
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_isa::asm::parse_macro;
 use proptest::prelude::*;
 
 mod common;
-use common::{kind, log_of, name, program, replay, LINEAR};
+use common::{kind, log_of, name, program, replay};
 
 /// Rows per subarray of `masa16_hbm2` (16384 rows / 16).
 const SA: u32 = 1024;
@@ -46,34 +42,6 @@ fn masa_hbm2(refresh: RefreshMode, per_bank: u32) -> HbmPreset {
     };
     p.check().unwrap();
     p
-}
-
-/// An NMC block (pseudo-channel 0 logging, timing only) under `policy` with the row map
-/// `map`.
-fn rig_with_map(
-    preset: &HbmPreset,
-    alu_model: AluModel,
-    policy: RowPolicy,
-    map: Option<RowMap>,
-) -> (NmcBlock, DeviceMemory) {
-    let m = AddressMapping::parse(LINEAR, preset).unwrap();
-    let mut nmc = NmcBlock::new(
-        preset,
-        m,
-        NmcSystemConfig {
-            parallel: false,
-            functional: false,
-            alu_model,
-            row_policy: policy,
-            row_map: map.map(Arc::new),
-            ..NmcSystemConfig::default()
-        },
-    );
-    nmc.memory_system_mut()
-        .controller_mut(0)
-        .unwrap()
-        .set_logging(true);
-    (nmc, DeviceMemory::with_capacity(preset.capacity_bytes()))
 }
 
 /// Logical rows `0..rows` spread over subarrays 1..=ways in turn (row j in subarray
@@ -115,7 +83,7 @@ fn decoupled_buffers_are_sized_from_trfc_and_a_row_move() {
 fn activate_ahead_opens_the_next_row_before_the_stream_needs_it() {
     let p = masa_hbm2(RefreshMode::Off, 16);
     let t = *PseudoChannel::new(&p).timing();
-    let (mut nmc, mut mem) = rig_with_map(
+    let (mut nmc, mut mem) = common::rig_with_map(
         &p,
         AluModel::PIPELINED,
         RowPolicy::MasaDecoupled,
@@ -216,7 +184,8 @@ fn decoupled_refresh_keeps_posted_writes_buffered() {
     let src = ".macro channels=0+1 mode=all col_start=0 col_count=1024 chunk=4\n\
          .phase row=0\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n";
     let cmd = parse_macro(src).unwrap();
-    let (mut nmc, mut mem) = rig_with_map(&p, AluModel::PIPELINED, RowPolicy::MasaDecoupled, None);
+    let (mut nmc, mut mem) =
+        common::rig_with_map(&p, AluModel::PIPELINED, RowPolicy::MasaDecoupled, None);
     nmc.submit(0, &cmd, &mut mem).unwrap();
     let log = log_of(&nmc);
     let end = nmc.engines()[0].now();
@@ -243,7 +212,7 @@ fn decoupled_refresh_keeps_posted_writes_buffered() {
     replay(&p, &log).unwrap();
 
     // MASA drains before every REF (the contrast the assertion above relies on).
-    let (mut nmc, mut mem) = rig_with_map(&p, AluModel::PIPELINED, RowPolicy::Masa, None);
+    let (mut nmc, mut mem) = common::rig_with_map(&p, AluModel::PIPELINED, RowPolicy::Masa, None);
     nmc.submit(0, &cmd, &mut mem).unwrap();
     let masa = reads_writes_before_each_ref(&log_of(&nmc));
     assert!(masa.iter().all(|&(r, w)| w == r), "{masa:?}");
@@ -268,30 +237,16 @@ proptest! {
         jobs in 1usize..=3,
     ) {
         let p = masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 16);
-        let (mut nmc, mut mem) = rig_with_map(
+        let (mut nmc, mut mem) = common::rig_with_map(
             &p,
             AluModel::Pipelined { ops_per_tck },
             RowPolicy::MasaDecoupled,
             Some(alternating(24, ways)),
         );
         let cmd = program(chunk, cols, start, &phases);
-        for _ in 0..jobs {
-            nmc.submit(0, &cmd, &mut mem).unwrap();
-        }
-        let log = log_of(&nmc);
-        prop_assert!(!log.is_empty());
-        let r = replay(&p, &log);
+        let r = common::submit_and_replay(&p, &mut nmc, &mut mem, &cmd, jobs);
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
-}
-
-/// [`common::lamb_functional`] with the four-slot stage-1 program.
-fn lamb_on(
-    preset: &HbmPreset,
-    setup: EngineSetup,
-    steps: usize,
-) -> (Vec<TensorState>, f64, f32, u64) {
-    common::lamb_functional(preset, setup, Stage1Program::FourSlot, steps)
 }
 
 /// The decoupled policy computes the same bits as column-triggered program order, with
@@ -299,7 +254,8 @@ fn lamb_on(
 #[test]
 fn decoupled_outputs_are_identical_to_the_other_policies() {
     let p8 = masa_hbm2(RefreshMode::AllBank, 8);
-    let (base, base_err, base_norm, _) = lamb_on(&p8, EngineSetup::COLUMN_TRIGGERED, 3);
+    let (base, base_err, base_norm, _) =
+        common::lamb_four_slot(&p8, EngineSetup::COLUMN_TRIGGERED, 3);
     assert!(base_err <= 1e-5, "column-triggered: {base_err}");
     for (p, setup) in [
         (p8.clone(), DECOUPLED),
@@ -312,16 +268,11 @@ fn decoupled_outputs_are_identical_to_the_other_policies() {
             },
         ),
     ] {
-        let (state, err, norm, _) = lamb_on(&p, setup, 3);
+        let (state, err, norm, _) = common::lamb_four_slot(&p, setup, 3);
         let name = format!("{} on {} subarrays", setup.name(), p.subarrays.per_bank);
         assert!(err <= 1e-5, "{name}: error {err} of the term scale");
         assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
-        for (i, (a, b)) in state.iter().zip(&base).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&a.w), bits(&b.w), "{name}: tensor {i} w");
-            assert_eq!(bits(&a.m), bits(&b.m), "{name}: tensor {i} m");
-            assert_eq!(bits(&a.v), bits(&b.v), "{name}: tensor {i} v");
-        }
+        common::assert_same_bits(&name, &state, &base);
     }
 }
 
@@ -380,24 +331,12 @@ fn decoupled_speedup_never_exceeds_the_physical_bound() {
             ],
         ),
     ] {
-        let e = LambExperiment {
-            model: model.name.clone(),
-            preset: HbmPreset::builtin(preset).unwrap(),
-            elements: model.tensors().iter().map(|t| t.elements()).collect(),
-            input: None,
-            functional: false,
-            seed: 1,
-            steps: 1,
-            ts_entries: 16,
-            hyper: LambHyper::default(),
-            host_reduction_ns: 0.0,
-            lamb_share: vec![],
-            breakdown: false,
-            ts_sweep: true,
+        let e = common::sweep_experiment(
+            &model,
+            HbmPreset::builtin(preset).unwrap(),
             setups,
-            program: Stage1Program::FourSlot,
-            timeline: None,
-        };
+            Stage1Program::FourSlot,
+        );
         let r = experiment::run(&e, &mut || {}).unwrap().report;
         assert!((r.physical_bound - 8.0).abs() < 1e-12);
         for m in &r.alu_models {

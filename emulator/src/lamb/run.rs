@@ -167,6 +167,22 @@ pub fn layout(preset: &HbmPreset, elements: &[u64]) -> Result<Layout, LambError>
     })
 }
 
+/// Rows per subarray of `preset`, once the descriptor table at the start of `layout`
+/// (kept in subarray 0 by both MASA layouts) is known to fit one.
+///
+/// # Errors
+/// [`LambError::Data`] when the table needs more rows than a subarray has.
+fn subarray_rows(preset: &HbmPreset, layout: &Layout) -> Result<u32, LambError> {
+    let rows_per = preset.organisation.rows / preset.subarrays.per_bank.max(1);
+    let table_rows = layout.tensors.first().map_or(0, |t| t.desc.g_row);
+    if table_rows > rows_per {
+        return Err(LambError::Data(format!(
+            "masa layout: the descriptor table needs {table_rows} rows, a subarray has {rows_per}"
+        )));
+    }
+    Ok(rows_per)
+}
+
 /// The MASA layout's row mapping (docs/decisions/dram.md, "Subarrays (MASA)"): the
 /// firmware's layout ([`layout`]) stays as it is (the board shares it); the engines'
 /// commands see array `k` of every tensor (g, w, m, v, u for k = 0..5) in subarray `k + 1`,
@@ -189,14 +205,8 @@ pub fn masa_row_map(
             preset.name
         )));
     }
-    let rows_per = preset.organisation.rows / per_bank;
+    let rows_per = subarray_rows(preset, layout)?;
     let first = |d: &TensorDesc| [d.g_row, d.w_row, d.m_row, d.v_row, d.u_row];
-    let table_rows = layout.tensors.first().map_or(0, |t| t.desc.g_row);
-    if table_rows > rows_per {
-        return Err(LambError::Data(format!(
-            "masa layout: the descriptor table needs {table_rows} rows, a subarray has {rows_per}"
-        )));
-    }
     let mut used = [0u32; 5];
     let mut ranges = Vec::with_capacity(5 * layout.tensors.len());
     for (i, t) in layout.tensors.iter().enumerate() {
@@ -245,14 +255,8 @@ pub fn masa_alternating_row_map(
             preset.name
         )));
     }
-    let rows_per = preset.organisation.rows / per_bank;
+    let rows_per = subarray_rows(preset, layout)?;
     let first = |d: &TensorDesc| [d.g_row, d.w_row, d.m_row, d.v_row, d.u_row];
-    let table_rows = layout.tensors.first().map_or(0, |t| t.desc.g_row);
-    if table_rows > rows_per {
-        return Err(LambError::Data(format!(
-            "masa layout: the descriptor table needs {table_rows} rows, a subarray has {rows_per}"
-        )));
-    }
     let mut used = [[0u32; 2]; 5];
     let mut ranges = Vec::new();
     for (i, t) in layout.tensors.iter().enumerate() {

@@ -6,13 +6,14 @@
 
 use nmcp_emulator::hbm::timing::{Gate, TimingError};
 use nmcp_emulator::hbm::{AddressMapping, Command, Cycle, HbmPreset, PseudoChannel};
-use nmcp_emulator::lamb::experiment::EngineSetup;
+use nmcp_emulator::lamb::experiment::{EngineSetup, LambExperiment};
 use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::CheckedRun;
+use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::memctrl::LoggedCommand;
 use nmcp_emulator::memory::DeviceMemory;
-use nmcp_emulator::nmc::engine::{AluModel, RowPolicy};
+use nmcp_emulator::nmc::engine::{AluModel, RowMap, RowPolicy};
 use nmcp_emulator::nmc::system::{NmcBlock, NmcSystemConfig};
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_isa::asm::parse_macro;
@@ -30,6 +31,16 @@ pub fn rig(
     alu_model: AluModel,
     row_policy: RowPolicy,
 ) -> (NmcBlock, DeviceMemory) {
+    rig_with_map(preset, alu_model, row_policy, None)
+}
+
+/// [`rig`] with the engines' rows going through the row map `map`.
+pub fn rig_with_map(
+    preset: &HbmPreset,
+    alu_model: AluModel,
+    row_policy: RowPolicy,
+    map: Option<RowMap>,
+) -> (NmcBlock, DeviceMemory) {
     let m = AddressMapping::parse(LINEAR, preset).unwrap();
     let mut nmc = NmcBlock::new(
         preset,
@@ -39,6 +50,7 @@ pub fn rig(
             functional: false,
             alu_model,
             row_policy,
+            row_map: map.map(std::sync::Arc::new),
             ..NmcSystemConfig::default()
         },
     );
@@ -47,6 +59,18 @@ pub fn rig(
         .unwrap()
         .set_logging(true);
     (nmc, DeviceMemory::with_capacity(preset.capacity_bytes()))
+}
+
+/// Asserts that the tensors `state` hold exactly `base`'s bits (w, m and v of each),
+/// naming `name` and the tensor on a mismatch.
+pub fn assert_same_bits(name: &str, state: &[TensorState], base: &[TensorState]) {
+    assert_eq!(state.len(), base.len(), "{name}: tensors");
+    for (i, (a, b)) in state.iter().zip(base).enumerate() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a.w), bits(&b.w), "{name}: tensor {i} w");
+        assert_eq!(bits(&a.m), bits(&b.m), "{name}: tensor {i} m");
+        assert_eq!(bits(&a.v), bits(&b.v), "{name}: tensor {i} v");
+    }
 }
 
 /// Pseudo-channel 0's command log.
@@ -131,6 +155,15 @@ pub fn gate_with(
     }
     pc.issue(&next, want)
         .unwrap_or_else(|e| panic!("{next} at its earliest {want}: {e}"));
+}
+
+/// [`lamb_functional`] with the four-slot stage-1 program.
+pub fn lamb_four_slot(
+    preset: &HbmPreset,
+    setup: EngineSetup,
+    steps: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
+    lamb_functional(preset, setup, Stage1Program::FourSlot, steps)
 }
 
 /// w, m, v after `steps` functional LAMB steps (four tensors of 7 to 20,000 elements,
@@ -218,4 +251,54 @@ pub fn full_and_mirrored(
         (cycles, r.totals())
     };
     (run(false), run(true))
+}
+
+/// Submits `cmd` `jobs` times to `nmc`, then replays pseudo-channel 0's command log
+/// through a fresh checked channel of `preset`: the gate property tests' check. An
+/// empty log is an error too (the program issued nothing to check).
+pub fn submit_and_replay(
+    preset: &HbmPreset,
+    nmc: &mut NmcBlock,
+    mem: &mut DeviceMemory,
+    cmd: &MacroCommand,
+    jobs: usize,
+) -> Result<(), String> {
+    for _ in 0..jobs {
+        nmc.submit(0, cmd, mem)
+            .map_err(|e| format!("submit: {e}"))?;
+    }
+    let log = log_of(nmc);
+    if log.is_empty() {
+        return Err("no command issued".into());
+    }
+    replay(preset, &log)
+}
+
+/// A timing-only LAMB experiment of `model` on `preset` under `setups` with the stage-1
+/// `program`, one step at TS 16 with the TS sweep, no host reductions: what the bound
+/// tests run.
+pub fn sweep_experiment(
+    model: &ModelPreset,
+    preset: HbmPreset,
+    setups: Vec<EngineSetup>,
+    program: Stage1Program,
+) -> LambExperiment {
+    LambExperiment {
+        model: model.name.clone(),
+        preset,
+        elements: model.tensors().iter().map(|t| t.elements()).collect(),
+        input: None,
+        functional: false,
+        seed: 1,
+        steps: 1,
+        ts_entries: 16,
+        hyper: LambHyper::default(),
+        host_reduction_ns: 0.0,
+        lamb_share: vec![],
+        breakdown: false,
+        ts_sweep: true,
+        setups,
+        program,
+        timeline: None,
+    }
 }
