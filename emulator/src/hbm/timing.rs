@@ -1032,30 +1032,28 @@ impl PseudoChannel {
     }
 
     fn open(&mut self, i: usize, row: u32, at: Cycle) {
-        let t = self.t;
         let b = &mut self.banks[i];
         b.open_row = row;
         b.opened_at = at;
         self.open_rows[i] = row;
-        b.act.raise(at + t.trc, Gate::Trc);
-        b.pre.raise(at + t.tras, Gate::Tras);
-        b.rd.raise(at + t.trcdrd, Gate::TrcdRd);
-        b.wr.raise(at + t.trcdwr, Gate::TrcdWr);
+        b.act.raise(at + self.t.trc, Gate::Trc);
+        b.pre.raise(at + self.t.tras, Gate::Tras);
+        b.rd.raise(at + self.t.trcdrd, Gate::TrcdRd);
+        b.wr.raise(at + self.t.trcdwr, Gate::TrcdWr);
         let m = &mut self.bank_max;
-        m.act = m.act.max(at + t.trc);
-        m.pre = m.pre.max(at + t.tras);
-        m.rd = m.rd.max(at + t.trcdrd);
-        m.wr = m.wr.max(at + t.trcdwr);
+        m.act = m.act.max(at + self.t.trc);
+        m.pre = m.pre.max(at + self.t.tras);
+        m.rd = m.rd.max(at + self.t.trcdrd);
+        m.wr = m.wr.max(at + self.t.trcdwr);
         self.open_banks += 1;
         if let Some(ms) = &mut self.masa {
             if let Some(s) = ms.of(row) {
-                ms.open(&t, i, s, row, at);
+                ms.open(&self.t, i, s, row, at);
             }
         }
     }
 
     fn close(&mut self, i: usize, at: Cycle) {
-        let t = self.t;
         let b = &mut self.banks[i];
         if b.open_row != NO_ROW {
             b.open_row = NO_ROW;
@@ -1063,10 +1061,10 @@ impl PseudoChannel {
             self.open_banks -= 1;
             self.open_rows[i] = NO_ROW;
         }
-        b.act.raise(at + t.trp, Gate::Trp);
-        self.bank_max.act = self.bank_max.act.max(at + t.trp);
+        b.act.raise(at + self.t.trp, Gate::Trp);
+        self.bank_max.act = self.bank_max.act.max(at + self.t.trp);
         if let Some(m) = &mut self.masa {
-            m.close_all(&t, i, at);
+            m.close_all(&self.t, i, at);
         }
     }
 
@@ -1100,23 +1098,21 @@ impl PseudoChannel {
     /// The ACT-to-ACT power limits after an all-bank activate (AB-ACT, AB-SA-ACT): tRRD_L
     /// in every bank group, tRRD_S, and all four tFAW slots (it counts as four ACTs).
     fn all_bank_act_gates(&mut self, at: Cycle) {
-        let t = self.t;
         for g in &mut self.groups {
-            g.act.raise(at + t.trrd_l, Gate::TrrdL);
+            g.act.raise(at + self.t.trrd_l, Gate::TrrdL);
         }
-        self.group_max.act = self.group_max.act.max(at + t.trrd_l);
-        self.act.raise(at + t.trrd_s, Gate::TrrdS);
-        self.faw = [at + t.tfaw; 4];
+        self.group_max.act = self.group_max.act.max(at + self.t.trrd_l);
+        self.act.raise(at + self.t.trrd_s, Gate::TrrdS);
+        self.faw = [at + self.t.tfaw; 4];
     }
 
     /// Applies a command already checked by [`Self::issue`].
     #[inline]
     fn apply(&mut self, cmd: &Command, at: Cycle) {
-        let t = self.t;
         self.counts[cmd.kind() as usize] += 1;
         if cmd.kind().is_row_command() {
             let cycles = if matches!(cmd, Command::Act { .. } | Command::AbAct { .. }) {
-                t.act_bus
+                self.t.act_bus
             } else {
                 1
             };
@@ -1131,10 +1127,10 @@ impl PseudoChannel {
                 self.open(i, row, at);
                 self.groups[i >> self.group_shift]
                     .act
-                    .raise(at + t.trrd_l, Gate::TrrdL);
-                self.group_max.act = self.group_max.act.max(at + t.trrd_l);
-                self.act.raise(at + t.trrd_s, Gate::TrrdS);
-                self.faw[self.faw_next] = at + t.tfaw;
+                    .raise(at + self.t.trrd_l, Gate::TrrdL);
+                self.group_max.act = self.group_max.act.max(at + self.t.trrd_l);
+                self.act.raise(at + self.t.trrd_s, Gate::TrrdS);
+                self.faw[self.faw_next] = at + self.t.tfaw;
                 self.faw_next = (self.faw_next + 1) % self.faw.len();
             }
             Command::AbAct { row } => {
@@ -1157,36 +1153,36 @@ impl PseudoChannel {
             Command::Rd { bank, .. } => {
                 let i = idx(self, bank);
                 let g = &mut self.groups[i >> self.group_shift];
-                g.rd.raise(at + t.tccd_l, Gate::TccdL);
-                self.group_max.rd = self.group_max.rd.max(at + t.tccd_l);
-                self.rd.raise(at + t.tccd_s, Gate::TccdS);
-                self.wr.raise(at + t.rd_to_wr, Gate::ReadToWrite);
-                self.banks[i].pre.raise(at + t.trtp, Gate::Trtp);
-                self.bank_max.pre = self.bank_max.pre.max(at + t.trtp);
+                g.rd.raise(at + self.t.tccd_l, Gate::TccdL);
+                self.group_max.rd = self.group_max.rd.max(at + self.t.tccd_l);
+                self.rd.raise(at + self.t.tccd_s, Gate::TccdS);
+                self.wr.raise(at + self.t.rd_to_wr, Gate::ReadToWrite);
+                self.banks[i].pre.raise(at + self.t.trtp, Gate::Trtp);
+                self.bank_max.pre = self.bank_max.pre.max(at + self.t.trtp);
                 if let Some(m) = &mut self.masa {
-                    m.column(i, at + t.trtp, Gate::Trtp);
+                    m.column(i, at + self.t.trtp, Gate::Trtp);
                 }
             }
             Command::Wr { bank, .. } | Command::Update { bank, .. } => {
                 let i = idx(self, bank);
                 let g = &mut self.groups[i >> self.group_shift];
-                g.wr.raise(at + t.tccd_l, Gate::TccdL);
-                g.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
+                g.wr.raise(at + self.t.tccd_l, Gate::TccdL);
+                g.rd.raise(at + self.t.wr_to_rd_l, Gate::WtrL);
                 if matches!(cmd, Command::Update { .. }) {
-                    g.wr.raise(at + t.tccdwl, Gate::Tccdwl);
-                    g.rd.raise(at + t.tccdwl, Gate::Tccdwl);
+                    g.wr.raise(at + self.t.tccdwl, Gate::Tccdwl);
+                    g.rd.raise(at + self.t.tccdwl, Gate::Tccdwl);
                 }
                 let (g_rd, g_wr) = (g.rd.at, g.wr.at);
                 self.group_max.rd = self.group_max.rd.max(g_rd);
                 self.group_max.wr = self.group_max.wr.max(g_wr);
-                self.wr.raise(at + t.tccd_s, Gate::TccdS);
-                self.rd.raise(at + t.wr_to_rd_s, Gate::WtrS);
+                self.wr.raise(at + self.t.tccd_s, Gate::TccdS);
+                self.rd.raise(at + self.t.wr_to_rd_s, Gate::WtrS);
                 self.banks[i]
                     .pre
-                    .raise(at + t.wr_to_pre, Gate::WriteRecovery);
-                self.bank_max.pre = self.bank_max.pre.max(at + t.wr_to_pre);
+                    .raise(at + self.t.wr_to_pre, Gate::WriteRecovery);
+                self.bank_max.pre = self.bank_max.pre.max(at + self.t.wr_to_pre);
                 if let Some(m) = &mut self.masa {
-                    m.column(i, at + t.wr_to_pre, Gate::WriteRecovery);
+                    m.column(i, at + self.t.wr_to_pre, Gate::WriteRecovery);
                 }
             }
             // An all-bank column command blocks every bank group for tCCD_L (and a write
@@ -1195,35 +1191,36 @@ impl PseudoChannel {
             // group's gate and the pseudo-channel's, so raising the groups as well would
             // change no cycle: they are left alone.
             Command::AbRd { .. } => {
-                self.rd.raise(at + t.tccd_l, Gate::AllBankColumn);
-                self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                self.all_pre.raise(at + t.trtp, Gate::Trtp);
+                self.rd.raise(at + self.t.tccd_l, Gate::AllBankColumn);
+                self.wr.raise(at + self.t.tccd_l, Gate::AllBankColumn);
+                self.all_pre.raise(at + self.t.trtp, Gate::Trtp);
                 if let Some(m) = &mut self.masa {
                     for i in 0..self.banks.len() {
-                        m.column(i, at + t.trtp, Gate::Trtp);
+                        m.column(i, at + self.t.trtp, Gate::Trtp);
                     }
                 }
             }
             Command::AbWr { .. } => {
-                self.wr.raise(at + t.tccd_l, Gate::AllBankColumn);
-                self.rd.raise(at + t.wr_to_rd_l, Gate::WtrL);
-                self.all_pre.raise(at + t.wr_to_pre, Gate::WriteRecovery);
+                self.wr.raise(at + self.t.tccd_l, Gate::AllBankColumn);
+                self.rd.raise(at + self.t.wr_to_rd_l, Gate::WtrL);
+                self.all_pre
+                    .raise(at + self.t.wr_to_pre, Gate::WriteRecovery);
                 if let Some(m) = &mut self.masa {
                     for i in 0..self.banks.len() {
-                        m.column(i, at + t.wr_to_pre, Gate::WriteRecovery);
+                        m.column(i, at + self.t.wr_to_pre, Gate::WriteRecovery);
                     }
                 }
             }
             Command::Ref => {
                 for b in &mut self.banks {
-                    b.act.raise(at + t.trfc, Gate::Trfc);
+                    b.act.raise(at + self.t.trfc, Gate::Trfc);
                 }
-                self.bank_max.act = self.bank_max.act.max(at + t.trfc);
+                self.bank_max.act = self.bank_max.act.max(at + self.t.trfc);
             }
             Command::RefPb { bank } => {
                 let i = idx(self, bank);
-                self.banks[i].act.raise(at + t.trfcpb, Gate::TrfcPb);
-                self.bank_max.act = self.bank_max.act.max(at + t.trfcpb);
+                self.banks[i].act.raise(at + self.t.trfcpb, Gate::TrfcPb);
+                self.bank_max.act = self.bank_max.act.max(at + self.t.trfcpb);
             }
             Command::AbSaAct { row } => {
                 let Some(s) = self.masa.as_ref().and_then(|m| m.of(row)) else {
@@ -1231,12 +1228,12 @@ impl PseudoChannel {
                 };
                 for i in 0..self.banks.len() {
                     if let Some(m) = &mut self.masa {
-                        m.open(&t, i, s, row, at);
+                        m.open(&self.t, i, s, row, at);
                     }
-                    self.banks[i].pre.raise(at + t.tras, Gate::Tras);
+                    self.banks[i].pre.raise(at + self.t.tras, Gate::Tras);
                     self.designate(i, s, row, at, at, Gate::TrcdRd);
                 }
-                self.bank_max.pre = self.bank_max.pre.max(at + t.tras);
+                self.bank_max.pre = self.bank_max.pre.max(at + self.t.tras);
                 self.all_bank_act_gates(at);
             }
             Command::AbSaSel { row } => {
@@ -1259,7 +1256,7 @@ impl PseudoChannel {
                     let Some(m) = &mut self.masa else {
                         return;
                     };
-                    m.close(&t, i, s, at);
+                    m.close(&self.t, i, s, at);
                     if m.designated[i] as usize == s {
                         let b = &mut self.banks[i];
                         if b.open_row != NO_ROW {

@@ -45,7 +45,7 @@ use crate::hbm::{AddressMapping, Cycle, DramAddr, HbmPreset};
 use crate::sim::{ClockDomain, Component, Tick};
 
 use pending::CompletionQueue;
-use scheduler::PartKind;
+use scheduler::{PackedSource, PartKind};
 
 pub use arbiter::{Arbiter, ArbiterView, ClassSet, FrFcfs, Grant, Issued, Mca, RoundRobin};
 pub use controller::{
@@ -83,16 +83,44 @@ pub struct Backpressure {
     pub pseudo_channel: usize,
 }
 
-/// What the front end tracks of an accepted request on the hot path (24 bytes; what a
-/// completion needs besides sits in [`MemorySystem::meta`], written only when completions
-/// are handed out).
+/// What the front end tracks of an accepted request, in one 64-byte cache line: a
+/// completion reads the slot it updates and nothing else (the request's id, address,
+/// arrival and sender used to sit in a side table, a second cache miss per completion
+/// of a T3 run). Those four are written only when completions are handed out
+/// (`MemorySystem::keep_meta`), so they are never part of a saved state.
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[repr(align(64))]
 struct Slot {
     /// Cycle the front end accepted the request into a controller queue.
     accepted: Cycle,
     done_at: Cycle,
     parts_left: u8,
     kind: PartKind,
+    #[serde(skip, default)]
+    id: u64,
+    #[serde(skip, default)]
+    addr: u64,
+    #[serde(skip, default)]
+    arrival: Cycle,
+    #[serde(skip, default)]
+    source: PackedSource,
+}
+
+impl Slot {
+    /// The slot of `req`, accepted at `accepted` in `parts` parts, without the fields
+    /// only a completion handed out reads.
+    fn new(accepted: Cycle, parts: u8, req: &Request) -> Self {
+        Slot {
+            accepted,
+            done_at: 0,
+            parts_left: parts,
+            kind: PartKind::new(req.access, req.class),
+            id: 0,
+            addr: 0,
+            arrival: 0,
+            source: PackedSource::default(),
+        }
+    }
 }
 
 /// A device of controllers behind an address mapping.
@@ -111,9 +139,8 @@ pub struct MemorySystem {
     /// The minimum of `wake`.
     next: Cycle,
     slots: Vec<Slot>,
-    /// Per slot: the request's id and the request (for [`MemCompletion`]s).
-    meta: Vec<(RequestId, Request)>,
-    /// Whether to fill `meta` (off inside [`MemorySystem::run`], which hands out none).
+    /// Whether to fill the slots' completion fields (off inside [`MemorySystem::run`],
+    /// which hands out none).
     keep_meta: bool,
     free: Vec<u32>,
     done: Vec<Completion>,
@@ -283,7 +310,6 @@ impl MemorySystem {
             wake: vec![Cycle::MAX; n],
             next: Cycle::MAX,
             slots: Vec::with_capacity(capacity),
-            meta: Vec::new(),
             keep_meta: true,
             free: Vec::with_capacity(capacity),
             done: Vec::with_capacity(64),
@@ -490,20 +516,14 @@ impl MemorySystem {
         let parts: u8 = if merged { 1 } else { 2 };
         let id = RequestId(self.next_id);
         self.next_id += 1;
-        let slot = Slot {
-            accepted: now,
-            done_at: 0,
-            parts_left: parts,
-            kind: PartKind::new(req.access, req.class),
-        };
-        let tag = self.take_slot(slot);
+        let mut slot = Slot::new(now, parts, req);
         if self.keep_meta {
-            let t = tag as usize;
-            if self.meta.len() <= t {
-                self.meta.resize(t + 1, (RequestId(0), *req));
-            }
-            self.meta[t] = (id, *req);
+            slot.id = id.0;
+            slot.addr = req.addr;
+            slot.arrival = req.arrival;
+            slot.source = PackedSource::new(req.source);
         }
+        let tag = self.take_slot(slot);
         let bursts = if merged && second.is_some() { 2 } else { 1 };
         self.enqueue_part(now, pa, &a, req, tag, bursts);
         if let (Some(b), false) = (second, merged) {
@@ -560,18 +580,16 @@ impl MemorySystem {
                     self.read_latency.record(s.done_at - s.accepted);
                 }
                 self.last_completion = self.last_completion.max(s.done_at);
-                if let (Some(out), Some(&(id, r))) =
-                    (out.as_deref_mut(), self.meta.get(c.tag as usize))
-                {
+                if let Some(out) = out.as_deref_mut() {
                     out.push(
                         s.done_at,
                         MemCompletion {
-                            id,
-                            addr: r.addr,
-                            access: r.access,
-                            class: r.class,
-                            source: r.source,
-                            arrival: r.arrival,
+                            id: RequestId(s.id),
+                            addr: s.addr,
+                            access: s.kind.access(),
+                            class: s.kind.class(),
+                            source: s.source.get(),
+                            arrival: s.arrival,
                             accepted: s.accepted,
                             finish: s.done_at,
                         },
@@ -1174,13 +1192,7 @@ impl MemorySystem {
         let (a, pa, second, merged) = self.place(req);
         let parts: u8 = if merged { 1 } else { 2 };
         self.next_id += 1;
-        let slot = Slot {
-            accepted: req.arrival,
-            done_at: 0,
-            parts_left: parts,
-            kind: PartKind::new(req.access, req.class),
-        };
-        let tag = self.take_slot(slot);
+        let tag = self.take_slot(Slot::new(req.arrival, parts, req));
         let part = |d: &crate::hbm::DramAddr, bursts: u8| RequestPart {
             access: req.access,
             class: req.class,
