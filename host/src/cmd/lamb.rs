@@ -169,7 +169,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         .map(|n| {
             EngineSetup::parse(n).ok_or_else(|| {
                 format!(
-                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa or +masa-decoupled (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled activates ahead on lamb-ch6-masa16)"
+                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa, +masa-decoupled or +masa-2jobs (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled and masa-2jobs activate ahead on lamb-ch6-masa16)"
                 )
             })
         })
