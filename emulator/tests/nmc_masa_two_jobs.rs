@@ -230,12 +230,18 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
             .map(|c| log[c.0].at)
             .unwrap()
     };
-    // Two reductions.
+    // Two reductions: an ALU-bound one (which a column-bound job would otherwise overlap)
+    // and a sum of squares.
+    let reducing = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=256 chunk=4\n\
+         .phase row={SA}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  sqacc.f32 ts1\n.end\n"
+    ))
+    .unwrap();
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
     let done = run_together(
         &mut nmc,
         &mut mem,
-        &[&sum_of_squares(SA, 256), &sum_of_squares(3 * SA, 256)],
+        &[&reducing, &sum_of_squares(3 * SA, 256)],
     );
     assert!(first_read_in(&nmc, 3) >= done[0], "a reduction waits for the other");
     replay(&p, &log_of(&nmc)).unwrap();
