@@ -534,3 +534,30 @@ fn two_jobs_mirrored_timing_runs_equal_the_full_simulation() {
     let (full, mirrored) = common::full_and_mirrored("lamb-ch6-masa16", TWO_JOBS);
     assert_eq!(full, mirrored);
 }
+
+/// Queued jobs that have not finished take command-queue room (the firmware's submit
+/// sees `Busy` before the queue overflows), and leave it when they finish.
+#[test]
+fn deferred_jobs_take_queue_room_until_they_finish() {
+    let p = masa16(RefreshMode::Off);
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    let depth = nmc.config().queue_depth;
+    let cmd = add_scalar(SA, 64);
+    for tag in 0..depth as u64 {
+        assert_eq!(nmc.queue_room(0), depth - tag as usize);
+        nmc.submit_deferred(0, &cmd, &mut mem, tag).unwrap();
+    }
+    assert_eq!(nmc.queue_room(0), 0);
+    assert!(nmc.submit_deferred(0, &cmd, &mut mem, 99).is_err());
+    let done: Vec<u64> = nmc
+        .poll(u64::MAX)
+        .into_iter()
+        .filter_map(|f| match f {
+            NmcFinished::Job { at, .. } => Some(at),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.len(), depth);
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "in order");
+    assert_eq!(nmc.queue_room(done[depth - 1]), depth);
+}

@@ -502,6 +502,8 @@ pub struct EngineStats {
     /// stream and the ALU perfectly within each job (but not across jobs: a job ends when
     /// its results are in the row) could reach, with no row switches, refresh or host
     /// time.
+    /// [`RowPolicy::MasaTwoJobs`]: the same per segment (jobs that overlap, from an idle
+    /// engine to the next), the floor of that policy.
     #[serde(skip_serializing_if = "is_zero")]
     pub job_floor_cycles: u64,
     /// [`RowPolicy::MasaDecoupled`]: rows activated ahead of the stream (counted in
@@ -1207,6 +1209,7 @@ impl NmcChannelEngine {
     /// One chunk of `script` from its column `chunk_start` on (every phase's visit of
     /// the chunk's columns); returns the chunk's columns. `posted_before`: MASA's writes
     /// posted before this chunk (they go after its reads).
+    #[inline(always)]
     fn run_chunk<'s>(
         &mut self,
         ctrl: &mut Controller,

@@ -611,7 +611,7 @@ impl NmcBlock {
         self.retire(now);
         self.config
             .queue_depth
-            .saturating_sub(self.outstanding.len())
+            .saturating_sub(self.outstanding.len() + self.pending_jobs.len())
     }
 
     /// Checks, without running it, that the engines accept `cmd`: its channels exist, it
