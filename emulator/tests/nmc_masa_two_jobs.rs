@@ -16,8 +16,8 @@ use nmcp_emulator::memctrl::LoggedCommand;
 use nmcp_emulator::memory::DeviceMemory;
 use nmcp_emulator::nmc::engine::{AluModel, RowMap, RowPolicy};
 use nmcp_emulator::nmc::system::{NmcBlock, NmcFinished};
-use nmcp_firmware::platform::ChannelSet;
 use nmcp_firmware::nmc::Stage1Program;
+use nmcp_firmware::platform::ChannelSet;
 use nmcp_isa::asm::parse_macro;
 use nmcp_isa::nmc::MacroCommand;
 use proptest::prelude::*;
@@ -139,7 +139,10 @@ fn an_alu_bound_job_hides_a_column_bound_one() {
     assert!(b_first < a_last, "b's reads start while a streams");
     assert_eq!(in_sa(3).count(), 256, "b reads every column once");
     assert_eq!(in_sa(1).filter(|c| c.1 == "WR").count(), 256);
-    assert!(done[1] >= done[0], "completions are reported in submission order");
+    assert!(
+        done[1] >= done[0],
+        "completions are reported in submission order"
+    );
     replay(&p, &log).unwrap();
 
     // The same two jobs one after the other (masa-decoupled) take longer.
@@ -180,7 +183,10 @@ fn dependencies_between_jobs_in_flight_hold_column_by_column() {
             .map(|c| c.0)
             .collect();
         assert_eq!(reads.len(), 2, "row {row} col {col}: a's read and b's");
-        assert!(reads[0] < i && i < reads[1], "row {row} col {col}: b read before a wrote");
+        assert!(
+            reads[0] < i && i < reads[1],
+            "row {row} col {col}: b read before a wrote"
+        );
         checked += 1;
     }
     assert_eq!(checked, 192);
@@ -208,7 +214,10 @@ fn dependencies_between_jobs_in_flight_hold_column_by_column() {
             .iter()
             .filter(|c| c.1 == "RD" && c.2 == row && c.3 == col && c.0 < i)
             .count();
-        assert_eq!(reads_before, 2, "row {row} col {col}: b wrote before a read");
+        assert_eq!(
+            reads_before, 2,
+            "row {row} col {col}: b wrote before a read"
+        );
         checked += 1;
     }
     assert_eq!(checked, 192);
@@ -243,7 +252,10 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
         &mut mem,
         &[&reducing, &sum_of_squares(3 * SA, 256)],
     );
-    assert!(first_read_in(&nmc, 3) >= done[0], "a reduction waits for the other");
+    assert!(
+        first_read_in(&nmc, 3) >= done[0],
+        "a reduction waits for the other"
+    );
     replay(&p, &log_of(&nmc)).unwrap();
 
     // An ALU-bound job, a scalar write, an independent job.
@@ -261,7 +273,10 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
             _ => None,
         })
         .unwrap();
-    assert!(first_read_in(&nmc, 3) >= a_done, "the scalar write drains a");
+    assert!(
+        first_read_in(&nmc, 3) >= a_done,
+        "the scalar write drains a"
+    );
 
     // Without it, b starts while a streams.
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
@@ -273,7 +288,8 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
     nmc.submit_deferred(0, &a, &mut mem, 0).unwrap();
     nmc.submit_deferred(0, &sum_of_squares(3 * SA, 64), &mut mem, 1)
         .unwrap();
-    nmc.reduce_deferred(0, ChannelSet { first: 0, count: 2 }, 2).unwrap();
+    nmc.reduce_deferred(0, ChannelSet { first: 0, count: 2 }, 2)
+        .unwrap();
     let out = nmc.poll(u64::MAX);
     let log = log_of(&nmc);
     let last_read_b = columns_by_row(&log)
@@ -292,7 +308,10 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
             .unwrap()
     };
     let host = (1000.0 / p.organisation.tck_ns).ceil() as u64;
-    assert!(at(2) - host > last_read_b, "the read-out follows the reduction");
+    assert!(
+        at(2) - host > last_read_b,
+        "the read-out follows the reduction"
+    );
     assert!(at(2) < at(0), "and does not wait for the ALU-bound job");
 }
 
@@ -331,7 +350,9 @@ fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
                 let act = log[..i]
                     .iter()
                     .rev()
-                    .find(|x| matches!(x.cmd, Command::AbSaAct { row: r } if sub(r) == sub(pre_row)))
+                    .find(
+                        |x| matches!(x.cmd, Command::AbSaAct { row: r } if sub(r) == sub(pre_row)),
+                    )
                     .expect("an open row");
                 let Command::AbSaAct { row } = act.cmd else {
                     unreachable!()
@@ -352,9 +373,11 @@ fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
             }
             Command::AbSaAct { row } => {
                 acts += 1;
-                if let Some(prev) = log[..i].iter().rev().find(|x| {
-                    matches!(x.cmd, Command::AbSaAct { .. } | Command::AbAct { .. })
-                }) {
+                if let Some(prev) = log[..i]
+                    .iter()
+                    .rev()
+                    .find(|x| matches!(x.cmd, Command::AbSaAct { .. } | Command::AbAct { .. }))
+                {
                     assert!(l.at >= prev.at + t.tfaw.max(t.trrd_l), "tFAW / tRRD");
                 }
                 if let Some(pre) = log[..i].iter().rev().find(|x| {
@@ -367,12 +390,19 @@ fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
             _ => {}
         }
     }
-    assert!(acts >= 8 && pres >= 4, "rows moved: {acts} ACTs, {pres} PREs");
+    assert!(
+        acts >= 8 && pres >= 4,
+        "rows moved: {acts} ACTs, {pres} PREs"
+    );
     let refs: Vec<usize> = (0..log.len()).filter(|&i| kind(&log[i]) == "REF").collect();
     assert!(!refs.is_empty());
     assert_eq!(refs.len() as u64, end / t.trefi, "one REF per tREFI");
     for &r in &refs {
-        assert_eq!(kind(&log[r - 1]), "PREA", "every subarray closes before a REF");
+        assert_eq!(
+            kind(&log[r - 1]),
+            "PREA",
+            "every subarray closes before a REF"
+        );
         assert!(log[r].at - log[r - 1].at >= t.trp, "tRP before REF");
         // The next ACT at its earliest cycle, gated by tRFC.
         let mut pc = PseudoChannel::new(&p);
@@ -471,8 +501,7 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
         Stage1Program::ThreeSlot,
         2,
     );
-    let (state3, _, _, _) =
-        common::lamb_functional(&p, TWO_JOBS, Stage1Program::ThreeSlot, 2);
+    let (state3, _, _, _) = common::lamb_functional(&p, TWO_JOBS, Stage1Program::ThreeSlot, 2);
     common::assert_same_bits("masa-2jobs three-slot", &state3, &base3);
 }
 
@@ -524,7 +553,12 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
         );
     }
     let (dec, two) = (&r.alu_models[0], &r.alu_models[1]);
-    assert!(two.speedup[0] >= dec.speedup[0], "{} vs {}", two.speedup[0], dec.speedup[0]);
+    assert!(
+        two.speedup[0] >= dec.speedup[0],
+        "{} vs {}",
+        two.speedup[0],
+        dec.speedup[0]
+    );
 }
 
 /// Mirroring pseudo-channel 0 in timing-only runs gives exactly the full simulation's

@@ -789,8 +789,7 @@ impl NmcChannelEngine {
         matches!(
             self.policy,
             RowPolicy::Masa | RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
-        )
-            && single.is_none()
+        ) && single.is_none()
             && self.sub_rows.len() > 1
             && matches!(self.alu_model, AluModel::Pipelined { .. })
     }
@@ -1427,8 +1426,8 @@ impl NmcChannelEngine {
             let last = u64::from(phase.base_row)
                 + (u64::from(cmd.col_start) + u64::from(cmd.col_count.max(1)) - 1) / cpr;
             for r in first..=last {
-                let row = u32::try_from(r)
-                    .map_err(|_| EngineError::OutOfRange(format!("row {r}")))?;
+                let row =
+                    u32::try_from(r).map_err(|_| EngineError::OutOfRange(format!("row {r}")))?;
                 if self.phys(row) >= self.rows {
                     return Err(EngineError::OutOfRange(format!(
                         "row {} of {}",
@@ -1505,8 +1504,7 @@ impl NmcChannelEngine {
                 }
                 return Ok(());
             }
-            if self.queue.is_empty() && self.flights.len() < JOBS_IN_FLIGHT && self.now > horizon
-            {
+            if self.queue.is_empty() && self.flights.len() < JOBS_IN_FLIGHT && self.now > horizon {
                 return Ok(());
             }
             match self.pick() {
@@ -1570,7 +1568,8 @@ impl NmcChannelEngine {
                 self.now = self.now.max(at);
                 if self.flights.is_empty() {
                     self.enter(ctrl, Mode::AllBank);
-                    self.segment = Some((self.stats.column_commands, self.alu_busy_ticks, self.now));
+                    self.segment =
+                        Some((self.stats.column_commands, self.alu_busy_ticks, self.now));
                 }
                 let (alu_per_col, stream_per_col) = match self.alu_model {
                     AluModel::Pipelined { ops_per_tck } => {
@@ -1709,7 +1708,11 @@ impl NmcChannelEngine {
                     continue;
                 };
                 let prow = self.phys(row);
-                let lo = if r == first / cpr { (first % cpr) as u32 } else { 0 };
+                let lo = if r == first / cpr {
+                    (first % cpr) as u32
+                } else {
+                    0
+                };
                 let hi = ((first + n).min((r + 1) * cpr) - r * cpr) as u32;
                 let sub = prow >> self.sub_shift;
                 if unready().any(|p| {

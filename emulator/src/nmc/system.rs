@@ -323,7 +323,8 @@ impl NmcBlock {
             sum: None,
         });
         if let Some(tr) = self.trace.as_deref_mut() {
-            tr.queue.push((now, self.outstanding.len() + self.pending_jobs.len()));
+            tr.queue
+                .push((now, self.outstanding.len() + self.pending_jobs.len()));
         }
         Ok(())
     }
@@ -391,14 +392,23 @@ impl NmcBlock {
         let status = match failed {
             Some(e) => {
                 let code = self.fail(e);
-                for p in self.pending_jobs.iter_mut().chain(self.pending_reduces.iter_mut()) {
+                for p in self
+                    .pending_jobs
+                    .iter_mut()
+                    .chain(self.pending_reduces.iter_mut())
+                {
                     p.remaining = 0;
                 }
                 Err(code)
             }
             None => Ok(()),
         };
-        while let Some(p) = self.pending_jobs.front().filter(|p| p.remaining == 0).copied() {
+        while let Some(p) = self
+            .pending_jobs
+            .front()
+            .filter(|p| p.remaining == 0)
+            .copied()
+        {
             self.pending_jobs.pop_front();
             let at = p.done.max(self.last_job_done);
             self.last_job_done = at;
@@ -411,7 +421,12 @@ impl NmcBlock {
         }
         let tck = self.memory.preset().organisation.tck_ns.max(1e-6);
         let delay = (self.config.host_reduction_ns / tck).ceil() as Cycle;
-        while let Some(p) = self.pending_reduces.front().filter(|p| p.remaining == 0).copied() {
+        while let Some(p) = self
+            .pending_reduces
+            .front()
+            .filter(|p| p.remaining == 0)
+            .copied()
+        {
             self.pending_reduces.pop_front();
             out.push(NmcFinished::Reduce {
                 tag: p.tag,
@@ -773,7 +788,10 @@ impl NmcBlock {
             self.reduce_deferred(now, channels, u64::MAX)?;
             let mut out = (now, 0.0);
             for f in self.settle() {
-                if let NmcFinished::Reduce { at, sum, status, .. } = f {
+                if let NmcFinished::Reduce {
+                    at, sum, status, ..
+                } = f
+                {
                     status?;
                     out = (at, sum);
                 }

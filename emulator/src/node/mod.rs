@@ -783,7 +783,14 @@ impl<E: KernelEngine> GpuNode<E> {
                     // Two jobs in flight: the completion comes from the engines' poll.
                     let tag = u64::from(ticket.0);
                     if let Err(e) = nmc.submit_deferred(now, &cmd, &mut p.memory, tag) {
-                        push(q, end, Event::NmcDone { ticket, status: Err(e) });
+                        push(
+                            q,
+                            end,
+                            Event::NmcDone {
+                                ticket,
+                                status: Err(e),
+                            },
+                        );
                     }
                 }
                 NmcOp::Reduce(ticket, ch) if deferred => {
