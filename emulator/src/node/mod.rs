@@ -906,8 +906,13 @@ impl<E: KernelEngine> Component for GpuNode<E> {
         if let Some(nmc) = p.nmc.as_mut().filter(|n| n.has_traffic()) {
             Component::advance(nmc, until, &mut p.mem_done);
         }
-        if p.nmc.as_ref().and_then(NmcBlock::next_poll).is_some() {
-            let now = p.dram_clock.cycle_at(until);
+        if let Some(due) = p.nmc.as_ref().and_then(NmcBlock::next_poll) {
+            // Woken for it: the engines go on from where they stopped (at least one
+            // chunk), whatever the clocks' rounding.
+            let mut now = p.dram_clock.cycle_at(until);
+            if p.dram_clock.tick_of(due) <= until {
+                now = now.max(due);
+            }
             self.poll_nmc(now, &mut q);
         }
         while let Some(s) = q.pop() {
