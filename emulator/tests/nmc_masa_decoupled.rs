@@ -249,8 +249,9 @@ proptest! {
     }
 }
 
-/// The decoupled policy computes the same bits as column-triggered program order, with
-/// MASA's layout (8 subarrays) and with the activate-ahead layout (16).
+/// The decoupled policy (and two jobs in flight) computes the same bits as
+/// column-triggered program order, with MASA's layout (8 subarrays) and with the
+/// activate-ahead layout (16).
 #[test]
 fn decoupled_outputs_are_identical_to_the_other_policies() {
     let p8 = masa_hbm2(RefreshMode::AllBank, 8);
@@ -265,6 +266,21 @@ fn decoupled_outputs_are_identical_to_the_other_policies() {
             EngineSetup {
                 alu_model: AluModel::Pipelined { ops_per_tck: 3 },
                 row_policy: RowPolicy::MasaDecoupled,
+            },
+        ),
+        // Two macro-commands in flight (nmc_masa_two_jobs.rs) on both layouts.
+        (
+            p8.clone(),
+            EngineSetup {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::MasaTwoJobs,
+            },
+        ),
+        (
+            masa_hbm2(RefreshMode::AllBank, 16),
+            EngineSetup {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::MasaTwoJobs,
             },
         ),
     ] {

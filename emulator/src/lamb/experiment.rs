@@ -180,10 +180,12 @@ pub struct AluModelReport {
     /// tWR or turnaround floors, refresh, ALU stalls or host time) — the kind of model
     /// "common DRAM timing parameters" suggests, for comparing with the dissertation.
     pub analytic_speedup: f64,
-    /// `masa-decoupled` only: ideal GPU at 100 % over the job floor
+    /// `masa-decoupled` and `masa-2jobs` only: ideal GPU at 100 % over the job floor
     /// (`EngineStats::job_floor_cycles`: per macro-command its column commands at tCCD_L
     /// or its ALU work, whichever is longer; no row switches, refresh or host time). A
     /// schedule that overlaps the stream and the ALU only within a job cannot beat it.
+    /// Under `masa-2jobs` the same per segment (a run of overlapping jobs from an idle
+    /// engine to the next; scalar writes drain the engine): the policy cannot beat it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_bound: Option<f64>,
     /// The TS sweep under this setup (empty unless asked for).

@@ -381,7 +381,8 @@ impl LambRun {
             // Decoupled: the activate-ahead layout where the preset has the subarrays for
             // it, else MASA's (an array's next row then shares its subarray and is not
             // activated ahead).
-            crate::nmc::engine::RowPolicy::MasaDecoupled => {
+            crate::nmc::engine::RowPolicy::MasaDecoupled
+            | crate::nmc::engine::RowPolicy::MasaTwoJobs => {
                 let map = if preset.subarrays.per_bank >= ALTERNATING_SUBARRAYS {
                     masa_alternating_row_map(&preset, &layout)?
                 } else {

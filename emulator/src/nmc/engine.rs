@@ -203,7 +203,29 @@ pub enum RowPolicy {
     /// and a refresh leaves the posted writes in the buffer (it closes the rows; the writes
     /// go after it). Same instructions on the same bytes as every other policy.
     MasaDecoupled,
+    /// [`Self::MasaDecoupled`] with [`JOBS_IN_FLIGHT`] macro-commands in flight per engine
+    /// (docs/decisions/nmc-alu-issue.md, "Two macro-commands in flight"): the engine
+    /// admits the next queued job while the current one still streams or drains, and
+    /// interleaves the two jobs' chunks on the one command stream, sharing the bank ALU
+    /// (in order, chunk by chunk), the operand buffer and the write buffer. An arbiter
+    /// picks, at each chunk boundary, the ALU-heavier job's chunk when the ALU would
+    /// otherwise run dry within the lighter job's next chunk, else the lighter job's.
+    /// Dependencies are kept exactly: a younger job's chunk that touches a column the
+    /// older job has still to read or write (one of them writing) waits; a read of a
+    /// column with a posted write drains the buffer first (as within a job); jobs that
+    /// reduce never overlap (one accumulator); the TS entries of the jobs in flight must
+    /// fit the TS together; a scalar write waits until no job is in flight. A job is
+    /// complete when its ALU work is done and its last write can be followed by a
+    /// precharge (CWL + BL + tWR); completions are reported in submission order.
+    /// Functionally every job still executes in submission order (the numerics of every
+    /// other policy). Runs through [`NmcChannelEngine::enqueue_job`] and
+    /// [`NmcChannelEngine::advance`] (the node's deferred path);
+    /// [`NmcChannelEngine::run_macro`] runs one job alone, as [`Self::MasaDecoupled`].
+    MasaTwoJobs,
 }
+
+/// Macro-commands in flight per engine under [`RowPolicy::MasaTwoJobs`].
+pub const JOBS_IN_FLIGHT: usize = 2;
 
 /// Columns of the operand buffer and of the write buffer of [`RowPolicy::MasaDecoupled`]
 /// for timing `t` (docs/calibration.md, "Decoupled buffers"): the stream cannot move a
@@ -294,6 +316,7 @@ impl RowPolicy {
             Self::Staged => "staged",
             Self::Masa => "masa",
             Self::MasaDecoupled => "masa-decoupled",
+            Self::MasaTwoJobs => "masa-2jobs",
         }
     }
 
@@ -304,6 +327,7 @@ impl RowPolicy {
             "staged" => Some(Self::Staged),
             "masa" => Some(Self::Masa),
             "masa-decoupled" => Some(Self::MasaDecoupled),
+            "masa-2jobs" => Some(Self::MasaTwoJobs),
             _ => None,
         }
     }
@@ -478,6 +502,8 @@ pub struct EngineStats {
     /// stream and the ALU perfectly within each job (but not across jobs: a job ends when
     /// its results are in the row) could reach, with no row switches, refresh or host
     /// time.
+    /// [`RowPolicy::MasaTwoJobs`]: the same per segment (jobs that overlap, from an idle
+    /// engine to the next), the floor of that policy.
     #[serde(skip_serializing_if = "is_zero")]
     pub job_floor_cycles: u64,
     /// [`RowPolicy::MasaDecoupled`]: rows activated ahead of the stream (counted in
@@ -629,6 +655,57 @@ pub struct NmcChannelEngine {
     alu_busy_ticks: u64,
     /// [`RowPolicy::MasaDecoupled`]: columns of its operand and write buffers.
     decoupled_columns: usize,
+    /// Writes ever posted to the write buffer, and ever issued from it (it is a FIFO, so
+    /// write number `k` has been issued when `posted_issued > k`).
+    posted_pushed: u64,
+    posted_issued: u64,
+    /// [`RowPolicy::MasaTwoJobs`]: jobs and markers waiting for admission, in order.
+    queue: std::collections::VecDeque<Queued>,
+    /// [`RowPolicy::MasaTwoJobs`]: the jobs in flight, oldest first.
+    flights: Vec<Flight>,
+    /// [`RowPolicy::MasaTwoJobs`]: jobs and reductions finished since the last
+    /// [`Self::take_finished`]: (id, cycle).
+    finished: Vec<(u64, Cycle)>,
+    /// Cycle of the last write issued from the write buffer.
+    last_posted_at: Cycle,
+    /// [`RowPolicy::MasaTwoJobs`]: column commands and ALU ticks when the current run of
+    /// overlapping jobs (a segment: from an idle engine to the next) began, and its cycle.
+    segment: Option<(u64, u64, Cycle)>,
+}
+
+/// A job or marker queued for [`RowPolicy::MasaTwoJobs`].
+#[derive(Debug, Clone)]
+enum Queued {
+    /// A macro-command (id, script, submission cycle).
+    Job(u64, std::sync::Arc<MacroScript>, Cycle),
+    /// A scalar-register write (submission cycle): waits until no job is in flight.
+    Scalar(Cycle),
+    /// An accumulator read-out (id, submission cycle): waits until no reducing job is in
+    /// flight.
+    Reduce(u64, Cycle),
+}
+
+/// A job in flight under [`RowPolicy::MasaTwoJobs`].
+#[derive(Debug, Clone)]
+struct Flight {
+    id: u64,
+    script: std::sync::Arc<MacroScript>,
+    /// The next chunk's first column (relative to `col_start`).
+    next: u32,
+    /// ALU ticks at which its work is done (set with its last chunk).
+    alu_done: u64,
+    /// Number of its last posted write, if it posted any.
+    last_write: Option<u64>,
+    /// Cycle its last posted write (so far) was issued.
+    writes_done: Cycle,
+    /// TS entries it uses.
+    ts: usize,
+    /// Whether it accumulates (a REDUCE instruction).
+    reduces: bool,
+    /// ALU ticks per column (at its chunk's rate) and stream cycles per column (its
+    /// column commands at tCCD_L): the arbiter's weights.
+    alu_per_col: u64,
+    stream_per_col: u64,
 }
 
 impl NmcChannelEngine {
@@ -682,6 +759,13 @@ impl NmcChannelEngine {
             decoupled_columns: decoupled_buffer_columns(&crate::hbm::config::TimingCycles::from(
                 &preset.timing,
             )),
+            posted_pushed: 0,
+            posted_issued: 0,
+            last_posted_at: 0,
+            queue: std::collections::VecDeque::new(),
+            flights: Vec::new(),
+            finished: Vec::new(),
+            segment: None,
         }
     }
 
@@ -702,8 +786,10 @@ impl NmcChannelEngine {
     /// Whether row visits use the subarray commands.
     #[inline]
     fn masa(&self, single: Option<usize>) -> bool {
-        matches!(self.policy, RowPolicy::Masa | RowPolicy::MasaDecoupled)
-            && single.is_none()
+        matches!(
+            self.policy,
+            RowPolicy::Masa | RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+        ) && single.is_none()
             && self.sub_rows.len() > 1
             && matches!(self.alu_model, AluModel::Pipelined { .. })
     }
@@ -711,7 +797,10 @@ impl NmcChannelEngine {
     /// Whether row visits run MASA decoupled (all-bank, pipelined, subarrays).
     #[inline]
     fn decoupled(&self, single: Option<usize>) -> bool {
-        self.policy == RowPolicy::MasaDecoupled && self.masa(single)
+        matches!(
+            self.policy,
+            RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+        ) && self.masa(single)
     }
 
     /// The ALU issue model.
@@ -832,8 +921,16 @@ impl NmcChannelEngine {
                 self.masa_open(ctrl, row);
             }
             self.wait_for_alu(ready);
-            self.issue(ctrl, Command::AbWr { col });
+            let at = self.issue(ctrl, Command::AbWr { col });
             self.stats.column_commands += 1;
+            let seq = self.posted_issued;
+            self.posted_issued += 1;
+            self.last_posted_at = at;
+            for f in &mut self.flights {
+                if f.last_write == Some(seq) {
+                    f.writes_done = at;
+                }
+            }
         }
         self.posted = posted;
         self.posted.clear();
@@ -1077,11 +1174,54 @@ impl NmcChannelEngine {
         );
         let first = self.now;
         let job_start = (self.stats.column_commands, self.alu_busy_ticks);
-        let chunk = u32::from(cmd.chunk);
-        let cpr = self.cols_per_row;
         let mut chunk_start = 0u32;
         let mut posted_before = 0usize;
         while chunk_start < cmd.col_count {
+            chunk_start += self.run_chunk(
+                ctrl,
+                script,
+                single,
+                chunk_start,
+                &mut posted_before,
+                store.as_deref_mut(),
+            )?;
+        }
+        // The job ends when its last write could be followed by a precharge: close the
+        // rows so the next job (or ordinary traffic) starts from a known state. Under the
+        // pipelined model it also waits for the ALU's trailing work (a reduction's last
+        // accumulations, results in TS).
+        self.close_rows(ctrl);
+        if matches!(self.alu_model, AluModel::Pipelined { .. }) {
+            self.wait_for_alu(self.alu_ready());
+        }
+        if self.decoupled(single) {
+            let columns =
+                (self.stats.column_commands - job_start.0) * ctrl.pseudo_channel().timing().tccd_l;
+            let alu = (self.alu_busy_ticks - job_start.1).div_ceil(ALU_TICKS_PER_TCK);
+            self.stats.job_floor_cycles += columns.max(alu);
+        }
+        self.stats.macro_commands += 1;
+        self.stats.busy_cycles += self.now - first;
+        Ok(self.now)
+    }
+
+    /// One chunk of `script` from its column `chunk_start` on (every phase's visit of
+    /// the chunk's columns); returns the chunk's columns. `posted_before`: MASA's writes
+    /// posted before this chunk (they go after its reads).
+    #[inline(always)]
+    fn run_chunk<'s>(
+        &mut self,
+        ctrl: &mut Controller,
+        script: &MacroScript,
+        single: Option<usize>,
+        chunk_start: u32,
+        posted_before: &mut usize,
+        mut store: Option<&mut (dyn ColumnStore + 's)>,
+    ) -> Result<u32, EngineError> {
+        let cmd = &script.cmd;
+        let chunk = u32::from(cmd.chunk);
+        let cpr = self.cols_per_row;
+        {
             let n = chunk.min(cmd.col_count - chunk_start);
             let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
             for (phase, sc) in cmd.phases.iter().zip(&script.phases) {
@@ -1106,7 +1246,10 @@ impl NmcChannelEngine {
                 };
                 if let (
                     AluModel::Pipelined { ops_per_tck },
-                    RowPolicy::Staged | RowPolicy::Masa | RowPolicy::MasaDecoupled,
+                    RowPolicy::Staged
+                    | RowPolicy::Masa
+                    | RowPolicy::MasaDecoupled
+                    | RowPolicy::MasaTwoJobs,
                     None,
                 ) = (self.alu_model, self.policy, single)
                 {
@@ -1116,7 +1259,21 @@ impl NmcChannelEngine {
                             .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                         let prow = self.phys(row);
                         self.refresh_if_due(ctrl);
-                        if masa
+                        if self.policy == RowPolicy::MasaTwoJobs && masa {
+                            // Two jobs share the write buffer: only the posted writes this
+                            // visit must not pass go first (the other job's later ones
+                            // stay buffered).
+                            let reads = sc.steps.iter().any(|st| {
+                                matches!(st.mem, Some(ColumnOp::Read | ColumnOp::ReadModifyWrite))
+                            });
+                            let sub = prow >> self.sub_shift;
+                            if let Some(i) = self.posted.iter().rposition(|p| {
+                                reads && p.0 == prow && (col..col + n).contains(&p.1)
+                                    || p.0 != prow && p.0 >> self.sub_shift == sub
+                            }) {
+                                self.flush_posted_oldest(ctrl, i + 1);
+                            }
+                        } else if masa
                             && sc.steps.iter().any(|st| {
                                 matches!(st.mem, Some(ColumnOp::Read | ColumnOp::ReadModifyWrite))
                             })
@@ -1214,28 +1371,448 @@ impl NmcChannelEngine {
                 // posted writes go after this chunk's reads, so the ALU works on this
                 // chunk while they stream (the buffer holds two chunks' writes at the
                 // baseline TS).
-                self.flush_posted_oldest(ctrl, posted_before);
-                posted_before = self.posted.len();
+                self.flush_posted_oldest(ctrl, *posted_before);
+                *posted_before = self.posted.len();
+            }
+            Ok(n)
+        }
+    }
+
+    /// Executes `script` on the bytes of `store` without timing: every column of every
+    /// phase, chunk by chunk, in the order [`Self::run_macro`] executes them (so the same
+    /// bits). [`RowPolicy::MasaTwoJobs`] executes a job this way when it is submitted, in
+    /// submission order, and times it separately.
+    ///
+    /// # Errors
+    /// [`EngineError`] for TS overflow, a row outside the device or an ALU error.
+    pub fn execute_job(
+        &mut self,
+        store: &mut dyn ColumnStore,
+        script: &MacroScript,
+    ) -> Result<(), EngineError> {
+        let single = self.admit(script)?;
+        let cmd = &script.cmd;
+        let chunk = u32::from(cmd.chunk);
+        let cpr = self.cols_per_row;
+        let mut chunk_start = 0u32;
+        while chunk_start < cmd.col_count {
+            let n = chunk.min(cmd.col_count - chunk_start);
+            let chunk_first = u64::from(cmd.col_start) + u64::from(chunk_start);
+            for (phase, sc) in cmd.phases.iter().zip(&script.phases) {
+                let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
+                let mut col = (chunk_first % u64::from(cpr)) as u32;
+                for k in 0..n {
+                    if col == cpr {
+                        col = 0;
+                        row_index += 1;
+                    }
+                    let row = u32::try_from(row_index)
+                        .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                    self.execute(store, sc, single, row, col, cmd.chunk, k as u8)?;
+                    col += 1;
+                }
             }
             chunk_start += n;
         }
-        // The job ends when its last write could be followed by a precharge: close the
-        // rows so the next job (or ordinary traffic) starts from a known state. Under the
-        // pipelined model it also waits for the ALU's trailing work (a reduction's last
-        // accumulations, results in TS).
-        self.close_rows(ctrl);
-        if matches!(self.alu_model, AluModel::Pipelined { .. }) {
-            self.wait_for_alu(self.alu_ready());
+        Ok(())
+    }
+
+    /// Checks that every row `script` visits is inside the device (after the row map).
+    fn check_rows(&self, script: &MacroScript) -> Result<(), EngineError> {
+        let cmd = &script.cmd;
+        let cpr = u64::from(self.cols_per_row.max(1));
+        for phase in &cmd.phases {
+            let first = u64::from(phase.base_row) + u64::from(cmd.col_start) / cpr;
+            let last = u64::from(phase.base_row)
+                + (u64::from(cmd.col_start) + u64::from(cmd.col_count.max(1)) - 1) / cpr;
+            for r in first..=last {
+                let row =
+                    u32::try_from(r).map_err(|_| EngineError::OutOfRange(format!("row {r}")))?;
+                if self.phys(row) >= self.rows {
+                    return Err(EngineError::OutOfRange(format!(
+                        "row {} of {}",
+                        self.phys(row),
+                        self.rows
+                    )));
+                }
+            }
         }
-        if self.decoupled(single) {
-            let columns =
-                (self.stats.column_commands - job_start.0) * ctrl.pseudo_channel().timing().tccd_l;
-            let alu = (self.alu_busy_ticks - job_start.1).div_ceil(ALU_TICKS_PER_TCK);
-            self.stats.job_floor_cycles += columns.max(alu);
+        Ok(())
+    }
+
+    /// [`RowPolicy::MasaTwoJobs`]: queues job `id` (`script`, submitted at cycle `at`)
+    /// for admission; it runs in [`Self::advance`].
+    ///
+    /// # Errors
+    /// [`EngineError`] for TS overflow or a row outside the device.
+    pub fn enqueue_job(
+        &mut self,
+        id: u64,
+        script: std::sync::Arc<MacroScript>,
+        at: Cycle,
+    ) -> Result<(), EngineError> {
+        self.admit(&script)?;
+        self.check_rows(&script)?;
+        self.queue.push_back(Queued::Job(id, script, at));
+        Ok(())
+    }
+
+    /// [`RowPolicy::MasaTwoJobs`]: reads out and clears every bank's accumulator now (the
+    /// values: jobs execute on data when submitted) and queues the read-out's timing as
+    /// reduction `id`, submitted at `at`: it goes over the bus once no job that reduces
+    /// is in flight.
+    pub fn enqueue_reduce(&mut self, id: u64, at: Cycle) -> Vec<f32> {
+        self.stats.accumulator_reads += self.banks as u64;
+        self.queue.push_back(Queued::Reduce(id, at));
+        self.alus.iter_mut().map(BankAlu::take_acc).collect()
+    }
+
+    /// Whether jobs or markers are queued or in flight ([`RowPolicy::MasaTwoJobs`]).
+    pub fn has_deferred_work(&self) -> bool {
+        !self.queue.is_empty() || !self.flights.is_empty()
+    }
+
+    /// The cycle up to which [`Self::advance`] has simulated while work remains (call it
+    /// again once the node's time reaches it), if any.
+    pub fn next_poll(&self) -> Option<Cycle> {
+        self.has_deferred_work().then_some(self.now)
+    }
+
+    /// Jobs and reductions finished since the last call: (id, cycle).
+    pub fn take_finished(&mut self) -> Vec<(u64, Cycle)> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// [`RowPolicy::MasaTwoJobs`]: runs the queued jobs and markers, two jobs in flight,
+    /// chunk by chunk. Everything submitted so far is queued, so the engine runs ahead
+    /// while its admissions do not depend on later submissions; with a slot free and
+    /// nothing queued it stops at the first chunk boundary after `horizon` (a job
+    /// submitted later is admitted at the chunk boundary after its submission).
+    ///
+    /// # Errors
+    /// [`EngineError`] from a job (rows and TS were checked when it was queued).
+    pub fn advance(&mut self, ctrl: &mut Controller, horizon: Cycle) -> Result<(), EngineError> {
+        loop {
+            self.retire_flights(ctrl);
+            if self.admit_next(ctrl)? {
+                continue;
+            }
+            if self.flights.is_empty() {
+                if self.queue.is_empty() && self.mode != Mode::Normal {
+                    // Idle: close the rows, as a job's end does under the other policies.
+                    self.close_rows(ctrl);
+                }
+                return Ok(());
+            }
+            if self.queue.is_empty() && self.flights.len() < JOBS_IN_FLIGHT && self.now > horizon {
+                return Ok(());
+            }
+            match self.pick() {
+                Some(i) => self.flight_chunk(ctrl, i)?,
+                None => self.drain_step(ctrl),
+            }
         }
-        self.stats.macro_commands += 1;
-        self.stats.busy_cycles += self.now - first;
-        Ok(self.now)
+    }
+
+    /// Admits the head of the queue if it may start now; whether it did.
+    fn admit_next(&mut self, ctrl: &mut Controller) -> Result<bool, EngineError> {
+        let Some(head) = self.queue.front() else {
+            return Ok(false);
+        };
+        match head {
+            &Queued::Scalar(at) => {
+                if !self.flights.is_empty() {
+                    return Ok(false);
+                }
+                self.queue.pop_front();
+                self.now = self.now.max(at) + ctrl.pseudo_channel().timing().tccd_l;
+            }
+            &Queued::Reduce(id, at) => {
+                if self.flights.iter().any(|f| f.reduces) {
+                    return Ok(false);
+                }
+                self.queue.pop_front();
+                let t = ctrl.pseudo_channel().timing();
+                let spacing = t.tccd_s.max(t.bl);
+                self.now = self.now.max(at) + t.cl + spacing * self.banks as u64;
+                self.finished.push((id, self.now));
+            }
+            Queued::Job(id, script, at) => {
+                let (id, at) = (*id, *at);
+                let script = script.clone();
+                let single = self.admit(&script)?;
+                if single.is_some() || !self.decoupled(None) {
+                    // Not a broadcast the decoupled stream runs: alone, as usual.
+                    if !self.flights.is_empty() {
+                        return Ok(false);
+                    }
+                    self.queue.pop_front();
+                    let done = self.run_macro(ctrl, at, &script, None)?;
+                    self.finished.push((id, done));
+                    return Ok(true);
+                }
+                let ts = script.cmd.ts_entries_needed();
+                let available = self.alus.first().map_or(0, BankAlu::ts_entries);
+                let reduces = script
+                    .phases
+                    .iter()
+                    .any(|p| p.instrs.iter().any(|i| matches!(i, Instr::Reduce { .. })));
+                if self.flights.len() >= JOBS_IN_FLIGHT
+                    || self.flights.iter().map(|f| f.ts).sum::<usize>() + ts > available
+                    || reduces && self.flights.iter().any(|f| f.reduces)
+                    || at > self.now && !self.flights.is_empty()
+                {
+                    return Ok(false);
+                }
+                self.queue.pop_front();
+                self.now = self.now.max(at);
+                if self.flights.is_empty() {
+                    self.enter(ctrl, Mode::AllBank);
+                    self.segment =
+                        Some((self.stats.column_commands, self.alu_busy_ticks, self.now));
+                }
+                let (alu_per_col, stream_per_col) = match self.alu_model {
+                    AluModel::Pipelined { ops_per_tck } => {
+                        let op = self.op_ticks(ops_per_tck, u32::from(script.cmd.chunk));
+                        let ops: u64 = script
+                            .phases
+                            .iter()
+                            .flat_map(|p| &p.steps)
+                            .map(|st| u64::from(st.alu_ops))
+                            .sum();
+                        let cols: u64 = script
+                            .phases
+                            .iter()
+                            .map(|p| u64::from(p.pipelined_rw.0 + p.pipelined_rw.1))
+                            .sum();
+                        (ops * op, cols * ctrl.pseudo_channel().timing().tccd_l)
+                    }
+                    AluModel::ColumnTriggered => (0, 1),
+                };
+                self.flights.push(Flight {
+                    id,
+                    script,
+                    next: 0,
+                    alu_done: self.alu_free,
+                    last_write: None,
+                    writes_done: 0,
+                    ts,
+                    reduces,
+                    alu_per_col,
+                    stream_per_col,
+                });
+            }
+        }
+        Ok(true)
+    }
+
+    /// The cycle a streamed flight whose writes are all issued is complete: its ALU work
+    /// done and its last write followed by CWL + BL + tWR (a precharge could follow).
+    fn flight_done(&self, f: &Flight, wr_to_pre: Cycle) -> Cycle {
+        let alu = f.alu_done.div_ceil(ALU_TICKS_PER_TCK);
+        match f.last_write {
+            Some(_) => alu.max(f.writes_done + wr_to_pre),
+            None => alu,
+        }
+    }
+
+    fn flight_complete(&self, f: &Flight) -> bool {
+        f.next >= f.script.cmd.col_count && f.last_write.is_none_or(|w| self.posted_issued > w)
+    }
+
+    /// Retires the flights complete by now (oldest first in the finished list).
+    fn retire_flights(&mut self, ctrl: &Controller) {
+        let wr_to_pre = ctrl.pseudo_channel().timing().wr_to_pre;
+        let mut i = 0;
+        while i < self.flights.len() {
+            let f = &self.flights[i];
+            if self.flight_complete(f) {
+                let done = self.flight_done(f, wr_to_pre);
+                if done <= self.now {
+                    self.finished.push((f.id, done));
+                    self.stats.macro_commands += 1;
+                    self.flights.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if self.flights.is_empty() {
+            if let Some((cols, alu, start)) = self.segment.take() {
+                // The segment floor: its column commands at tCCD_L or its ALU work,
+                // whichever is longer (jobs overlap only within a segment).
+                let columns =
+                    (self.stats.column_commands - cols) * ctrl.pseudo_channel().timing().tccd_l;
+                let alu = (self.alu_busy_ticks - alu).div_ceil(ALU_TICKS_PER_TCK);
+                self.stats.job_floor_cycles += columns.max(alu);
+                self.stats.busy_cycles += self.now - start;
+            }
+        }
+    }
+
+    /// Whether the younger flight `y`'s next chunk touches a column the older flight `o`
+    /// has still to stream (not yet read or written), one of them writing it.
+    fn conflicts(&self, y: &Flight, o: &Flight) -> bool {
+        let (yc, oc) = (&y.script.cmd, &o.script.cmd);
+        if o.next >= oc.col_count {
+            return false;
+        }
+        let cpr = u64::from(self.cols_per_row);
+        let n = u64::from(u32::from(yc.chunk).min(yc.col_count - y.next));
+        let ylo = u64::from(yc.col_start) + u64::from(y.next);
+        let olo = u64::from(oc.col_start) + u64::from(o.next);
+        let ohi = u64::from(oc.col_start) + u64::from(oc.col_count);
+        let access = |sc: &PhaseScript| {
+            (
+                sc.instrs.iter().any(Instr::reads_memory),
+                sc.instrs.iter().any(Instr::writes_memory),
+            )
+        };
+        for (yp, ys) in yc.phases.iter().zip(&y.script.phases) {
+            let (yr, yw) = access(ys);
+            let yb = u64::from(yp.base_row) * cpr;
+            for (op, os) in oc.phases.iter().zip(&o.script.phases) {
+                let (or, ow) = access(os);
+                if !(yw && (or || ow) || ow && yr) {
+                    continue;
+                }
+                let ob = u64::from(op.base_row) * cpr;
+                if yb + ylo < ob + ohi && ob + olo < yb + ylo + n {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether flight `f`'s next chunk would have to wait for the ALU to drain posted
+    /// writes whose data is not produced yet: a read of a column with such a write, or a
+    /// row in a subarray where such a write waits for another row.
+    fn waits_on_posted(&self, f: &Flight) -> bool {
+        let cmd = &f.script.cmd;
+        let cpr = u64::from(self.cols_per_row);
+        let n = u64::from(u32::from(cmd.chunk).min(cmd.col_count - f.next));
+        let first = u64::from(cmd.col_start) + u64::from(f.next);
+        let unready = || self.posted.iter().rev().take_while(|p| p.2 > self.now);
+        if unready().next().is_none() {
+            return false;
+        }
+        for (phase, sc) in cmd.phases.iter().zip(&f.script.phases) {
+            let reads = sc.instrs.iter().any(Instr::reads_memory);
+            let touches = reads || sc.instrs.iter().any(Instr::writes_memory);
+            if !touches {
+                continue;
+            }
+            for r in (first / cpr)..=((first + n - 1) / cpr) {
+                let Ok(row) = u32::try_from(u64::from(phase.base_row) + r) else {
+                    continue;
+                };
+                let prow = self.phys(row);
+                let lo = if r == first / cpr {
+                    (first % cpr) as u32
+                } else {
+                    0
+                };
+                let hi = ((first + n).min((r + 1) * cpr) - r * cpr) as u32;
+                let sub = prow >> self.sub_shift;
+                if unready().any(|p| {
+                    reads && p.0 == prow && (lo..hi).contains(&p.1)
+                        || p.0 != prow && p.0 >> self.sub_shift == sub
+                }) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The flight whose chunk runs next, if any may: the ALU-heavier one (ALU time per
+    /// stream time) when the ALU's backlog is shorter than the lighter one's next chunk
+    /// of column commands, else the lighter one; a younger flight that conflicts with the
+    /// older one waits.
+    fn pick(&self) -> Option<usize> {
+        let open: Vec<usize> = (0..self.flights.len())
+            .filter(|&i| {
+                let f = &self.flights[i];
+                f.next < f.script.cmd.col_count
+                    && !self.flights[..i].iter().any(|o| self.conflicts(f, o))
+            })
+            .collect();
+        // A flight that would wait on the ALU for posted writes yields to one that would
+        // not.
+        let ready: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| !self.waits_on_posted(&self.flights[i]))
+            .collect();
+        let open = if ready.is_empty() { open } else { ready };
+        match open[..] {
+            [] => None,
+            [i] => Some(i),
+            [a, b, ..] => {
+                let (fa, fb) = (&self.flights[a], &self.flights[b]);
+                let a_heavier = u128::from(fa.alu_per_col) * u128::from(fb.stream_per_col.max(1))
+                    >= u128::from(fb.alu_per_col) * u128::from(fa.stream_per_col.max(1));
+                let (heavy, light) = if a_heavier { (a, b) } else { (b, a) };
+                let fl = &self.flights[light];
+                let n = u32::from(fl.script.cmd.chunk).min(fl.script.cmd.col_count - fl.next);
+                let light_stream = u64::from(n) * fl.stream_per_col;
+                let backlog = self.alu_ready().saturating_sub(self.now);
+                Some(if backlog < light_stream { heavy } else { light })
+            }
+        }
+    }
+
+    /// Runs flight `i`'s next chunk.
+    fn flight_chunk(&mut self, ctrl: &mut Controller, i: usize) -> Result<(), EngineError> {
+        let script = self.flights[i].script.clone();
+        let next = self.flights[i].next;
+        let pushed = self.posted_pushed;
+        let mut posted_before = 0;
+        let n = self.run_chunk(ctrl, &script, None, next, &mut posted_before, None)?;
+        let (alu_free, posted_pushed, issued, at) = (
+            self.alu_free,
+            self.posted_pushed,
+            self.posted_issued,
+            self.last_posted_at,
+        );
+        let f = &mut self.flights[i];
+        f.next += n;
+        f.alu_done = alu_free;
+        if posted_pushed > pushed {
+            f.last_write = Some(posted_pushed - 1);
+            if issued == posted_pushed {
+                // Its last write went out within the chunk.
+                f.writes_done = at;
+            }
+        }
+        Ok(())
+    }
+
+    /// Nothing may stream: issue the posted writes up to the oldest flight's last one
+    /// (waiting for their data), or else wait for the first flight to complete.
+    fn drain_step(&mut self, ctrl: &mut Controller) {
+        let pending = self
+            .flights
+            .iter()
+            .filter_map(|f| f.last_write)
+            .filter(|&w| w >= self.posted_issued)
+            .min();
+        if let Some(last) = pending {
+            let n = usize::try_from(last + 1 - self.posted_issued).unwrap_or(usize::MAX);
+            self.flush_posted_oldest(ctrl, n);
+            return;
+        }
+        let wr_to_pre = ctrl.pseudo_channel().timing().wr_to_pre;
+        let first = self
+            .flights
+            .iter()
+            .filter(|f| self.flight_complete(f))
+            .map(|f| self.flight_done(f, wr_to_pre))
+            .min();
+        if let Some(t) = first {
+            self.wait_for_alu(t);
+        }
     }
 
     /// ALU ticks one operation takes under the pipelined model with `chunk` independent
@@ -1368,6 +1945,7 @@ impl NmcChannelEngine {
                     }
                 }
                 self.posted.push((row, col, ready));
+                self.posted_pushed += 1;
                 return;
             }
             self.wait_for_alu(ready);
@@ -1430,8 +2008,13 @@ impl NmcChannelEngine {
             .get_mut(usize::from(reg))
             .ok_or_else(|| EngineError::OutOfRange(format!("scalar register {reg}")))?;
         *slot = bits;
-        self.now = self.now.max(start) + ctrl.pseudo_channel().timing().tccd_l;
         self.stats.scalar_writes += 1;
+        if self.policy == RowPolicy::MasaTwoJobs {
+            // Ordered behind the queued jobs: it takes its slot when no job is in flight.
+            self.queue.push_back(Queued::Scalar(start));
+            return Ok(self.now.max(start));
+        }
+        self.now = self.now.max(start) + ctrl.pseudo_channel().timing().tccd_l;
         Ok(self.now)
     }
 

@@ -167,6 +167,43 @@ pub struct NmcTrace {
     pub commands: Vec<(usize, crate::memctrl::controller::LoggedCommand)>,
 }
 
+/// What the deferred path ([`RowPolicy::MasaTwoJobs`]) reports once the engines have
+/// simulated it: the caller's tag, the cycle, and for a reduction its sum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NmcFinished {
+    /// A macro-command is complete (it and every macro-command submitted before it).
+    Job {
+        /// The caller's tag.
+        tag: u64,
+        /// Completion cycle.
+        at: Cycle,
+        /// `Err` when the engines refused it while running.
+        status: Result<(), NmcError>,
+    },
+    /// A reduction's sum reaches the firmware.
+    Reduce {
+        /// The caller's tag.
+        tag: u64,
+        /// Cycle the sum arrives (read-out plus the host's latency).
+        at: Cycle,
+        /// The sum.
+        sum: f32,
+        /// `Err` when the engines failed meanwhile.
+        status: Result<(), NmcError>,
+    },
+}
+
+/// A deferred job or reduction: id, tag, engines still to finish it, latest finish,
+/// and the reduction's sum.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u64,
+    tag: u64,
+    remaining: usize,
+    done: Cycle,
+    sum: Option<f32>,
+}
+
 /// The NMC engines of one node and the memory controllers they drive.
 #[derive(Debug, Clone)]
 pub struct NmcBlock {
@@ -180,6 +217,13 @@ pub struct NmcBlock {
     mirror: bool,
     /// What is recorded for a timeline, when on.
     trace: Option<Box<NmcTrace>>,
+    /// [`RowPolicy::MasaTwoJobs`]: ids handed to the engines so far.
+    next_id: u64,
+    /// Deferred jobs and reductions not reported yet, each in submission order.
+    pending_jobs: VecDeque<Pending>,
+    pending_reduces: VecDeque<Pending>,
+    /// The last job completion reported (they are reported in order).
+    last_job_done: Cycle,
 }
 
 impl NmcBlock {
@@ -210,7 +254,203 @@ impl NmcBlock {
             error: None,
             mirror,
             trace: None,
+            next_id: 0,
+            pending_jobs: VecDeque::new(),
+            pending_reduces: VecDeque::new(),
+            last_job_done: 0,
         }
+    }
+
+    /// Whether macro-commands and reductions go through the deferred path
+    /// ([`Self::submit_deferred`], [`Self::reduce_deferred`], [`Self::poll`]): the
+    /// engines' row policy is [`RowPolicy::MasaTwoJobs`].
+    pub fn is_deferred(&self) -> bool {
+        self.config.row_policy == RowPolicy::MasaTwoJobs
+    }
+
+    /// Queues `cmd` on its channels at cycle `now` (executing it on data now when the
+    /// block is functional: jobs execute in submission order); its completion comes from
+    /// [`Self::poll`] with `tag`.
+    ///
+    /// # Errors
+    /// As [`Self::submit`].
+    pub fn submit_deferred(
+        &mut self,
+        now: Cycle,
+        cmd: &MacroCommand,
+        memory: &mut DeviceMemory,
+        tag: u64,
+    ) -> Result<(), NmcError> {
+        let range = self.check_range(cmd.channels)?;
+        self.retire(now);
+        if self.outstanding.len() + self.pending_jobs.len() >= self.config.queue_depth {
+            return Err(NmcError::Busy);
+        }
+        let script = std::sync::Arc::new(MacroScript::new(cmd).map_err(|e| self.fail(e))?);
+        let range = self.simulated(range)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let engines = &mut self.engines[range.clone()];
+        let result = if self.config.functional {
+            let preset = self.memory.preset();
+            let o = &preset.organisation;
+            let mut store = BankColumns {
+                memory,
+                mapping: self.memory.mapping(),
+                channels_per_stack: o.channels_per_stack,
+                pcs_per_channel: o.pseudo_channels_per_channel,
+                banks_per_group: o.banks_per_group,
+            };
+            engines
+                .iter_mut()
+                .try_for_each(|e| e.execute_job(&mut store, &script))
+        } else {
+            Ok(())
+        }
+        .and_then(|()| {
+            engines
+                .iter_mut()
+                .try_for_each(|e| e.enqueue_job(id, script.clone(), now))
+        });
+        if let Err(e) = result {
+            return Err(self.fail(e));
+        }
+        self.pending_jobs.push_back(Pending {
+            id,
+            tag,
+            remaining: range.len(),
+            done: now,
+            sum: None,
+        });
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.queue
+                .push((now, self.outstanding.len() + self.pending_jobs.len()));
+        }
+        Ok(())
+    }
+
+    /// Reads and clears every bank's accumulator on `channels` (the values now: jobs
+    /// execute when submitted) and queues the read-out behind the jobs submitted before
+    /// it; the sum arrives from [`Self::poll`] with `tag`.
+    ///
+    /// # Errors
+    /// [`NmcError::OutOfRange`].
+    pub fn reduce_deferred(
+        &mut self,
+        now: Cycle,
+        channels: ChannelSet,
+        tag: u64,
+    ) -> Result<(), NmcError> {
+        let range = self.check_range(channels)?;
+        let range = self.simulated(range)?;
+        let copies = self.copies();
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut sum = 0f64;
+        for e in &mut self.engines[range.clone()] {
+            let partials = e.enqueue_reduce(id, now);
+            sum += partials.iter().map(|&x| f64::from(x)).sum::<f64>() * copies as f64;
+            self.totals.host_read_bytes += 32 * partials.len() as u64 * copies;
+        }
+        self.totals.reductions += 1;
+        self.pending_reduces.push_back(Pending {
+            id,
+            tag,
+            remaining: range.len(),
+            done: now,
+            sum: Some(sum as f32),
+        });
+        Ok(())
+    }
+
+    /// Simulates the deferred work up to `horizon` (every submission up to it is known)
+    /// and returns what finished, jobs in submission order, reductions in theirs.
+    pub fn poll(&mut self, horizon: Cycle) -> Vec<NmcFinished> {
+        let mut out = Vec::new();
+        if !self.is_deferred() {
+            return out;
+        }
+        let n = if self.mirror { 1 } else { self.engines.len() };
+        let (_, _, controllers) = self.memory.split_for_nmc();
+        let mut failed = None;
+        for (e, c) in self.engines[..n].iter_mut().zip(controllers.iter_mut()) {
+            if let Err(err) = e.advance(c, horizon) {
+                failed = Some(err);
+            }
+            for (id, at) in e.take_finished() {
+                if let Some(p) = self
+                    .pending_jobs
+                    .iter_mut()
+                    .chain(self.pending_reduces.iter_mut())
+                    .find(|p| p.id == id)
+                {
+                    p.remaining = p.remaining.saturating_sub(1);
+                    p.done = p.done.max(at);
+                }
+            }
+        }
+        let status = match failed {
+            Some(e) => {
+                let code = self.fail(e);
+                for p in self
+                    .pending_jobs
+                    .iter_mut()
+                    .chain(self.pending_reduces.iter_mut())
+                {
+                    p.remaining = 0;
+                }
+                Err(code)
+            }
+            None => Ok(()),
+        };
+        while let Some(p) = self
+            .pending_jobs
+            .front()
+            .filter(|p| p.remaining == 0)
+            .copied()
+        {
+            self.pending_jobs.pop_front();
+            let at = p.done.max(self.last_job_done);
+            self.last_job_done = at;
+            self.outstanding.push_back(at);
+            out.push(NmcFinished::Job {
+                tag: p.tag,
+                at,
+                status,
+            });
+        }
+        let tck = self.memory.preset().organisation.tck_ns.max(1e-6);
+        let delay = (self.config.host_reduction_ns / tck).ceil() as Cycle;
+        while let Some(p) = self
+            .pending_reduces
+            .front()
+            .filter(|p| p.remaining == 0)
+            .copied()
+        {
+            self.pending_reduces.pop_front();
+            out.push(NmcFinished::Reduce {
+                tag: p.tag,
+                at: p.done + delay,
+                sum: p.sum.unwrap_or(0.0),
+                status,
+            });
+        }
+        out
+    }
+
+    /// The cycle at which [`Self::poll`] must run again (the engines stopped there with
+    /// work left), if any.
+    pub fn next_poll(&self) -> Option<Cycle> {
+        let n = if self.mirror { 1 } else { self.engines.len() };
+        self.engines[..n]
+            .iter()
+            .filter_map(NmcChannelEngine::next_poll)
+            .min()
+    }
+
+    /// Runs the deferred work to the end (no further submissions) and returns it.
+    fn settle(&mut self) -> Vec<NmcFinished> {
+        self.poll(Cycle::MAX)
     }
 
     /// Starts recording engine spans, the command queue's occupancy and every DRAM
@@ -386,7 +626,7 @@ impl NmcBlock {
         self.retire(now);
         self.config
             .queue_depth
-            .saturating_sub(self.outstanding.len())
+            .saturating_sub(self.outstanding.len() + self.pending_jobs.len())
     }
 
     /// Checks, without running it, that the engines accept `cmd`: its channels exist, it
@@ -438,6 +678,18 @@ impl NmcBlock {
         cmd: &MacroCommand,
         memory: &mut DeviceMemory,
     ) -> Result<Cycle, NmcError> {
+        if self.is_deferred() {
+            // One job at a time through the deferred path: queued, then run to the end.
+            self.submit_deferred(now, cmd, memory, u64::MAX)?;
+            let mut done = now;
+            for f in self.settle() {
+                if let NmcFinished::Job { at, status, .. } = f {
+                    status?;
+                    done = at;
+                }
+            }
+            return Ok(done);
+        }
         let range = self.check_range(cmd.channels)?;
         self.retire(now);
         if self.outstanding.len() >= self.config.queue_depth {
@@ -532,6 +784,20 @@ impl NmcBlock {
         now: Cycle,
         channels: ChannelSet,
     ) -> Result<(Cycle, f32), NmcError> {
+        if self.is_deferred() {
+            self.reduce_deferred(now, channels, u64::MAX)?;
+            let mut out = (now, 0.0);
+            for f in self.settle() {
+                if let NmcFinished::Reduce {
+                    at, sum, status, ..
+                } = f
+                {
+                    status?;
+                    out = (at, sum);
+                }
+            }
+            return Ok(out);
+        }
         let range = self.check_range(channels)?;
         let range = self.simulated(range)?;
         let copies = self.copies();
@@ -573,7 +839,7 @@ impl NmcBlock {
             .zip(controllers.iter_mut())
             .enumerate()
         {
-            if e.owns_channel() && e.now() <= now && !c.is_idle() {
+            if e.owns_channel() && e.now() <= now && !e.has_deferred_work() && !c.is_idle() {
                 let at = e.now().max(mem_now);
                 out.push((i, e.release(c, at)));
             }
@@ -590,7 +856,7 @@ impl NmcBlock {
         self.engines
             .iter()
             .zip(self.memory.controllers())
-            .filter(|(e, c)| e.owns_channel() && !c.is_idle())
+            .filter(|(e, c)| e.owns_channel() && !e.has_deferred_work() && !c.is_idle())
             .map(|(e, _)| e.now().max(self.memory.now()))
             .min()
     }

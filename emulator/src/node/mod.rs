@@ -34,7 +34,7 @@ use crate::gpu::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
 use crate::hbm::{AddressMapping, HbmPreset};
 use crate::memory::DeviceMemory;
 use crate::nmc::engine::EngineError;
-use crate::nmc::system::{NmcBlock, NmcSystemConfig};
+use crate::nmc::system::{NmcBlock, NmcFinished, NmcSystemConfig};
 use crate::sim::time::{ns_to_tick, tick_to_ns};
 use crate::sim::{ClockDomain, Component, EventQueue, Tick};
 
@@ -776,8 +776,33 @@ impl<E: KernelEngine> GpuNode<E> {
         // The controllers catch up to now (refresh, ordinary traffic) before an engine
         // takes a channel.
         nmc.advance_until(now, &mut p.mem_done);
+        let deferred = nmc.is_deferred();
         for op in ops {
             match op {
+                NmcOp::Submit(ticket, cmd) if deferred => {
+                    // Two jobs in flight: the completion comes from the engines' poll.
+                    let tag = u64::from(ticket.0);
+                    if let Err(e) = nmc.submit_deferred(now, &cmd, &mut p.memory, tag) {
+                        push(
+                            q,
+                            end,
+                            Event::NmcDone {
+                                ticket,
+                                status: Err(e),
+                            },
+                        );
+                    }
+                }
+                NmcOp::Reduce(ticket, ch) if deferred => {
+                    if let Err(e) = nmc.reduce_deferred(now, ch, u64::from(ticket.0)) {
+                        let ev = Event::PartialsReady {
+                            ticket,
+                            sum: 0.0,
+                            status: Err(e),
+                        };
+                        push(q, end, ev);
+                    }
+                }
                 NmcOp::Submit(ticket, cmd) => {
                     let (at, status) = match nmc.submit(now, &cmd, &mut p.memory) {
                         Ok(done) => (clock.tick_of(done), Ok(())),
@@ -805,6 +830,46 @@ impl<E: KernelEngine> GpuNode<E> {
                 }
             }
         }
+        if deferred {
+            self.poll_nmc(now, q);
+        }
+    }
+
+    /// The deferred NMC path: simulates the engines up to `now` and posts what finished.
+    fn poll_nmc(&mut self, now: crate::hbm::Cycle, q: &mut EventQueue<SysEvent>) {
+        let clock = self.parts.dram_clock;
+        let Some(nmc) = self.parts.nmc.as_mut() else {
+            return;
+        };
+        let done = nmc.poll(now);
+        if let Some(e) = nmc.take_error() {
+            self.parts.nmc_error = Some(e);
+        }
+        for f in done {
+            let (at, event) = match f {
+                NmcFinished::Job { tag, at, status } => (
+                    at,
+                    Event::NmcDone {
+                        ticket: NmcTicket(tag as u32),
+                        status,
+                    },
+                ),
+                NmcFinished::Reduce {
+                    tag,
+                    at,
+                    sum,
+                    status,
+                } => (
+                    at,
+                    Event::PartialsReady {
+                        ticket: NmcTicket(tag as u32),
+                        sum,
+                        status,
+                    },
+                ),
+            };
+            self.push(q, clock.tick_of(at), event);
+        }
     }
 }
 
@@ -822,10 +887,14 @@ impl<E: KernelEngine> Component for GpuNode<E> {
             .as_ref()
             .filter(|n| n.has_traffic())
             .and_then(Component::next_wake);
-        match (self.gpu_wake(), mem) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let clock = self.parts.dram_clock;
+        let poll = self
+            .parts
+            .nmc
+            .as_ref()
+            .and_then(NmcBlock::next_poll)
+            .map(|c| clock.tick_of(c));
+        [self.gpu_wake(), mem, poll].into_iter().flatten().min()
     }
 
     fn advance(&mut self, until: Tick, out: &mut Vec<Self::Output>) {
@@ -836,6 +905,15 @@ impl<E: KernelEngine> Component for GpuNode<E> {
         let p = &mut self.parts;
         if let Some(nmc) = p.nmc.as_mut().filter(|n| n.has_traffic()) {
             Component::advance(nmc, until, &mut p.mem_done);
+        }
+        if let Some(due) = p.nmc.as_ref().and_then(NmcBlock::next_poll) {
+            // Woken for it: the engines go on from where they stopped (at least one
+            // chunk), whatever the clocks' rounding.
+            let mut now = p.dram_clock.cycle_at(until);
+            if p.dram_clock.tick_of(due) <= until {
+                now = now.max(due);
+            }
+            self.poll_nmc(now, &mut q);
         }
         while let Some(s) = q.pop() {
             out.push((s.at, s.event));

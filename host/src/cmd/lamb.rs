@@ -93,9 +93,10 @@ pub struct LambArgs {
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N
     /// operations per tCK) optionally with `+staged`, `+masa` (MASA subarray row visits;
-    /// needs a preset with subarrays, e.g. `--preset lamb-ch6-masa`) or `+masa-decoupled`
+    /// needs a preset with subarrays, e.g. `--preset lamb-ch6-masa`), `+masa-decoupled`
     /// (MASA with decoupled access/execute buffers, activate-ahead on a preset with 11 or
-    /// more subarrays, e.g. `--preset lamb-ch6-masa16`) (docs/calibration.md). The
+    /// more subarrays, e.g. `--preset lamb-ch6-masa16`) or `+masa-2jobs` (masa-decoupled
+    /// with two macro-commands in flight per engine) (docs/calibration.md). The
     /// first one runs the main (functional) step.
     #[arg(
         long,
@@ -169,7 +170,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         .map(|n| {
             EngineSetup::parse(n).ok_or_else(|| {
                 format!(
-                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa or +masa-decoupled (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled activates ahead on lamb-ch6-masa16)"
+                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa, +masa-decoupled or +masa-2jobs (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled and masa-2jobs activate ahead on lamb-ch6-masa16)"
                 )
             })
         })
@@ -371,13 +372,18 @@ fn print_models(r: &LambReport) {
             m.analytic_speedup
         );
     }
-    // masa-decoupled only (other setups print as before).
+    // masa-decoupled and masa-2jobs only (other setups print as before).
     for m in &r.alu_models {
-        if let Some(b) = m.job_bound {
-            println!(
+        match (m.job_bound, m.setup.row_policy) {
+            (Some(b), nmcp_emulator::nmc::engine::RowPolicy::MasaTwoJobs) => println!(
+                "{:<36} segment bound {b:.2}x (per run of overlapping jobs, from an idle engine or scalar write to the next: columns at tCCD_L or ALU work, whichever is longer; no row switches, refresh or host)",
+                m.name
+            ),
+            (Some(b), _) => println!(
                 "{:<36} job bound {b:.2}x (per job: columns at tCCD_L or ALU work, whichever is longer; no overlap across jobs, no row switches, refresh or host)",
                 m.name
-            );
+            ),
+            (None, _) => {}
         }
     }
     println!("{DISSERTATION}");

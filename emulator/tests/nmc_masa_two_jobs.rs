@@ -1,0 +1,597 @@
+//! Two macro-commands in flight per NMC engine (issue 10, `pipelined+masa-2jobs`): the
+//! jobs' chunks interleave on one command stream (an ALU-bound job under a column-bound
+//! one), the dependencies between jobs hold exactly (a read waits for an older job's
+//! write of the column, a write for an older job's read, reductions and scalar writes
+//! order the jobs around them), the DRAM gates hold with two jobs' rows open (tRAS, tWR,
+//! tRP, tRRD/tFAW, refresh), a random-program property test replays the command log
+//! through a fresh checked timing state, LAMB outputs are bit-identical, and no setup
+//! beats the physical bound or the policy's own (segment) bound.
+
+use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
+use nmcp_emulator::hbm::timing::Gate;
+use nmcp_emulator::hbm::{Command, HbmPreset, PseudoChannel};
+use nmcp_emulator::lamb::experiment::{self, EngineSetup};
+use nmcp_emulator::lamb::ModelPreset;
+use nmcp_emulator::memctrl::LoggedCommand;
+use nmcp_emulator::memory::DeviceMemory;
+use nmcp_emulator::nmc::engine::{AluModel, RowMap, RowPolicy};
+use nmcp_emulator::nmc::system::{NmcBlock, NmcFinished};
+use nmcp_firmware::nmc::Stage1Program;
+use nmcp_firmware::platform::ChannelSet;
+use nmcp_isa::asm::parse_macro;
+use nmcp_isa::nmc::MacroCommand;
+use proptest::prelude::*;
+
+mod common;
+use common::{kind, log_of, replay};
+
+/// Rows per subarray of the 16-subarray hbm2 preset (16384 rows / 16).
+const SA: u32 = 1024;
+
+const TWO_JOBS: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::MasaTwoJobs,
+};
+
+const DECOUPLED: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::MasaDecoupled,
+};
+
+/// hbm2-2000 with 16 subarrays per bank and SA_SEL = 2 tCK.
+fn masa16(refresh: RefreshMode) -> HbmPreset {
+    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
+    p.refresh.mode = refresh;
+    p.subarrays = Subarrays {
+        per_bank: 16,
+        sa_sel: 2,
+    };
+    p.check().unwrap();
+    p
+}
+
+/// An ALU-bound job: `cols` columns of row `row` on, each DIV, SQRT and ADD, written back.
+fn alu_bound(row: u32, cols: u32) -> MacroCommand {
+    parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count={cols} chunk=4\n\
+         .phase row={row}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n"
+    ))
+    .unwrap()
+}
+
+/// A column-bound job: a sum of squares over `cols` columns of row `row` on (chunk 32).
+fn sum_of_squares(row: u32, cols: u32) -> MacroCommand {
+    parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count={cols} chunk=32\n\
+         .phase row={row}\n  sqacc.f32 mem\n.end\n"
+    ))
+    .unwrap()
+}
+
+/// A column-bound job without a reduction: `mem += s0` over `cols` columns of `row` on.
+fn add_scalar(row: u32, cols: u32) -> MacroCommand {
+    parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count={cols} chunk=32\n\
+         .phase row={row}\n  add.f32 mem, mem, s0\n.end\n"
+    ))
+    .unwrap()
+}
+
+/// A two-jobs block (timing only, pseudo-channel 0 logging).
+fn two_jobs_rig(p: &HbmPreset, ops_per_tck: u32, map: Option<RowMap>) -> (NmcBlock, DeviceMemory) {
+    common::rig_with_map(
+        p,
+        AluModel::Pipelined { ops_per_tck },
+        RowPolicy::MasaTwoJobs,
+        map,
+    )
+}
+
+/// Submits `jobs` at cycle 0 (all queued before the engines run), runs them to the end and
+/// returns the job completions by tag.
+fn run_together(nmc: &mut NmcBlock, mem: &mut DeviceMemory, jobs: &[&MacroCommand]) -> Vec<u64> {
+    for (tag, cmd) in jobs.iter().enumerate() {
+        nmc.submit_deferred(0, cmd, mem, tag as u64).unwrap();
+    }
+    let mut done = vec![0; jobs.len()];
+    for f in nmc.poll(u64::MAX) {
+        if let NmcFinished::Job { tag, at, status } = f {
+            status.unwrap();
+            done[tag as usize] = at;
+        }
+    }
+    assert!(nmc.next_poll().is_none(), "everything ran");
+    done
+}
+
+/// The physical row each column command of `log` goes to (the designated row: the last
+/// AB-SA-ACT / AB-SA-SEL before it), with the command's index.
+fn columns_by_row(log: &[LoggedCommand]) -> Vec<(usize, &'static str, u32, u32)> {
+    let mut row = u32::MAX;
+    let mut out = Vec::new();
+    for (i, l) in log.iter().enumerate() {
+        match l.cmd {
+            Command::AbSaAct { row: r } | Command::AbSaSel { row: r } => row = r,
+            Command::AbRd { col } => out.push((i, "RD", row, col)),
+            Command::AbWr { col } => out.push((i, "WR", row, col)),
+            Command::PreAll | Command::Ref => row = u32::MAX,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// An ALU-bound job and a column-bound one in different subarrays run interleaved: the
+/// column-bound job's reads go between the ALU-bound job's commands, both finish sooner
+/// than one after the other under `masa-decoupled`, and the log passes the checked replay.
+#[test]
+fn an_alu_bound_job_hides_a_column_bound_one() {
+    let p = masa16(RefreshMode::Off);
+    let a = alu_bound(SA, 256);
+    let b = sum_of_squares(3 * SA, 256);
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    let done = run_together(&mut nmc, &mut mem, &[&a, &b]);
+    let log = log_of(&nmc);
+    let cols = columns_by_row(&log);
+    let in_sa = |s: u32| cols.iter().filter(move |c| c.2 / SA == s);
+    let b_first = in_sa(3).map(|c| c.0).min().unwrap();
+    let a_last = in_sa(1).map(|c| c.0).max().unwrap();
+    assert!(b_first < a_last, "b's reads start while a streams");
+    assert_eq!(in_sa(3).count(), 256, "b reads every column once");
+    assert_eq!(in_sa(1).filter(|c| c.1 == "WR").count(), 256);
+    assert!(
+        done[1] >= done[0],
+        "completions are reported in submission order"
+    );
+    replay(&p, &log).unwrap();
+
+    // The same two jobs one after the other (masa-decoupled) take longer.
+    let (mut seq, mut mem) =
+        common::rig_with_map(&p, AluModel::PIPELINED, RowPolicy::MasaDecoupled, None);
+    seq.submit(0, &a, &mut mem).unwrap();
+    let sequential = seq.submit(0, &b, &mut mem).unwrap();
+    // b's stream (256 reads at tCCD_L) hides for the most part under a's ALU work.
+    let t = *PseudoChannel::new(&p).timing();
+    assert!(
+        done[1] + 256 * t.tccd_l / 2 < sequential,
+        "two in flight {} vs one after the other {sequential}",
+        done[1]
+    );
+}
+
+/// A younger job that reads what the older job writes reads each column only after the
+/// older job's write of it (RAW), and a younger job that writes what the older job reads
+/// writes each column only after the older job's read of it (WAR).
+#[test]
+fn dependencies_between_jobs_in_flight_hold_column_by_column() {
+    let p = masa16(RefreshMode::AllBank);
+    // RAW: a writes rows SA.., b sums their squares.
+    let a = alu_bound(SA, 192);
+    let b = sum_of_squares(SA, 192);
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    run_together(&mut nmc, &mut mem, &[&a, &b]);
+    let log = log_of(&nmc);
+    let cols = columns_by_row(&log);
+    let mut checked = 0;
+    for &(i, k, row, col) in &cols {
+        if k != "WR" {
+            continue;
+        }
+        let reads: Vec<usize> = cols
+            .iter()
+            .filter(|c| c.1 == "RD" && c.2 == row && c.3 == col)
+            .map(|c| c.0)
+            .collect();
+        assert_eq!(reads.len(), 2, "row {row} col {col}: a's read and b's");
+        assert!(
+            reads[0] < i && i < reads[1],
+            "row {row} col {col}: b read before a wrote"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 192);
+    replay(&p, &log).unwrap();
+
+    // WAR: a reads rows SA.. (and writes 3 SA..), b adds a scalar to rows SA.. in place.
+    let a = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=192 chunk=4\n\
+         .phase row={SA}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n\
+         .phase row={}\n  mov.f32 mem, ts1\n.end\n",
+        3 * SA
+    ))
+    .unwrap();
+    let b = add_scalar(SA, 192);
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    run_together(&mut nmc, &mut mem, &[&a, &b]);
+    let log = log_of(&nmc);
+    let cols = columns_by_row(&log);
+    let mut checked = 0;
+    for &(i, k, row, col) in cols.iter().filter(|c| c.2 / SA == 1) {
+        if k != "WR" {
+            continue;
+        }
+        let reads_before = cols
+            .iter()
+            .filter(|c| c.1 == "RD" && c.2 == row && c.3 == col && c.0 < i)
+            .count();
+        assert_eq!(
+            reads_before, 2,
+            "row {row} col {col}: b wrote before a read"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 192);
+    replay(&p, &log).unwrap();
+}
+
+/// Two jobs that reduce never overlap (one accumulator per bank: the second starts after
+/// the first is complete); a scalar write waits until no job is in flight, so the job
+/// after it starts after the job before it completes; without either, the second job
+/// starts while the first streams.
+#[test]
+fn reductions_and_scalar_writes_order_the_jobs_around_them() {
+    let p = masa16(RefreshMode::Off);
+    let first_read_in = |nmc: &NmcBlock, s: u32| {
+        let log = log_of(nmc);
+        columns_by_row(&log)
+            .into_iter()
+            .find(|c| c.2 / SA == s)
+            .map(|c| log[c.0].at)
+            .unwrap()
+    };
+    // Two reductions: an ALU-bound one (which a column-bound job would otherwise overlap)
+    // and a sum of squares.
+    let reducing = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=256 chunk=4\n\
+         .phase row={SA}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  sqacc.f32 ts1\n.end\n"
+    ))
+    .unwrap();
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    let done = run_together(
+        &mut nmc,
+        &mut mem,
+        &[&reducing, &sum_of_squares(3 * SA, 256)],
+    );
+    assert!(
+        first_read_in(&nmc, 3) >= done[0],
+        "a reduction waits for the other"
+    );
+    replay(&p, &log_of(&nmc)).unwrap();
+
+    // An ALU-bound job, a scalar write, an independent job.
+    let (a, b) = (alu_bound(SA, 256), add_scalar(3 * SA, 256));
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    nmc.submit_deferred(0, &a, &mut mem, 0).unwrap();
+    nmc.write_scalar(0, ChannelSet { first: 0, count: 2 }, 0, 1f32.to_bits())
+        .unwrap();
+    nmc.submit_deferred(0, &b, &mut mem, 1).unwrap();
+    let a_done = nmc
+        .poll(u64::MAX)
+        .into_iter()
+        .find_map(|f| match f {
+            NmcFinished::Job { tag: 0, at, .. } => Some(at),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        first_read_in(&nmc, 3) >= a_done,
+        "the scalar write drains a"
+    );
+
+    // Without it, b starts while a streams.
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    let done = run_together(&mut nmc, &mut mem, &[&a, &b]);
+    assert!(first_read_in(&nmc, 3) < done[0], "b overlaps a");
+
+    // A reduction's read-out waits for its job, not for the other job in flight.
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    nmc.submit_deferred(0, &a, &mut mem, 0).unwrap();
+    nmc.submit_deferred(0, &sum_of_squares(3 * SA, 64), &mut mem, 1)
+        .unwrap();
+    nmc.reduce_deferred(0, ChannelSet { first: 0, count: 2 }, 2)
+        .unwrap();
+    let out = nmc.poll(u64::MAX);
+    let log = log_of(&nmc);
+    let last_read_b = columns_by_row(&log)
+        .into_iter()
+        .filter(|c| c.2 / SA == 3)
+        .map(|c| log[c.0].at)
+        .max()
+        .unwrap();
+    let at = |want: u64| {
+        out.iter()
+            .find_map(|f| match *f {
+                NmcFinished::Job { tag, at, .. } if tag == want => Some(at),
+                NmcFinished::Reduce { tag, at, .. } if tag == want => Some(at),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let host = (1000.0 / p.organisation.tck_ns).ceil() as u64;
+    assert!(
+        at(2) - host > last_read_b,
+        "the read-out follows the reduction"
+    );
+    assert!(at(2) < at(0), "and does not wait for the ALU-bound job");
+}
+
+/// Gate by gate with two jobs' rows open and refresh on: every AB-SA-PRE comes tRAS after
+/// its subarray's ACT and CWL + BL + tWR after the last write to its row; every AB-SA-ACT
+/// tRP after its subarray's PRE, tRRD and tFAW (an all-bank ACT counts four) after the
+/// previous ACT; PREA tRP before each REF, the next ACT exactly tRFC after it (its
+/// earliest cycle, gate tRFC), one REF per tREFI; the log replays through the checked
+/// state.
+#[test]
+fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
+    let p = masa16(RefreshMode::AllBank);
+    let t = *PseudoChannel::new(&p).timing();
+    // Rows alternate between subarrays 1 and 2 (a) and 3 and 4 (b): rows are activated
+    // ahead while the other job streams.
+    let map = RowMap::new(
+        (0..8)
+            .map(|j| (j, 1, (j % 2 + 1) * SA + j / 2))
+            .chain((0..8).map(|j| (100 + j, 1, (j % 2 + 3) * SA + j / 2)))
+            .collect(),
+    )
+    .unwrap();
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, Some(map));
+    let (a, b) = (alu_bound(0, 256), add_scalar(100, 256));
+    run_together(&mut nmc, &mut mem, &[&a, &b]);
+    let log = log_of(&nmc);
+    let end = log.last().unwrap().at;
+    let sub = |r: u32| r / SA;
+    let (mut acts, mut pres) = (0, 0);
+    for (i, l) in log.iter().enumerate() {
+        match l.cmd {
+            Command::AbSaPre { row: pre_row } => {
+                // (The command names its subarray; the row it closes is the last one
+                // activated there.)
+                pres += 1;
+                let act = log[..i]
+                    .iter()
+                    .rev()
+                    .find(
+                        |x| matches!(x.cmd, Command::AbSaAct { row: r } if sub(r) == sub(pre_row)),
+                    )
+                    .expect("an open row");
+                let Command::AbSaAct { row } = act.cmd else {
+                    unreachable!()
+                };
+                assert!(l.at >= act.at + t.tras, "tRAS of row {row}");
+                let mut designated = u32::MAX;
+                let mut last_wr = None;
+                for x in &log[..i] {
+                    match x.cmd {
+                        Command::AbSaAct { row: r } | Command::AbSaSel { row: r } => designated = r,
+                        Command::AbWr { .. } if designated == row => last_wr = Some(x.at),
+                        _ => {}
+                    }
+                }
+                if let Some(w) = last_wr {
+                    assert!(l.at >= w + t.wr_to_pre, "CWL + BL + tWR of row {row}");
+                }
+            }
+            Command::AbSaAct { row } => {
+                acts += 1;
+                if let Some(prev) = log[..i]
+                    .iter()
+                    .rev()
+                    .find(|x| matches!(x.cmd, Command::AbSaAct { .. } | Command::AbAct { .. }))
+                {
+                    assert!(l.at >= prev.at + t.tfaw.max(t.trrd_l), "tFAW / tRRD");
+                }
+                if let Some(pre) = log[..i].iter().rev().find(|x| {
+                    matches!(x.cmd, Command::AbSaPre { row: r } if sub(r) == sub(row))
+                        || matches!(x.cmd, Command::PreAll)
+                }) {
+                    assert!(l.at >= pre.at + t.trp, "tRP before row {row}");
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        acts >= 8 && pres >= 4,
+        "rows moved: {acts} ACTs, {pres} PREs"
+    );
+    let refs: Vec<usize> = (0..log.len()).filter(|&i| kind(&log[i]) == "REF").collect();
+    assert!(!refs.is_empty());
+    assert_eq!(refs.len() as u64, end / t.trefi, "one REF per tREFI");
+    for &r in &refs {
+        assert_eq!(
+            kind(&log[r - 1]),
+            "PREA",
+            "every subarray closes before a REF"
+        );
+        assert!(log[r].at - log[r - 1].at >= t.trp, "tRP before REF");
+        // The next ACT at its earliest cycle, gated by tRFC.
+        let mut pc = PseudoChannel::new(&p);
+        for l in &log[..=r] {
+            pc.issue(&l.cmd, l.at).unwrap();
+        }
+        let next = &log[r + 1];
+        assert!(kind(next).starts_with("AB-SA-ACT"));
+        assert_eq!(
+            pc.earliest_with_gate(&next.cmd),
+            (next.at, Gate::Trfc),
+            "the ACT after a REF"
+        );
+    }
+    replay(&p, &log).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Two jobs in flight never issue a command a gate forbids: several different random
+    /// programs (their rows alternating over 2..=4 subarrays, overlapping or not), chunk
+    /// sizes, start columns that cross rows, ALU rates, refresh, scalar writes and
+    /// reductions between them, all queued before the engine runs, replayed through the
+    /// checked timing state.
+    #[test]
+    fn two_jobs_never_violate_a_gate(
+        jobs in prop::collection::vec(
+            (
+                1u8..=8,
+                1u32..=80,
+                0u32..40,
+                prop::collection::vec((0usize..common::BLOCKS.len(), 0u32..12), 1..=3),
+                0u8..3,
+            ),
+            2..=4,
+        ),
+        ways in 2u32..=4,
+        ops_per_tck in 1u32..=4,
+        refresh in any::<bool>(),
+    ) {
+        let p = masa16(if refresh { RefreshMode::AllBank } else { RefreshMode::Off });
+        let map = RowMap::new(
+            (0..24).map(|j| (j, 1, (j % ways + 1) * SA + j / ways)).collect(),
+        )
+        .unwrap();
+        let (mut nmc, mut mem) = two_jobs_rig(&p, ops_per_tck, Some(map));
+        let ch = ChannelSet { first: 0, count: 2 };
+        for (tag, (chunk, cols, start, phases, marker)) in jobs.iter().enumerate() {
+            let cmd = common::program(*chunk, *cols, *start, phases);
+            nmc.submit_deferred(0, &cmd, &mut mem, tag as u64).unwrap();
+            match marker {
+                1 => nmc.write_scalar(0, ch, 1, 2f32.to_bits()).unwrap(),
+                2 => nmc.reduce_deferred(0, ch, 100 + tag as u64).unwrap(),
+                _ => {}
+            }
+        }
+        let out = nmc.poll(u64::MAX);
+        prop_assert_eq!(
+            out.iter().filter(|f| matches!(f, NmcFinished::Job { .. })).count(),
+            jobs.len()
+        );
+        let log = log_of(&nmc);
+        prop_assert!(!log.is_empty());
+        let r = replay(&p, &log);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+}
+
+/// Two jobs in flight compute the same bits as column-triggered program order and
+/// `masa-decoupled` (three LAMB steps, functional, four tensors), at 1 and 3 ops/tCK.
+#[test]
+fn two_jobs_outputs_are_identical_to_the_other_policies() {
+    let p = masa16(RefreshMode::AllBank);
+    let (base, base_err, base_norm, _) =
+        common::lamb_four_slot(&p, EngineSetup::COLUMN_TRIGGERED, 3);
+    assert!(base_err <= 1e-5, "column-triggered: {base_err}");
+    for setup in [
+        DECOUPLED,
+        TWO_JOBS,
+        EngineSetup {
+            alu_model: AluModel::Pipelined { ops_per_tck: 3 },
+            row_policy: RowPolicy::MasaTwoJobs,
+        },
+    ] {
+        let (state, err, norm, _) = common::lamb_four_slot(&p, setup, 3);
+        let name = setup.name();
+        assert!(err <= 1e-5, "{name}: error {err} of the term scale");
+        assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
+        common::assert_same_bits(&name, &state, &base);
+    }
+    // The three-slot program too.
+    let (base3, _, _, _) = common::lamb_functional(
+        &p,
+        EngineSetup::COLUMN_TRIGGERED,
+        Stage1Program::ThreeSlot,
+        2,
+    );
+    let (state3, _, _, _) = common::lamb_functional(&p, TWO_JOBS, Stage1Program::ThreeSlot, 2);
+    common::assert_same_bits("masa-2jobs three-slot", &state3, &base3);
+}
+
+/// No setup, two jobs in flight included, at any TS size, beats the bank-parallelism
+/// bound (8x), its program bound, its row-cycle bound or its own segment bound; the
+/// policy is never slower than `masa-decoupled` here; the time split adds up.
+#[test]
+fn two_jobs_speedup_never_exceeds_the_physical_bound() {
+    let model = ModelPreset::custom("small", 1, 256, 1024);
+    let e = common::sweep_experiment(
+        &model,
+        HbmPreset::builtin("lamb-ch6-masa16").unwrap(),
+        vec![
+            DECOUPLED,
+            TWO_JOBS,
+            EngineSetup {
+                alu_model: AluModel::Pipelined { ops_per_tck: 16 },
+                row_policy: RowPolicy::MasaTwoJobs,
+            },
+        ],
+        Stage1Program::FourSlot,
+    );
+    let r = experiment::run(&e, &mut || {}).unwrap().report;
+    assert!((r.physical_bound - 8.0).abs() < 1e-12);
+    for m in &r.alu_models {
+        let n = &m.name;
+        assert!(m.speedup[0] <= r.physical_bound, "{n}: {}", m.speedup[0]);
+        assert!(m.speedup[0] <= m.program_bound, "{n}");
+        assert!(m.speedup[0] <= m.row_cycle_bound, "{n}");
+        let bound = m.job_bound.expect("a job or segment bound");
+        assert!(m.speedup[0] <= bound, "{n}: {} vs {bound}", m.speedup[0]);
+        assert!(bound <= m.program_bound * 1.0001, "{n}");
+        for t in &m.ts_sweep {
+            assert!(
+                t.speedup_vs_ideal_100 <= r.physical_bound,
+                "{n} at TS {}: {}",
+                t.ts_entries,
+                t.speedup_vs_ideal_100
+            );
+        }
+        let s = &m.time;
+        let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
+        assert!(
+            parts <= m.nmc_seconds * 1.0001
+                && (parts + s.reductions_and_other - m.nmc_seconds).abs() <= 1e-4 * m.nmc_seconds,
+            "{n}: {parts} + {} of {}",
+            s.reductions_and_other,
+            m.nmc_seconds
+        );
+    }
+    let (dec, two) = (&r.alu_models[0], &r.alu_models[1]);
+    assert!(
+        two.speedup[0] >= dec.speedup[0],
+        "{} vs {}",
+        two.speedup[0],
+        dec.speedup[0]
+    );
+}
+
+/// Mirroring pseudo-channel 0 in timing-only runs gives exactly the full simulation's
+/// cycles and counts with two jobs in flight too.
+#[test]
+fn two_jobs_mirrored_timing_runs_equal_the_full_simulation() {
+    let (full, mirrored) = common::full_and_mirrored("lamb-ch6-masa16", TWO_JOBS);
+    assert_eq!(full, mirrored);
+}
+
+/// Queued jobs that have not finished take command-queue room (the firmware's submit
+/// sees `Busy` before the queue overflows), and leave it when they finish.
+#[test]
+fn deferred_jobs_take_queue_room_until_they_finish() {
+    let p = masa16(RefreshMode::Off);
+    let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+    let depth = nmc.config().queue_depth;
+    let cmd = add_scalar(SA, 64);
+    for tag in 0..depth as u64 {
+        assert_eq!(nmc.queue_room(0), depth - tag as usize);
+        nmc.submit_deferred(0, &cmd, &mut mem, tag).unwrap();
+    }
+    assert_eq!(nmc.queue_room(0), 0);
+    assert!(nmc.submit_deferred(0, &cmd, &mut mem, 99).is_err());
+    let done: Vec<u64> = nmc
+        .poll(u64::MAX)
+        .into_iter()
+        .filter_map(|f| match f {
+            NmcFinished::Job { at, .. } => Some(at),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.len(), depth);
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "in order");
+    assert_eq!(nmc.queue_room(done[depth - 1]), depth);
+}
