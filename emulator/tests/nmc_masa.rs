@@ -4,7 +4,7 @@
 //! the command log through a fresh checked timing state, identical LAMB outputs, and the
 //! physical bound.
 
-use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
+use nmcp_emulator::hbm::config::RefreshMode;
 use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
 use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
@@ -17,7 +17,7 @@ use proptest::prelude::*;
 
 mod common;
 use common::{kind, log_of, name, program, replay, rig, BLOCKS};
-/// Rows per subarray of `masa_hbm2` (16384 rows / 8).
+/// Rows per subarray of `common::masa_hbm2(_, 8)` (16384 rows / 8).
 const SA: u32 = 2048;
 
 const MASA: EngineSetup = EngineSetup {
@@ -25,24 +25,12 @@ const MASA: EngineSetup = EngineSetup {
     row_policy: RowPolicy::Masa,
 };
 
-/// hbm2-2000 with 8 subarrays per bank and SA_SEL = 2 tCK (as lamb-ch6-masa).
-fn masa_hbm2(refresh: RefreshMode) -> HbmPreset {
-    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
-    p.refresh.mode = refresh;
-    p.subarrays = Subarrays {
-        per_bank: 8,
-        sa_sel: 2,
-    };
-    p.check().unwrap();
-    p
-}
-
 /// Two arrays in two subarrays, two chunks: each row opens once (AB-SA-ACT), the second
 /// chunk selects (AB-SA-SEL) instead of precharging and activating, reads go first and
 /// the writes last, each command at the earliest cycle its gates allow.
 #[test]
 fn masa_visits_keep_rows_open_and_meet_each_gate_at_its_earliest_cycle() {
-    let p = masa_hbm2(RefreshMode::Off);
+    let p = common::masa_hbm2(RefreshMode::Off, 8);
     let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
     let cmd = parse_macro(&format!(
@@ -101,7 +89,7 @@ fn masa_visits_keep_rows_open_and_meet_each_gate_at_its_earliest_cycle() {
 /// stays open.
 #[test]
 fn a_row_change_closes_only_its_subarray() {
-    let p = masa_hbm2(RefreshMode::Off);
+    let p = common::masa_hbm2(RefreshMode::Off, 8);
     let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
     let cmd = parse_macro(&format!(
@@ -135,7 +123,7 @@ fn a_row_change_closes_only_its_subarray() {
 /// the next subarray ACT tRFC; every column the macro writes is written.
 #[test]
 fn masa_refresh_closes_every_subarray_and_drains_writes() {
-    let p = masa_hbm2(RefreshMode::AllBank);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 8);
     let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = rig(&p, AluModel::PIPELINED, RowPolicy::Masa);
     let cmd = parse_macro(&format!(
@@ -181,7 +169,7 @@ proptest! {
         refresh in any::<bool>(),
         jobs in 1usize..=3,
     ) {
-        let p = masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off });
+        let p = common::masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 8);
         let (mut nmc, mut mem) = rig(&p, AluModel::Pipelined { ops_per_tck }, RowPolicy::Masa);
         let phases: Vec<(usize, u32)> =
             phases.iter().map(|&(b, sub, r)| (b, sub * SA + r * 3)).collect();
@@ -195,7 +183,7 @@ proptest! {
 /// are timing only) within the documented error bound, and faster than staged visits.
 #[test]
 fn masa_outputs_are_identical_to_the_other_policies() {
-    let p = masa_hbm2(RefreshMode::AllBank);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 8);
     let (base, base_err, base_norm, _) =
         common::lamb_four_slot(&p, EngineSetup::COLUMN_TRIGGERED, 3);
     assert!(base_err <= 1e-5, "column-triggered: {base_err}");

@@ -4,7 +4,7 @@
 //! property test replaying the command log through a fresh checked timing state,
 //! bit-identical LAMB outputs, and the physical bound.
 
-use nmcp_emulator::hbm::config::{RefreshMode, Subarrays, TimingCycles};
+use nmcp_emulator::hbm::config::{RefreshMode, TimingCycles};
 use nmcp_emulator::hbm::{HbmPreset, PseudoChannel};
 use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
@@ -19,7 +19,7 @@ use proptest::prelude::*;
 mod common;
 use common::{kind, log_of, name, program, replay};
 
-/// Rows per subarray of `masa16_hbm2` (16384 rows / 16).
+/// Rows per subarray of `common::masa_hbm2(_, 16)` (16384 rows / 16).
 const SA: u32 = 1024;
 
 const DECOUPLED: EngineSetup = EngineSetup {
@@ -31,18 +31,6 @@ const MASA: EngineSetup = EngineSetup {
     alu_model: AluModel::PIPELINED,
     row_policy: RowPolicy::Masa,
 };
-
-/// hbm2-2000 with `per_bank` subarrays per bank and SA_SEL = 2 tCK.
-fn masa_hbm2(refresh: RefreshMode, per_bank: u32) -> HbmPreset {
-    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
-    p.refresh.mode = refresh;
-    p.subarrays = Subarrays {
-        per_bank,
-        sa_sel: 2,
-    };
-    p.check().unwrap();
-    p
-}
 
 /// Logical rows `0..rows` spread over subarrays 1..=ways in turn (row j in subarray
 /// `j % ways + 1`, at index `j / ways`): consecutive rows are in different subarrays.
@@ -81,7 +69,7 @@ fn decoupled_buffers_are_sized_from_trfc_and_a_row_move() {
 /// (CWL + BL + tWR before its precharge, tRP before the activate).
 #[test]
 fn activate_ahead_opens_the_next_row_before_the_stream_needs_it() {
-    let p = masa_hbm2(RefreshMode::Off, 16);
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
     let t = *PseudoChannel::new(&p).timing();
     let (mut nmc, mut mem) = common::rig_with_map(
         &p,
@@ -179,7 +167,7 @@ fn reads_writes_before_each_ref(log: &[LoggedCommand]) -> Vec<(usize, usize)> {
 /// them all first); every column is written once.
 #[test]
 fn decoupled_refresh_keeps_posted_writes_buffered() {
-    let p = masa_hbm2(RefreshMode::AllBank, 8);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 8);
     let t = *PseudoChannel::new(&p).timing();
     let src = ".macro channels=0+1 mode=all col_start=0 col_count=1024 chunk=4\n\
          .phase row=0\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n";
@@ -236,7 +224,7 @@ proptest! {
         refresh in any::<bool>(),
         jobs in 1usize..=3,
     ) {
-        let p = masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 16);
+        let p = common::masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 16);
         let (mut nmc, mut mem) = common::rig_with_map(
             &p,
             AluModel::Pipelined { ops_per_tck },
@@ -254,15 +242,15 @@ proptest! {
 /// activate-ahead layout (16).
 #[test]
 fn decoupled_outputs_are_identical_to_the_other_policies() {
-    let p8 = masa_hbm2(RefreshMode::AllBank, 8);
+    let p8 = common::masa_hbm2(RefreshMode::AllBank, 8);
     let (base, base_err, base_norm, _) =
         common::lamb_four_slot(&p8, EngineSetup::COLUMN_TRIGGERED, 3);
     assert!(base_err <= 1e-5, "column-triggered: {base_err}");
     for (p, setup) in [
         (p8.clone(), DECOUPLED),
-        (masa_hbm2(RefreshMode::AllBank, 16), DECOUPLED),
+        (common::masa_hbm2(RefreshMode::AllBank, 16), DECOUPLED),
         (
-            masa_hbm2(RefreshMode::AllBank, 16),
+            common::masa_hbm2(RefreshMode::AllBank, 16),
             EngineSetup {
                 alu_model: AluModel::Pipelined { ops_per_tck: 3 },
                 row_policy: RowPolicy::MasaDecoupled,
@@ -277,7 +265,7 @@ fn decoupled_outputs_are_identical_to_the_other_policies() {
             },
         ),
         (
-            masa_hbm2(RefreshMode::AllBank, 16),
+            common::masa_hbm2(RefreshMode::AllBank, 16),
             EngineSetup {
                 alu_model: AluModel::PIPELINED,
                 row_policy: RowPolicy::MasaTwoJobs,
@@ -357,9 +345,7 @@ fn decoupled_speedup_never_exceeds_the_physical_bound() {
         assert!((r.physical_bound - 8.0).abs() < 1e-12);
         for m in &r.alu_models {
             let n = format!("{} on {preset}", m.name);
-            assert!(m.speedup[0] <= r.physical_bound, "{n}: {}", m.speedup[0]);
-            assert!(m.speedup[0] <= m.program_bound, "{n}");
-            assert!(m.speedup[0] <= m.row_cycle_bound, "{n}");
+            common::assert_setup_within_bounds(&n, m, r.physical_bound);
             if m.setup.row_policy == RowPolicy::MasaDecoupled {
                 let job = m.job_bound.expect("decoupled reports its job bound");
                 assert!(
@@ -371,24 +357,6 @@ fn decoupled_speedup_never_exceeds_the_physical_bound() {
             } else {
                 assert!(m.job_bound.is_none(), "{n}");
             }
-            for t in &m.ts_sweep {
-                assert!(
-                    t.speedup_vs_ideal_100 <= r.physical_bound,
-                    "{n} at TS {}: {}",
-                    t.ts_entries,
-                    t.speedup_vs_ideal_100
-                );
-            }
-            let s = &m.time;
-            let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
-            assert!(
-                parts <= m.nmc_seconds * 1.0001
-                    && (parts + s.reductions_and_other - m.nmc_seconds).abs()
-                        <= 1e-4 * m.nmc_seconds,
-                "{n}: {parts} + {} of {}",
-                s.reductions_and_other,
-                m.nmc_seconds
-            );
         }
     }
 }

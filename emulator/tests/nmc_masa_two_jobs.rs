@@ -7,7 +7,7 @@
 //! through a fresh checked timing state, LAMB outputs are bit-identical, and no setup
 //! beats the physical bound or the policy's own (segment) bound.
 
-use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
+use nmcp_emulator::hbm::config::RefreshMode;
 use nmcp_emulator::hbm::timing::Gate;
 use nmcp_emulator::hbm::{Command, HbmPreset, PseudoChannel};
 use nmcp_emulator::lamb::experiment::{self, EngineSetup};
@@ -37,18 +37,6 @@ const DECOUPLED: EngineSetup = EngineSetup {
     alu_model: AluModel::PIPELINED,
     row_policy: RowPolicy::MasaDecoupled,
 };
-
-/// hbm2-2000 with 16 subarrays per bank and SA_SEL = 2 tCK.
-fn masa16(refresh: RefreshMode) -> HbmPreset {
-    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
-    p.refresh.mode = refresh;
-    p.subarrays = Subarrays {
-        per_bank: 16,
-        sa_sel: 2,
-    };
-    p.check().unwrap();
-    p
-}
 
 /// An ALU-bound job: `cols` columns of row `row` on, each DIV, SQRT and ADD, written back.
 fn alu_bound(row: u32, cols: u32) -> MacroCommand {
@@ -126,7 +114,7 @@ fn columns_by_row(log: &[LoggedCommand]) -> Vec<(usize, &'static str, u32, u32)>
 /// than one after the other under `masa-decoupled`, and the log passes the checked replay.
 #[test]
 fn an_alu_bound_job_hides_a_column_bound_one() {
-    let p = masa16(RefreshMode::Off);
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
     let a = alu_bound(SA, 256);
     let b = sum_of_squares(3 * SA, 256);
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
@@ -164,7 +152,7 @@ fn an_alu_bound_job_hides_a_column_bound_one() {
 /// writes each column only after the older job's read of it (WAR).
 #[test]
 fn dependencies_between_jobs_in_flight_hold_column_by_column() {
-    let p = masa16(RefreshMode::AllBank);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 16);
     // RAW: a writes rows SA.., b sums their squares.
     let a = alu_bound(SA, 192);
     let b = sum_of_squares(SA, 192);
@@ -230,7 +218,7 @@ fn dependencies_between_jobs_in_flight_hold_column_by_column() {
 /// starts while the first streams.
 #[test]
 fn reductions_and_scalar_writes_order_the_jobs_around_them() {
-    let p = masa16(RefreshMode::Off);
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
     let first_read_in = |nmc: &NmcBlock, s: u32| {
         let log = log_of(nmc);
         columns_by_row(&log)
@@ -323,7 +311,7 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
 /// state.
 #[test]
 fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
-    let p = masa16(RefreshMode::AllBank);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 16);
     let t = *PseudoChannel::new(&p).timing();
     // Rows alternate between subarrays 1 and 2 (a) and 3 and 4 (b): rows are activated
     // ahead while the other job streams.
@@ -444,7 +432,7 @@ proptest! {
         ops_per_tck in 1u32..=4,
         refresh in any::<bool>(),
     ) {
-        let p = masa16(if refresh { RefreshMode::AllBank } else { RefreshMode::Off });
+        let p = common::masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 16);
         let map = RowMap::new(
             (0..24).map(|j| (j, 1, (j % ways + 1) * SA + j / ways)).collect(),
         )
@@ -476,7 +464,7 @@ proptest! {
 /// `masa-decoupled` (three LAMB steps, functional, four tensors), at 1 and 3 ops/tCK.
 #[test]
 fn two_jobs_outputs_are_identical_to_the_other_policies() {
-    let p = masa16(RefreshMode::AllBank);
+    let p = common::masa_hbm2(RefreshMode::AllBank, 16);
     let (base, base_err, base_norm, _) =
         common::lamb_four_slot(&p, EngineSetup::COLUMN_TRIGGERED, 3);
     assert!(base_err <= 1e-5, "column-triggered: {base_err}");
@@ -528,29 +516,10 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
     assert!((r.physical_bound - 8.0).abs() < 1e-12);
     for m in &r.alu_models {
         let n = &m.name;
-        assert!(m.speedup[0] <= r.physical_bound, "{n}: {}", m.speedup[0]);
-        assert!(m.speedup[0] <= m.program_bound, "{n}");
-        assert!(m.speedup[0] <= m.row_cycle_bound, "{n}");
+        common::assert_setup_within_bounds(&n, m, r.physical_bound);
         let bound = m.job_bound.expect("a job or segment bound");
         assert!(m.speedup[0] <= bound, "{n}: {} vs {bound}", m.speedup[0]);
         assert!(bound <= m.program_bound * 1.0001, "{n}");
-        for t in &m.ts_sweep {
-            assert!(
-                t.speedup_vs_ideal_100 <= r.physical_bound,
-                "{n} at TS {}: {}",
-                t.ts_entries,
-                t.speedup_vs_ideal_100
-            );
-        }
-        let s = &m.time;
-        let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
-        assert!(
-            parts <= m.nmc_seconds * 1.0001
-                && (parts + s.reductions_and_other - m.nmc_seconds).abs() <= 1e-4 * m.nmc_seconds,
-            "{n}: {parts} + {} of {}",
-            s.reductions_and_other,
-            m.nmc_seconds
-        );
     }
     let (dec, two) = (&r.alu_models[0], &r.alu_models[1]);
     assert!(
@@ -573,7 +542,7 @@ fn two_jobs_mirrored_timing_runs_equal_the_full_simulation() {
 /// sees `Busy` before the queue overflows), and leave it when they finish.
 #[test]
 fn deferred_jobs_take_queue_room_until_they_finish() {
-    let p = masa16(RefreshMode::Off);
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
     let depth = nmc.config().queue_depth;
     let cmd = add_scalar(SA, 64);

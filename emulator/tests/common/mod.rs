@@ -4,9 +4,10 @@
 //! tests draw (`nmc_alu_models.rs`, `nmc_masa.rs`).
 #![allow(dead_code)] // each test crate uses its own part
 
+use nmcp_emulator::hbm::config::{RefreshMode, Subarrays};
 use nmcp_emulator::hbm::timing::{Gate, TimingError};
 use nmcp_emulator::hbm::{AddressMapping, Command, Cycle, HbmPreset, PseudoChannel};
-use nmcp_emulator::lamb::experiment::{EngineSetup, LambExperiment};
+use nmcp_emulator::lamb::experiment::{AluModelReport, EngineSetup, LambExperiment};
 use nmcp_emulator::lamb::reference::{LambHyper, TensorState};
 use nmcp_emulator::lamb::run::{LambRun, LambRunConfig};
 use nmcp_emulator::lamb::CheckedRun;
@@ -301,4 +302,44 @@ pub fn sweep_experiment(
         program,
         timeline: None,
     }
+}
+
+/// hbm2-2000 with `per_bank` subarrays per bank and SA_SEL = 2 tCK (the MASA tests'
+/// device; 8 subarrays as `lamb-ch6-masa`, 16 as `lamb-ch6-masa16`).
+pub fn masa_hbm2(refresh: RefreshMode, per_bank: u32) -> HbmPreset {
+    let mut p = HbmPreset::builtin("hbm2-2000").unwrap();
+    p.refresh.mode = refresh;
+    p.subarrays = Subarrays {
+        per_bank,
+        sa_sel: 2,
+    };
+    p.check().unwrap();
+    p
+}
+
+/// The bounds every engine setup of a sweep report keeps (named `n` in the messages):
+/// its speedup at peak is at most the physical bound, its program bound and its
+/// row-cycle bound, every TS-sweep point at most the physical bound, and the time split
+/// adds up to the step (the named parts never exceed it).
+pub fn assert_setup_within_bounds(n: &str, m: &AluModelReport, physical_bound: f64) {
+    assert!(m.speedup[0] <= physical_bound, "{n}: {}", m.speedup[0]);
+    assert!(m.speedup[0] <= m.program_bound, "{n}");
+    assert!(m.speedup[0] <= m.row_cycle_bound, "{n}");
+    for t in &m.ts_sweep {
+        assert!(
+            t.speedup_vs_ideal_100 <= physical_bound,
+            "{n} at TS {}: {}",
+            t.ts_entries,
+            t.speedup_vs_ideal_100
+        );
+    }
+    let s = &m.time;
+    let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
+    assert!(
+        parts <= m.nmc_seconds * 1.0001
+            && (parts + s.reductions_and_other - m.nmc_seconds).abs() <= 1e-4 * m.nmc_seconds,
+        "{n}: {parts} + {} of {}",
+        s.reductions_and_other,
+        m.nmc_seconds
+    );
 }
