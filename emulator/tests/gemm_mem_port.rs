@@ -31,8 +31,6 @@ fn kernel(mt0: u16, mt1: u16, depth_u: u16, threads: u16) -> CatalogKernel {
         split_u: 1,
         prefetch: true,
         lds_pad: true,
-        wgm: 1,
-        af0em: 1,
     }
 }
 

@@ -197,7 +197,7 @@ fn kernel_with_tile(mt0: u16, mt1: u16) -> nmcp_emulator::gpu::catalog::CatalogK
     Catalog::standard()
         .kernels()
         .iter()
-        .filter(|k| k.mt0 == mt0 && k.mt1 == mt1 && k.split_u == 1 && k.wgm == 1 && k.af0em == 1)
+        .filter(|k| k.mt0 == mt0 && k.mt1 == mt1 && k.split_u == 1)
         .max_by_key(|k| (k.threads, k.prefetch, k.depth_u))
         .copied()
         .expect("tile in catalog")
@@ -324,8 +324,6 @@ fn kernel_exact(
                 && k.depth_u == u
                 && k.split_u == 1
                 && k.prefetch == prefetch
-                && k.wgm == 1
-                && k.af0em == 1
         })
         .max_by_key(|k| (k.threads, k.lds_pad))
         .copied()

@@ -7,19 +7,6 @@
 //! 8..128 accumulators (4 for tiny tiles, 256 for the 256x256 tile with AGPRs), tile
 //! aspect ratio <= 4, split-U only for tiles up to 64x64, and LDS within 64 KiB for f16.
 //! Resources follow from the parameters, so occupancy and waves are computed, not stored.
-//!
-//! Every such kernel comes in four variants of two size-dependent Tensile parameters
-//! that change neither its resources nor its main loop:
-//! - `WorkGroupMapping` (WGM) 1 or 8: the order in which workgroup ids walk the tile
-//!   grid, so which A and B panels the workgroups resident at one time share through the
-//!   LLC (`gemm::KernelCost::footprint`). Tensile: WGM 1 is the hardware order (tile rows
-//!   fastest); WGM g > 1 walks boxes of g tile columns, columns fastest within a box
-//!   (`wgSerial = wg0 + (wg1 % WGM) * nwg0`, re-split column-first).
-//! - `AssertFree0ElementMultiple` (AF0EM) 1 or [`ASSERT_FREE0_MULTIPLE`]: a kernel that
-//!   asserts M is a multiple of 8 stores the edge tiles of a ragged M in vectors of up
-//!   to 8 elements with one guard each; without the assertion an edge tile stores element
-//!   by element, each guarded (`gemm::edge_store_extra_ns`). It is eligible only for
-//!   sizes that satisfy it ([`CatalogKernel::eligible`]).
 
 use nmcp_isa::gemm_ext::{GemmDataType, KernelMeta};
 use serde::{Deserialize, Serialize};
@@ -41,12 +28,6 @@ const SPLITS: [u8; 3] = [1, 2, 4];
 const LDS_LIMIT: u32 = 64 * 1024;
 /// Elements each LDS row is padded by when padding is on.
 const LDS_PAD_ELEMENTS: u32 = 8;
-/// The `AssertFree0ElementMultiple` of the asserting variants (Tensile's recommended
-/// value for half precision; one value for every data type, so a catalog kernel's
-/// eligibility does not depend on the dtype).
-pub const ASSERT_FREE0_MULTIPLE: u8 = 8;
-/// The `WorkGroupMapping` values each kernel comes in (Tensile's default fork `[1, 8]`).
-pub const WORKGROUP_MAPPINGS: [u8; 2] = [1, 8];
 /// Registers every thread needs besides accumulators and staging (addresses, loop
 /// counters, pointers).
 const VGPR_OVERHEAD: u32 = 24;
@@ -70,43 +51,9 @@ pub struct CatalogKernel {
     pub prefetch: bool,
     /// Pads LDS rows against bank conflicts.
     pub lds_pad: bool,
-    /// Tensile `WorkGroupMapping`: 1 = hardware order (tile rows fastest); g > 1 = boxes
-    /// of g tile columns walked column-first (see the module doc).
-    pub wgm: u8,
-    /// Tensile `AssertFree0ElementMultiple`: the kernel assumes M is a multiple of this
-    /// (1 = no assertion, every size eligible).
-    pub af0em: u8,
 }
 
 impl CatalogKernel {
-    /// Whether the kernel may run `shape`: its size assertion holds.
-    pub fn eligible(&self, shape: &nmcp_isa::gemm_ext::GemmProblem) -> bool {
-        self.af0em <= 1 || shape.m % u32::from(self.af0em) == 0
-    }
-
-    /// Whether M leaves a ragged last tile row (the edge tiles whose stores are guarded).
-    pub fn has_free0_edge(&self, shape: &nmcp_isa::gemm_ext::GemmProblem) -> bool {
-        shape.m % u32::from(self.mt0.max(1)) != 0
-    }
-
-    /// Whether tuning `shape` must simulate this kernel, or whether a twin of the same
-    /// main loop (same index order: no assertion before the assertion) is provably at
-    /// least as fast and earlier in the catalog, so the exhaustive search's answer (fastest,
-    /// ties to the lower index) cannot be this kernel. The `AssertFree0ElementMultiple`
-    /// pair differs only in the edge tiles' stores: on an eligible size with a ragged M the
-    /// asserting variant is strictly faster (the guarded one is skipped); without edge
-    /// tiles the two are identical (the asserting one is skipped). WorkGroupMapping is
-    /// not pruned here (see `gemm::wgm_changes_nothing`).
-    pub fn tuning_candidate(&self, shape: &nmcp_isa::gemm_ext::GemmProblem) -> bool {
-        let asserted_pays =
-            shape.m % u32::from(ASSERT_FREE0_MULTIPLE) == 0 && self.has_free0_edge(shape);
-        if self.af0em > 1 {
-            self.eligible(shape) && asserted_pays
-        } else {
-            !asserted_pays
-        }
-    }
-
     /// LDS bytes per workgroup: A and B slabs of U rows, doubled with prefetch, plus row
     /// padding.
     pub fn lds_bytes(&self, dtype: GemmDataType) -> u32 {
@@ -155,39 +102,18 @@ impl CatalogKernel {
         }
     }
 
-    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD_WGM8_AF8`.
+    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD`.
     pub fn name(&self) -> String {
         format!(
-            "MT{}x{}_U{}_T{}_S{}{}{}{}{}",
+            "MT{}x{}_U{}_T{}_S{}{}{}",
             self.mt0,
             self.mt1,
             self.depth_u,
             self.threads,
             self.split_u,
             if self.prefetch { "_PF" } else { "" },
-            if self.lds_pad { "_PAD" } else { "" },
-            if self.wgm > 1 {
-                format!("_WGM{}", self.wgm)
-            } else {
-                String::new()
-            },
-            if self.af0em > 1 {
-                format!("_AF{}", self.af0em)
-            } else {
-                String::new()
-            }
+            if self.lds_pad { "_PAD" } else { "" }
         )
-    }
-
-    /// The same kernel without the size-dependent parameters (WGM 1, no assertion): what
-    /// the main loop and the resources are.
-    pub fn base(&self) -> Self {
-        Self {
-            index: u32::MAX,
-            wgm: 1,
-            af0em: 1,
-            ..*self
-        }
     }
 }
 
@@ -240,17 +166,11 @@ impl Catalog {
                                     split_u,
                                     prefetch,
                                     lds_pad,
-                                    wgm: 1,
-                                    af0em: 1,
                                 };
                                 if k.lds_bytes(GemmDataType::F16) > LDS_LIMIT {
                                     continue;
                                 }
-                                for wgm in WORKGROUP_MAPPINGS {
-                                    for af0em in [1, ASSERT_FREE0_MULTIPLE] {
-                                        kernels.push(CatalogKernel { wgm, af0em, ..k });
-                                    }
-                                }
+                                kernels.push(k);
                             }
                         }
                     }

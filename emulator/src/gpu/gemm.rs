@@ -63,12 +63,6 @@ pub struct Calibration {
     /// Co-resident workgroups walk K in step, so a panel line another workgroup already
     /// requested is an in-flight miss for the late-comers too: one latency, the HBM one.
     pub memory_latency_ns: f64,
-    /// Guard code: instructions that guard one global store of a ragged tile or one load
-    /// of the K tail besides the access itself (a compare of the index against the size
-    /// and a select of the offset that sends an out-of-range access past the buffer's
-    /// end, where the hardware drops it). The one place the guard code's cost is stated;
-    /// see [`edge_store_extra_ns`] and [`tail_loop_extra_ns`].
-    pub guard_instructions_per_store: f64,
 }
 
 impl Default for Calibration {
@@ -85,7 +79,6 @@ impl Default for Calibration {
             hbm_banks_per_group: 4.0,
             waves_launched_per_cycle: 4.0,
             memory_latency_ns: 500.0,
-            guard_instructions_per_store: 2.0,
         }
     }
 }
@@ -158,69 +151,6 @@ pub struct KernelCost {
     /// latency is off): `iterations x memory_latency_ns` with prefetch, plus the main
     /// loop's compute alone without it (see [`Calibration::memory_latency_ns`]).
     pub wg_latency_floor_ns: f64,
-    /// The kernel's `WorkGroupMapping` (1 = hardware order; see [`KernelCost::footprint`]).
-    pub wgm: u32,
-}
-
-/// Lanes of a SIMD: a wave64 instruction issues over `wave_size / SIMD_LANES` cycles
-/// (GCN/CDNA: SIMD16, 4 cycles per wave64 vector instruction).
-const SIMD_LANES: f64 = 16.0;
-
-/// Extra time of the K tail loop, ns: when the workgroup's K (`ks`, per split-U slice)
-/// is not a multiple of the depth U, the remaining `ks mod U` elements run through
-/// Tensile's tail loop, whose global loads are guarded element by element (vectorising
-/// them needs `AssertSummationElementMultiple` > 1, which no catalog kernel asserts):
-/// each thread's share of the `(MT0 + MT1) x tail` slab costs one load and its guard
-/// (`Calibration::guard_instructions_per_store`, the same compare-and-select) per
-/// element instead of one load per 16-byte vector. Charged like the edge stores: the
-/// extra instructions of one wave at `wave_size / 16` cycles each. The tail's FLOPs are
-/// already in the workgroup's exact-K FLOP count.
-pub fn tail_loop_extra_ns(
-    gpu: &GpuConfig,
-    cal: &Calibration,
-    kernel: &CatalogKernel,
-    ks: f64,
-    element_bytes: f64,
-) -> f64 {
-    let u = f64::from(kernel.depth_u.max(1));
-    let tail = ks - (ks / u).floor() * u;
-    if tail <= 0.0 {
-        return 0.0;
-    }
-    let per_thread = ((f64::from(kernel.mt0) + f64::from(kernel.mt1)) * tail
-        / f64::from(kernel.threads.max(1)))
-    .ceil();
-    let vector = (16.0 / element_bytes.max(1.0)).max(1.0);
-    let guarded = per_thread * (1.0 + cal.guard_instructions_per_store.max(0.0));
-    let vectorised = (per_thread / vector).ceil();
-    let cycles_per_instruction = (f64::from(gpu.wave_size.max(1)) / SIMD_LANES).max(1.0);
-    (guarded - vectorised).max(0.0) * cycles_per_instruction / gpu.clock_ghz.max(f64::MIN_POSITIVE)
-}
-
-/// Extra time an edge tile's epilogue takes over an interior tile's, ns: the cost of the
-/// guard code, from its instructions. Column-major C is contiguous along M, so an
-/// interior tile stores each thread's accumulators in 16-byte vectors, one instruction
-/// each. In a tile that crosses M (the last tile row of a ragged M) each store needs
-/// its guard (`Calibration::guard_instructions_per_store` besides the store), and a
-/// vector may only be as wide as the size assertion guarantees that all of its elements
-/// are in range or none: `af0em` elements (1 without an assertion: element by element).
-/// Each wave stores its own accumulators on its SIMD, so the extra instructions of one
-/// wave, at `wave_size / 16` cycles each, are the workgroup's extra time. Tiles that
-/// cross N only skip whole columns (one scalar branch per column) and are not charged.
-pub fn edge_store_extra_ns(
-    gpu: &GpuConfig,
-    cal: &Calibration,
-    kernel: &CatalogKernel,
-    out_element_bytes: f64,
-) -> f64 {
-    let per_thread = f64::from(kernel.accumulators());
-    let full_vector = (16.0 / out_element_bytes.max(1.0)).max(1.0);
-    let edge_vector = f64::from(kernel.af0em.max(1)).min(full_vector);
-    let interior = (per_thread / full_vector).ceil();
-    let edge =
-        (per_thread / edge_vector).ceil() * (1.0 + cal.guard_instructions_per_store.max(0.0));
-    let cycles_per_instruction = (f64::from(gpu.wave_size.max(1)) / SIMD_LANES).max(1.0);
-    (edge - interior).max(0.0) * cycles_per_instruction / gpu.clock_ghz.max(f64::MIN_POSITIVE)
 }
 
 /// Fraction of a cache line's bytes a contiguous run of `run` bytes uses, inverted
@@ -253,7 +183,7 @@ fn cost_of_meta(
     res: &CuResources,
 ) -> Option<KernelCost> {
     let occ = occupancy(meta, res);
-    if occ == 0 || !kernel.eligible(shape) {
+    if occ == 0 {
         return None;
     }
     let eb = f64::from(shape.dtype.bytes());
@@ -342,16 +272,6 @@ fn cost_of_meta(
     } else {
         iterations * latency + wg_flops / wg_flops_per_ns.max(f64::MIN_POSITIVE)
     };
-    // Edge tiles: the last tile row of a ragged M pays its guarded stores; the cohort
-    // simulation runs identical workgroups, so the extra time is spread over the grid
-    // (one tile row in `tiles_m`).
-    let out_element_bytes = if kernel.split_u > 1 { 4.0 } else { eb };
-    let edge_ns = if kernel.has_free0_edge(shape) {
-        edge_store_extra_ns(gpu, cal, kernel, out_element_bytes) / tiles_m.max(1) as f64
-    } else {
-        0.0
-    };
-    let tail_ns = tail_loop_extra_ns(gpu, cal, kernel, ks, eb);
     Some(KernelCost {
         workgroups,
         occupancy: occ,
@@ -363,44 +283,25 @@ fn cost_of_meta(
         wg_out_bytes: out_bytes,
         grid: (tiles_m, tiles_n, slices),
         panel_bytes: (panel_a, panel_b),
-        wg_fixed_ns: gpu.wg_fixed_ns + edge_ns + tail_ns,
+        wg_fixed_ns: gpu.wg_fixed_ns,
         waves_per_wg,
         wg_latency_floor_ns: latency_floor,
-        wgm: u32::from(kernel.wgm.max(1)),
     })
 }
 
 impl KernelCost {
-    /// Tile rows and columns of one slice that `per_slice` consecutive workgroup ids
-    /// span. WGM 1 (hardware order, tile rows fastest): `min(r, tiles_m)` rows and
-    /// `ceil(r / tiles_m)` columns. WGM g > 1: boxes of `g` tile columns (fewer if the
-    /// grid is narrower) walked column-first, so `r` ids within a box span `min(r, g)`
-    /// columns and `ceil(r / g)` rows; beyond one box, whole boxes (every row).
-    pub fn span(&self, per_slice: f64) -> (f64, f64) {
-        let (tm, tn) = (self.grid.0 as f64, self.grid.1 as f64);
-        if self.wgm <= 1 {
-            return (per_slice.min(tm), (per_slice / tm).ceil().min(tn));
-        }
-        let g = f64::from(self.wgm).min(tn).max(1.0);
-        let boxed = g * tm;
-        if per_slice <= boxed {
-            ((per_slice / g).ceil().min(tm), per_slice.min(g))
-        } else {
-            (tm, ((per_slice / boxed).ceil() * g).min(tn))
-        }
-    }
-
-    /// Panel bytes that `resident` workgroups of this kernel keep live: `r` consecutive
-    /// ids in the kernel's dispatch order span the tile rows and columns of
-    /// [`KernelCost::span`].
+    /// Panel bytes that `resident` workgroups of this kernel keep live: workgroups are
+    /// dispatched in column-major tile order, so `r` consecutive ones span
+    /// `min(r, tiles_m)` tile rows and `ceil(r / tiles_m)` tile columns of a slice.
     pub fn footprint(&self, resident: f64) -> f64 {
         if resident <= 0.0 {
             return 0.0;
         }
-        let slices = self.grid.2 as f64;
+        let (tm, tn, slices) = (self.grid.0 as f64, self.grid.1 as f64, self.grid.2 as f64);
         let touched = slices.min(resident);
         let per_slice = (resident / touched).ceil();
-        let (rows, cols) = self.span(per_slice);
+        let rows = per_slice.min(tm);
+        let cols = (per_slice / tm).ceil().min(tn);
         touched * (rows * self.panel_bytes.0 + cols * self.panel_bytes.1)
     }
 
@@ -412,10 +313,11 @@ impl KernelCost {
         if resident <= 0.0 {
             return 0.0;
         }
-        let slices = self.grid.2 as f64;
+        let (tm, tn, slices) = (self.grid.0 as f64, self.grid.1 as f64, self.grid.2 as f64);
         let touched = slices.min(resident);
         let per_slice = (resident / touched).ceil().max(1.0);
-        let (rows, cols) = self.span(per_slice);
+        let rows = per_slice.min(tm);
+        let cols = (per_slice / tm).ceil().min(tn);
         (rows * self.panel_bytes.0 + cols * self.panel_bytes.1) / per_slice
     }
 
@@ -436,35 +338,6 @@ impl KernelCost {
     }
 }
 
-/// True when `kernel`'s WorkGroupMapping cannot change its time for `shape` running
-/// alone on `gpu`: dispatch order only decides which panels the resident workgroups
-/// share, which moves HBM traffic only through LLC misses (the first-touch bytes count
-/// only when a panel was evicted), and misses need the resident panels to exceed the
-/// LLC. So when the panels of a full GPU of residents fit in the LLC in both orders (or
-/// the grid is one tile row or column, where the orders coincide) the WGM variant runs
-/// exactly like its WGM-1 twin. Used by tuning to skip simulating a variant that can
-/// only tie with the earlier twin.
-pub fn wgm_changes_nothing(
-    gpu: &GpuConfig,
-    cal: &Calibration,
-    shape: &GemmShape,
-    kernel: &CatalogKernel,
-) -> bool {
-    if kernel.wgm <= 1 {
-        return false;
-    }
-    let Some(cost) = kernel_cost(gpu, cal, shape, kernel) else {
-        return true;
-    };
-    if cost.grid.0 <= 1 || cost.grid.1 <= 1 {
-        return true;
-    }
-    let residents = (f64::from(gpu.cus) * f64::from(cost.occupancy)).min(cost.workgroups as f64);
-    let llc = gpu.llc_bytes as f64 * cal.llc_reuse;
-    let hardware_order = KernelCost { wgm: 1, ..cost };
-    cost.footprint(residents) <= llc && hardware_order.footprint(residents) <= llc
-}
-
 /// Resolves a kernel launched with only its metadata (not from the catalog): prefetch
 /// is inferred from an LDS size above one staging buffer, padding assumed absent.
 pub fn kernel_from_meta(meta: &KernelMeta, dtype: GemmDataType) -> CatalogKernel {
@@ -480,8 +353,6 @@ pub fn kernel_from_meta(meta: &KernelMeta, dtype: GemmDataType) -> CatalogKernel
         split_u: meta.split_k.max(1),
         prefetch: meta.lds_bytes >= slab.saturating_mul(2),
         lds_pad: false,
-        wgm: 1,
-        af0em: 1,
     }
 }
 

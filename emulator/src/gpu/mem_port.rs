@@ -68,9 +68,6 @@ pub struct GemmTiling {
     pub depth_u: u32,
     /// Global split-U.
     pub split_u: u32,
-    /// WorkGroupMapping: 1 = tile rows fastest; g > 1 = boxes of g tile columns walked
-    /// column-first (`catalog` module doc).
-    pub wgm: u32,
 }
 
 impl GemmTiling {
@@ -88,7 +85,6 @@ impl GemmTiling {
             mt1: u32::from(kernel.mt1.max(1)),
             depth_u: u32::from(kernel.depth_u.max(1)),
             split_u: u32::from(kernel.split_u.max(1)),
-            wgm: u32::from(kernel.wgm.max(1)),
         }
     }
 
@@ -100,8 +96,8 @@ impl GemmTiling {
         u64::from(self.n).div_ceil(u64::from(self.mt1))
     }
 
-    /// Workgroups in the grid: tiles times batch times split-U (the kernel's WGM tile
-    /// order within a slice, slices outermost, as the simulator and the LLC model assume).
+    /// Workgroups in the grid: tiles times batch times split-U (column-major tile order
+    /// within a slice, slices outermost, as the simulator and the LLC model assume).
     pub fn workgroups(&self) -> u64 {
         self.tiles_m() * self.tiles_n() * u64::from(self.batch) * u64::from(self.split_u)
     }
@@ -297,17 +293,7 @@ fn tile_of(t: &GemmTiling, id: u64) -> (u64, u64, u64) {
     let per_slice = t.tiles_m() * t.tiles_n();
     let slice = id / per_slice.max(1);
     let within = id % per_slice.max(1);
-    let (tm, tn) = (t.tiles_m().max(1), t.tiles_n().max(1));
-    if t.wgm <= 1 {
-        return (slice, within % tm, within / tm);
-    }
-    // Boxes of `wgm` tile columns (the last one narrower), columns fastest within a box.
-    let g = u64::from(t.wgm);
-    let boxed = g * tm;
-    let first_col = (within / boxed) * g;
-    let width = g.min(tn - first_col.min(tn)).max(1);
-    let offset = within % boxed;
-    (slice, offset / width, first_col + offset % width)
+    (slice, within % t.tiles_m(), within / t.tiles_m())
 }
 
 /// The A panel (tile row `tr`) and B panel (tile column `tc`) of a slice.
@@ -908,48 +894,5 @@ impl MemoryPort for DramPort {
             }
         };
         fraction * gpu.hbm_bytes_per_ns
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use nmcp_isa::gemm_ext::GemmDataType;
-
-    /// WGM 8 walks boxes of 8 tile columns column-first; the last box is narrower when
-    /// the columns do not divide (the order `KernelCost::span` counts panels in).
-    #[test]
-    fn workgroup_mapping_walks_boxes_of_tile_columns() {
-        let shape = GemmShape::new(8 * 64, 12 * 64, 256, false, false, GemmDataType::F16);
-        let k = CatalogKernel {
-            index: u32::MAX,
-            mt0: 64,
-            mt1: 64,
-            depth_u: 16,
-            threads: 256,
-            split_u: 1,
-            prefetch: true,
-            lds_pad: true,
-            wgm: 8,
-            af0em: 1,
-        };
-        let t = GemmTiling::new(&shape, &k);
-        let ids: Vec<(u64, u64, u64)> =
-            [0, 7, 8, 63, 64, 67, 68, 95].map(|i| tile_of(&t, i)).into();
-        assert_eq!(
-            ids,
-            [
-                (0, 0, 0),
-                (0, 0, 7),
-                (0, 1, 0),
-                (0, 7, 7),
-                (0, 0, 8),
-                (0, 0, 11),
-                (0, 1, 8),
-                (0, 7, 11)
-            ]
-        );
-        let hardware = GemmTiling { wgm: 1, ..t };
-        assert_eq!(tile_of(&hardware, 9), (0, 1, 1));
     }
 }

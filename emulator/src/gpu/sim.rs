@@ -281,7 +281,6 @@ impl<P: MemoryPort> GpuSim<P> {
             wg_fixed_ns: launch.workgroup_time.max(0.0),
             waves_per_wg: f64::from(waves),
             wg_latency_floor_ns: 0.0,
-            wgm: 1,
         }
     }
 

@@ -50,8 +50,6 @@ pub fn producer_kernel(tile: (u16, u16)) -> CatalogKernel {
         split_u: 1,
         prefetch: true,
         lds_pad: true,
-        wgm: 1,
-        af0em: 1,
     }
 }
 

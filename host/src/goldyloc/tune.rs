@@ -6,7 +6,7 @@ use super::cache::key_of;
 use super::Context;
 use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::config::GpuConfig;
-use nmcp_emulator::gpu::gemm::{wgm_changes_nothing, Calibration, GemmShape};
+use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
 use nmcp_emulator::gpu::sim::{concurrent_time, isolated_time};
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use rayon::prelude::*;
@@ -89,29 +89,8 @@ impl TunedGemm {
     }
 }
 
-/// Best catalog kernel for `shape` running alone on `gpu`, with its time: exhaustive
-/// over the catalog (fastest, ties to the lower index), except that a kernel is not
-/// simulated where a rule proves an earlier twin at least as fast
-/// (`CatalogKernel::tuning_candidate` for the size assertion,
-/// [`wgm_changes_nothing`] for WorkGroupMapping), so the answer is the exhaustive one
-/// (test `pruned_tuning_equals_the_exhaustive_search`).
+/// Best catalog kernel for `shape` running alone on `gpu`, with its time.
 pub fn best_isolated(
-    gpu: &GpuConfig,
-    cal: &Calibration,
-    catalog: &Catalog,
-    shape: &GemmShape,
-) -> Option<(u32, f64)> {
-    catalog
-        .kernels()
-        .iter()
-        .filter(|k| k.tuning_candidate(shape) && !wgm_changes_nothing(gpu, cal, shape, k))
-        .filter_map(|k| isolated_time(gpu, cal, shape, k).map(|t| (k.index, t)))
-        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-}
-
-/// [`best_isolated`] without the pruning: every eligible catalog kernel simulated.
-#[cfg(test)]
-pub fn best_isolated_exhaustive(
     gpu: &GpuConfig,
     cal: &Calibration,
     catalog: &Catalog,
@@ -541,34 +520,6 @@ pub fn strict_rc_study(ctx: &Context, tuned: &[TunedGemm]) -> StrictRcStudy {
 mod tests {
     use super::*;
     use nmcp_isa::gemm_ext::GemmDataType;
-
-    /// The rules that skip simulating a WGM or size-assertion variant never change the
-    /// answer: on sizes where each rule applies (ragged M multiple of 8, ragged M not a
-    /// multiple, no edge, LLC-resident and thrashing panels, one tile column, a K tail)
-    /// the pruned search picks the exhaustive search's kernel with the same time, on the
-    /// full GPU and on GPU/4.
-    #[test]
-    fn pruned_tuning_equals_the_exhaustive_search() {
-        let gpu = GpuConfig::preset("mi100").unwrap();
-        let cal = Calibration::default();
-        let cat = Catalog::standard();
-        let shapes = [
-            GemmShape::new(1000, 4096, 1024, false, false, GemmDataType::F16),
-            GemmShape::new(1001, 2048, 1040, true, false, GemmDataType::F16),
-            GemmShape::new(4096, 4096, 256, false, true, GemmDataType::F32),
-            GemmShape::new(8192, 8192, 8192, false, false, GemmDataType::F16),
-            GemmShape::new(16384, 64, 4096, false, false, GemmDataType::F16),
-            GemmShape::new(29, 6400, 2048, true, false, GemmDataType::F32),
-        ];
-        for g in [gpu.clone(), gpu.constrained(4)] {
-            for s in &shapes {
-                let pruned = best_isolated(&g, &cal, &cat, s).expect("some kernel runs");
-                let full = best_isolated_exhaustive(&g, &cal, &cat, s).expect("some kernel runs");
-                assert_eq!(pruned.0, full.0, "{s} on {}", g.name);
-                assert_eq!(pruned.1.to_bits(), full.1.to_bits(), "{s}");
-            }
-        }
-    }
 
     #[test]
     fn strict_constraints_choose_among_more_kernels_and_never_lose() {
