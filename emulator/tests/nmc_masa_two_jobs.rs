@@ -516,7 +516,7 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
     assert!((r.physical_bound - 8.0).abs() < 1e-12);
     for m in &r.alu_models {
         let n = &m.name;
-        common::assert_setup_within_bounds(&n, m, r.physical_bound);
+        common::assert_setup_within_bounds(n, m, r.physical_bound);
         let bound = m.job_bound.expect("a job or segment bound");
         assert!(m.speedup[0] <= bound, "{n}: {} vs {bound}", m.speedup[0]);
         assert!(bound <= m.program_bound * 1.0001, "{n}");
