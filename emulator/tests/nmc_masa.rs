@@ -16,14 +16,10 @@ use nmcp_isa::asm::parse_macro;
 use proptest::prelude::*;
 
 mod common;
+use common::MASA;
 use common::{kind, log_of, name, program, replay, rig, BLOCKS};
 /// Rows per subarray of `common::masa_hbm2(_, 8)` (16384 rows / 8).
 const SA: u32 = 2048;
-
-const MASA: EngineSetup = EngineSetup {
-    alu_model: AluModel::PIPELINED,
-    row_policy: RowPolicy::Masa,
-};
 
 /// Two arrays in two subarrays, two chunks: each row opens once (AB-SA-ACT), the second
 /// chunk selects (AB-SA-SEL) instead of precharging and activating, reads go first and
@@ -251,35 +247,9 @@ fn masa_speedup_never_exceeds_the_physical_bound() {
     );
     assert_eq!(r.alu_models.len(), 5);
     for m in &r.alu_models {
-        assert!(
-            m.speedup[0] <= r.physical_bound,
-            "{}: {}",
-            m.name,
-            m.speedup[0]
-        );
-        assert!(m.speedup[0] <= m.program_bound, "{}", m.name);
-        assert!(m.speedup[0] <= m.row_cycle_bound, "{}", m.name);
-        for t in &m.ts_sweep {
-            assert!(
-                t.speedup_vs_ideal_100 <= r.physical_bound,
-                "{} at TS {}: {}",
-                m.name,
-                t.ts_entries,
-                t.speedup_vs_ideal_100
-            );
-        }
-        let s = &m.time;
-        let parts = s.columns + s.row_switches + s.refresh + s.alu_stalls + s.subarray_selects;
         // (On this small model the firmware's time, in "other", can be most of a fast
         // setup's step.)
-        assert!(
-            parts <= m.nmc_seconds * 1.0001
-                && (parts + s.reductions_and_other - m.nmc_seconds).abs() <= 1e-4 * m.nmc_seconds,
-            "{}: {parts} + {} of {}",
-            m.name,
-            s.reductions_and_other,
-            m.nmc_seconds
-        );
+        common::assert_setup_within_bounds(&m.name, m, r.physical_bound);
     }
     let by = |n: &str| r.alu_models.iter().find(|m| m.name == n).unwrap().speedup[0];
     assert!(by("pipelined+masa") > by("pipelined+staged"));

@@ -18,19 +18,10 @@ use proptest::prelude::*;
 
 mod common;
 use common::{kind, log_of, name, program, replay};
+use common::{DECOUPLED, MASA};
 
 /// Rows per subarray of `common::masa_hbm2(_, 16)` (16384 rows / 16).
 const SA: u32 = 1024;
-
-const DECOUPLED: EngineSetup = EngineSetup {
-    alu_model: AluModel::PIPELINED,
-    row_policy: RowPolicy::MasaDecoupled,
-};
-
-const MASA: EngineSetup = EngineSetup {
-    alu_model: AluModel::PIPELINED,
-    row_policy: RowPolicy::Masa,
-};
 
 /// Logical rows `0..rows` spread over subarrays 1..=ways in turn (row j in subarray
 /// `j % ways + 1`, at index `j / ways`): consecutive rows are in different subarrays.

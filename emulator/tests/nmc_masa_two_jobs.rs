@@ -24,19 +24,10 @@ use proptest::prelude::*;
 
 mod common;
 use common::{kind, log_of, replay};
+use common::{DECOUPLED, TWO_JOBS};
 
 /// Rows per subarray of the 16-subarray hbm2 preset (16384 rows / 16).
 const SA: u32 = 1024;
-
-const TWO_JOBS: EngineSetup = EngineSetup {
-    alu_model: AluModel::PIPELINED,
-    row_policy: RowPolicy::MasaTwoJobs,
-};
-
-const DECOUPLED: EngineSetup = EngineSetup {
-    alu_model: AluModel::PIPELINED,
-    row_policy: RowPolicy::MasaDecoupled,
-};
 
 /// An ALU-bound job: `cols` columns of row `row` on, each DIV, SQRT and ADD, written back.
 fn alu_bound(row: u32, cols: u32) -> MacroCommand {

@@ -343,3 +343,21 @@ pub fn assert_setup_within_bounds(n: &str, m: &AluModelReport, physical_bound: f
         m.nmc_seconds
     );
 }
+
+/// The MASA engine setups the MASA tests compare, each under the `pipelined` ALU model.
+pub const MASA: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::Masa,
+};
+
+/// `masa-decoupled` under the `pipelined` ALU model.
+pub const DECOUPLED: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::MasaDecoupled,
+};
+
+/// `masa-2jobs` (two macro-commands in flight) under the `pipelined` ALU model.
+pub const TWO_JOBS: EngineSetup = EngineSetup {
+    alu_model: AluModel::PIPELINED,
+    row_policy: RowPolicy::MasaTwoJobs,
+};
