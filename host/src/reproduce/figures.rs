@@ -132,7 +132,13 @@ pub fn lamb_alu_models(doc: &Value) -> Result<Vec<Headline>, FigureError> {
         let ts = num(doc, W, &p("ts_entries"))?;
         let bound = num(doc, W, &p("program_bound"))?;
         let config = format!("{model}, {preset}, {name}, TS {ts}");
-        let baseline = format!("physical bound {physical:.1}x; this program {bound:.2}x");
+        // The engine policy's own floor, where it has one (`masa-decoupled`: one job at a
+        // time; `masa-2jobs`: its overlapping segments): what that setup is held to.
+        let floor = m
+            .get("job_bound")
+            .and_then(Value::as_f64)
+            .map_or(String::new(), |b| format!("; its policy's floor {b:.2}x"));
+        let baseline = format!("physical bound {physical:.1}x; this program {bound:.2}x{floor}");
         out.push(Headline {
             chapter: CH,
             figure: format!("LAMB step, NMC over ideal GPU at peak ({name})"),

@@ -96,6 +96,20 @@ pub fn stages(scale: Scale, mechanisms: &[Mechanism], out: &Path, jobs: u32) -> 
                 "--json",
             ]),
         });
+        v.push(Stage {
+            name: "lamb-masa16",
+            what: "LAMB: MASA with 16 subarrays per bank, row switches hidden (masa-decoupled), \
+                   and two macro-commands in flight per engine (masa-2jobs)",
+            args: strings(&[
+                "lamb",
+                "--preset",
+                "lamb-ch6-masa16",
+                "--alu-models",
+                "pipelined+masa-decoupled,pipelined+masa-2jobs,pipelined-2+masa-2jobs",
+                "--ts-sweep",
+                "--json",
+            ]),
+        });
     }
     if mechanisms.contains(&Mechanism::Goldyloc) {
         let dtypes: &[(&'static str, &str, &'static str)] = match scale {
@@ -265,9 +279,11 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
         )?);
         let mut commands = vec![cmd(r)];
         let mut headlines = figures::lamb(&r.json).map_err(|e| e.0)?;
-        if let Some(m) = results.iter().find(|r| r.stage.name == "lamb-masa") {
-            commands.push(cmd(m));
-            headlines.extend(figures::lamb_alu_models(&m.json).map_err(|e| e.0)?);
+        for name in ["lamb-masa", "lamb-masa16"] {
+            if let Some(m) = results.iter().find(|r| r.stage.name == name) {
+                commands.push(cmd(m));
+                headlines.extend(figures::lamb_alu_models(&m.json).map_err(|e| e.0)?);
+            }
         }
         v.push(Section {
             title: "ch. 6 NMC LAMB",
