@@ -142,6 +142,8 @@ fuzz_target!(|data: &[u8]| {
         cols_per_row: 1 + b.u32() % 4096,
         column_bytes: [32, 64, 16, 0][usize::from(b.u8() % 4)],
         ts_entries: b.u16() % 300,
+        job_contexts: u16::from(b.u8() % 3),
+        alu_chunk: u16::from(b.u8() % 5),
     };
     let params = LambParams {
         lr: b.f32(),
