@@ -586,13 +586,8 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
             alu_model: AluModel::Pipelined { ops_per_tck },
             row_policy: RowPolicy::MasaTwoJobs,
         };
-        let (state, err, norm, _) = common::lamb_functional_at(
-            &p,
-            setup,
-            Stage1Program::FourSlot,
-            3,
-            usize::from(ts),
-        );
+        let (state, err, norm, _) =
+            common::lamb_functional_at(&p, setup, Stage1Program::FourSlot, 3, usize::from(ts));
         let name = format!("{} at TS {ts}", setup.name());
         assert!(err <= 1e-5, "{name}: error {err} of the term scale");
         assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
