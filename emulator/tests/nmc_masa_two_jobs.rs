@@ -574,7 +574,7 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
             cols_per_row: p.organisation.columns_per_row,
             column_bytes: p.organisation.bytes_per_column,
             ts_entries: ts,
-            job_contexts: job_contexts(RowPolicy::MasaTwoJobs),
+            job_contexts: job_contexts(RowPolicy::MasaTwoJobsSplit),
             alu_chunk: alu_chunk(&p, AluModel::Pipelined { ops_per_tck }),
         }
         .job_ts_entries()
@@ -584,7 +584,7 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
     for (ts, ops_per_tck) in [(8u16, 1), (32, 1), (32, 2)] {
         let setup = EngineSetup {
             alu_model: AluModel::Pipelined { ops_per_tck },
-            row_policy: RowPolicy::MasaTwoJobs,
+            row_policy: RowPolicy::MasaTwoJobsSplit,
         };
         let (state, err, norm, _) =
             common::lamb_functional_at(&p, setup, Stage1Program::FourSlot, 3, usize::from(ts));
@@ -610,6 +610,10 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
             EngineSetup {
                 alu_model: AluModel::Pipelined { ops_per_tck: 16 },
                 row_policy: RowPolicy::MasaTwoJobs,
+            },
+            EngineSetup {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::MasaTwoJobsSplit,
             },
         ],
         Stage1Program::FourSlot,

@@ -556,7 +556,7 @@ impl LambExperiment {
         let cap = usize::from(nmcp_isa::nmc::MAX_CHUNK)
             .min(self.preset.organisation.columns_per_row as usize)
             .max(1);
-        let two_jobs = setup.row_policy == RowPolicy::MasaTwoJobs;
+        let two_jobs = setup.row_policy.two_jobs();
         let geometry = nmcp_firmware::nmc::lamb::NmcGeometry {
             pseudo_channels: 1,
             banks_per_pc: 1,

@@ -388,7 +388,8 @@ impl LambRun {
             // it, else MASA's (an array's next row then shares its subarray and is not
             // activated ahead).
             crate::nmc::engine::RowPolicy::MasaDecoupled
-            | crate::nmc::engine::RowPolicy::MasaTwoJobs => {
+            | crate::nmc::engine::RowPolicy::MasaTwoJobs
+            | crate::nmc::engine::RowPolicy::MasaTwoJobsSplit => {
                 let map = if preset.subarrays.per_bank >= ALTERNATING_SUBARRAYS {
                     masa_alternating_row_map(&preset, &layout)?
                 } else {

@@ -224,6 +224,22 @@ pub enum RowPolicy {
     /// [`NmcChannelEngine::advance`] (the node's deferred path);
     /// [`NmcChannelEngine::run_macro`] runs one job alone, as [`Self::MasaDecoupled`].
     MasaTwoJobs,
+    /// [`Self::MasaTwoJobs`] with the LAMB sequencer's TS split between the two job
+    /// contexts ([`job_contexts`] = 2: each program gets half the TS, stage 1 at chunk TS / 8
+    /// and stage 2 at TS / 2, where stage 1 keeps at least [`alu_chunk`] columns), so that
+    /// stage 1 and stage 2 fit the TS together and may overlap. The engine is the same;
+    /// only the sequencer's chunks differ. Not the default: measured slower on BERT-Large
+    /// at TS 16 (4.92x against 5.04x; stage 1 at chunk 2 re-opens its rows twice as often,
+    /// docs/decisions/nmc-alu-issue.md, "Per-context scalars and the TS split").
+    MasaTwoJobsSplit,
+}
+
+impl RowPolicy {
+    /// Whether the engine keeps [`JOBS_IN_FLIGHT`] macro-commands in flight
+    /// ([`Self::MasaTwoJobs`], [`Self::MasaTwoJobsSplit`]).
+    pub fn two_jobs(self) -> bool {
+        matches!(self, Self::MasaTwoJobs | Self::MasaTwoJobsSplit)
+    }
 }
 
 /// Macro-commands in flight per engine under [`RowPolicy::MasaTwoJobs`].
@@ -232,7 +248,7 @@ pub const JOBS_IN_FLIGHT: usize = 2;
 /// Job contexts an engine under `policy` has (the firmware's
 /// `NmcGeometry::job_contexts`: it splits the TS between them).
 pub fn job_contexts(policy: RowPolicy) -> u16 {
-    if policy == RowPolicy::MasaTwoJobs {
+    if policy == RowPolicy::MasaTwoJobsSplit {
         JOBS_IN_FLIGHT as u16
     } else {
         1
@@ -343,6 +359,7 @@ impl RowPolicy {
             Self::Masa => "masa",
             Self::MasaDecoupled => "masa-decoupled",
             Self::MasaTwoJobs => "masa-2jobs",
+            Self::MasaTwoJobsSplit => "masa-2jobs-split",
         }
     }
 
@@ -354,6 +371,7 @@ impl RowPolicy {
             "masa" => Some(Self::Masa),
             "masa-decoupled" => Some(Self::MasaDecoupled),
             "masa-2jobs" => Some(Self::MasaTwoJobs),
+            "masa-2jobs-split" => Some(Self::MasaTwoJobsSplit),
             _ => None,
         }
     }
@@ -815,7 +833,10 @@ impl NmcChannelEngine {
     fn masa(&self, single: Option<usize>) -> bool {
         matches!(
             self.policy,
-            RowPolicy::Masa | RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+            RowPolicy::Masa
+                | RowPolicy::MasaDecoupled
+                | RowPolicy::MasaTwoJobs
+                | RowPolicy::MasaTwoJobsSplit
         ) && single.is_none()
             && self.sub_rows.len() > 1
             && matches!(self.alu_model, AluModel::Pipelined { .. })
@@ -826,7 +847,7 @@ impl NmcChannelEngine {
     fn decoupled(&self, single: Option<usize>) -> bool {
         matches!(
             self.policy,
-            RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+            RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs | RowPolicy::MasaTwoJobsSplit
         ) && self.masa(single)
     }
 
@@ -1276,7 +1297,8 @@ impl NmcChannelEngine {
                     RowPolicy::Staged
                     | RowPolicy::Masa
                     | RowPolicy::MasaDecoupled
-                    | RowPolicy::MasaTwoJobs,
+                    | RowPolicy::MasaTwoJobs
+                    | RowPolicy::MasaTwoJobsSplit,
                     None,
                 ) = (self.alu_model, self.policy, single)
                 {
@@ -1286,7 +1308,7 @@ impl NmcChannelEngine {
                             .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                         let prow = self.phys(row);
                         self.refresh_if_due(ctrl);
-                        if self.policy == RowPolicy::MasaTwoJobs && masa {
+                        if self.policy.two_jobs() && masa {
                             // Two jobs share the write buffer: only the posted writes this
                             // visit must not pass go first (the other job's later ones
                             // stay buffered).
@@ -2039,7 +2061,7 @@ impl NmcChannelEngine {
             .ok_or_else(|| EngineError::OutOfRange(format!("scalar register {reg}")))?;
         *slot = bits;
         self.stats.scalar_writes += 1;
-        if self.policy == RowPolicy::MasaTwoJobs {
+        if self.policy.two_jobs() {
             // Ordered behind the queued jobs: it takes its slot once they are admitted
             // (the jobs in flight keep their own context's copy).
             self.queue.push_back(Queued::Scalar(start));
