@@ -14,8 +14,9 @@ use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::memctrl::LoggedCommand;
 use nmcp_emulator::memory::DeviceMemory;
-use nmcp_emulator::nmc::engine::{AluModel, RowMap, RowPolicy};
+use nmcp_emulator::nmc::engine::{alu_chunk, job_contexts, AluModel, RowMap, RowPolicy};
 use nmcp_emulator::nmc::system::{NmcBlock, NmcFinished};
+use nmcp_firmware::nmc::lamb::{lay_out, programs, NmcGeometry};
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_firmware::platform::ChannelSet;
 use nmcp_isa::asm::parse_macro;
@@ -204,9 +205,10 @@ fn dependencies_between_jobs_in_flight_hold_column_by_column() {
 }
 
 /// Two jobs that reduce never overlap (one accumulator per bank: the second starts after
-/// the first is complete); a scalar write waits until no job is in flight, so the job
-/// after it starts after the job before it completes; without either, the second job
-/// starts while the first streams.
+/// the first is complete); a scalar write does not wait for the job in flight (each job
+/// context keeps the scalars it was admitted with), so the job after it that reads the
+/// written register still starts while the job before it streams, one command slot
+/// later than without the write.
 #[test]
 fn reductions_and_scalar_writes_order_the_jobs_around_them() {
     let p = common::masa_hbm2(RefreshMode::Off, 16);
@@ -237,7 +239,8 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
     );
     replay(&p, &log_of(&nmc)).unwrap();
 
-    // An ALU-bound job, a scalar write, an independent job.
+    // An ALU-bound job, a write of s0 (which both jobs read), an independent job: b, in
+    // its own context with the new s0, starts while a (old s0) streams.
     let (a, b) = (alu_bound(SA, 256), add_scalar(3 * SA, 256));
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
     nmc.submit_deferred(0, &a, &mut mem, 0).unwrap();
@@ -252,15 +255,21 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
             _ => None,
         })
         .unwrap();
+    let with_write = first_read_in(&nmc, 3);
     assert!(
-        first_read_in(&nmc, 3) >= a_done,
-        "the scalar write drains a"
+        with_write < a_done,
+        "the scalar write does not drain a: b's first read {with_write}, a done {a_done}"
     );
 
-    // Without it, b starts while a streams.
+    // Without it, b starts while a streams too, no later.
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
     let done = run_together(&mut nmc, &mut mem, &[&a, &b]);
-    assert!(first_read_in(&nmc, 3) < done[0], "b overlaps a");
+    let without = first_read_in(&nmc, 3);
+    assert!(without < done[0], "b overlaps a");
+    assert!(
+        without <= with_write,
+        "the write takes a command slot: {without} vs {with_write}"
+    );
 
     // A reduction's read-out waits for its job, not for the other job in flight.
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
@@ -292,6 +301,79 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
         "the read-out follows the reduction"
     );
     assert!(at(2) < at(0), "and does not wait for the ALU-bound job");
+}
+
+/// LAMB's stage 1 of one tensor, the scalar write of stage 2's operand (r7, which stage
+/// 1 reads too) and stage 2 of an earlier tensor, as the sequencer issues them: with the
+/// TS split between the two job contexts (`NmcGeometry::job_contexts` = 2: stage 1 at
+/// chunk TS / 8, stage 2 at TS / 2) stage 2 streams while stage 1 is in flight; with the
+/// whole TS per program (one context: stage 1 alone fills the TS) it waits for stage 1.
+#[test]
+fn stage_1_and_stage_2_overlap_under_the_ts_split() {
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
+    let geometry = |job_contexts| NmcGeometry {
+        pseudo_channels: 1,
+        banks_per_pc: p.banks_per_pseudo_channel() as u16,
+        cols_per_row: p.organisation.columns_per_row,
+        column_bytes: p.organisation.bytes_per_column,
+        ts_entries: 16,
+        job_contexts,
+        alu_chunk: alu_chunk(&p, AluModel::Pipelined { ops_per_tck: 1 }),
+    };
+    let (g1, g2) = (geometry(1), geometry(2));
+    assert_eq!((g1.job_ts_entries(), g2.job_ts_entries()), (16, 8));
+    // Two tensors of 128 columns per bank, in subarrays 1 and 3.
+    let elements = 128 * g1.stripe_bytes() / u64::from(g1.cols_per_row) / 4;
+    let a = lay_out(&g1, elements, SA).unwrap().desc;
+    let b = lay_out(&g1, elements, 3 * SA).unwrap().desc;
+    let run = |g: &NmcGeometry| {
+        let s1 = programs::stage1(g, &a, 0, true, Stage1Program::FourSlot).unwrap();
+        let s2 = programs::stage2(g, &b, 1).unwrap();
+        let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+        nmc.submit_deferred(0, &s1, &mut mem, 0).unwrap();
+        nmc.write_scalar(0, ChannelSet { first: 0, count: 1 }, 7, 0.5f32.to_bits())
+            .unwrap();
+        nmc.submit_deferred(0, &s2, &mut mem, 1).unwrap();
+        let mut done = [0; 2];
+        for f in nmc.poll(u64::MAX) {
+            if let NmcFinished::Job { tag, at, status } = f {
+                status.unwrap();
+                done[tag as usize] = at;
+            }
+        }
+        let log = log_of(&nmc);
+        replay(&p, &log).unwrap();
+        let cols = columns_by_row(&log);
+        let first_b = cols
+            .iter()
+            .find(|c| c.2 / SA == 3)
+            .map(|c| log[c.0].at)
+            .unwrap();
+        let last_a = cols
+            .iter()
+            .filter(|c| c.2 / SA == 1)
+            .map(|c| log[c.0].at)
+            .max()
+            .unwrap();
+        ((s1.chunk, s2.chunk), first_b, last_a, done)
+    };
+    let (chunks, first_b, _, done) = run(&g1);
+    assert_eq!(chunks, (4, 16));
+    assert!(first_b >= done[0], "one context: stage 2 waits for stage 1");
+    let (chunks, first_b, last_a, split_done) = run(&g2);
+    assert_eq!(chunks, (2, 8));
+    assert!(
+        first_b < split_done[0],
+        "split: stage 2 starts at {first_b}, before stage 1 completes at {}",
+        split_done[0]
+    );
+    // What the split costs here (docs/decisions/nmc-alu-issue.md, "Per-context scalars
+    // and the TS split"): stage 1's five arrays share subarray 1, so at chunk 2 it
+    // re-opens its rows twice as often and streams its last column later than it
+    // completes at chunk 4; the arbiter feeds it while the ALU's backlog is short, so
+    // stage 2 runs in its tail, and the pair ends later than one after the other.
+    assert!(last_a > done[0], "{last_a} vs {}", done[0]);
+    assert!(split_done[1] > done[1], "{} vs {}", split_done[1], done[1]);
 }
 
 /// Gate by gate with two jobs' rows open and refresh on: every AB-SA-PRE comes tRAS after
@@ -482,6 +564,35 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
     );
     let (state3, _, _, _) = common::lamb_functional(&p, TWO_JOBS, Stage1Program::ThreeSlot, 2);
     common::assert_same_bits("masa-2jobs three-slot", &state3, &base3);
+    // Per-context scalars and the TS split: at TS 16 and 1 op/tCK the sequencer runs
+    // stage 1 at chunk 2 and stage 2 at chunk 8 (half the TS each) and writes r7 without
+    // draining the engine; at 2 ops/tCK the split needs TS 32. Same bits at every size.
+    let split = |ts: u16, ops_per_tck| {
+        NmcGeometry {
+            pseudo_channels: 1,
+            banks_per_pc: 1,
+            cols_per_row: p.organisation.columns_per_row,
+            column_bytes: p.organisation.bytes_per_column,
+            ts_entries: ts,
+            job_contexts: job_contexts(RowPolicy::MasaTwoJobsSplit),
+            alu_chunk: alu_chunk(&p, AluModel::Pipelined { ops_per_tck }),
+        }
+        .job_ts_entries()
+            < ts
+    };
+    assert!(split(16, 1) && !split(8, 1) && !split(16, 2) && split(32, 2));
+    for (ts, ops_per_tck) in [(8u16, 1), (32, 1), (32, 2)] {
+        let setup = EngineSetup {
+            alu_model: AluModel::Pipelined { ops_per_tck },
+            row_policy: RowPolicy::MasaTwoJobsSplit,
+        };
+        let (state, err, norm, _) =
+            common::lamb_functional_at(&p, setup, Stage1Program::FourSlot, 3, usize::from(ts));
+        let name = format!("{} at TS {ts}", setup.name());
+        assert!(err <= 1e-5, "{name}: error {err} of the term scale");
+        assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
+        common::assert_same_bits(&name, &state, &base);
+    }
 }
 
 /// No setup, two jobs in flight included, at any TS size, beats the bank-parallelism
@@ -499,6 +610,10 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
             EngineSetup {
                 alu_model: AluModel::Pipelined { ops_per_tck: 16 },
                 row_policy: RowPolicy::MasaTwoJobs,
+            },
+            EngineSetup {
+                alu_model: AluModel::PIPELINED,
+                row_policy: RowPolicy::MasaTwoJobsSplit,
             },
         ],
         Stage1Program::FourSlot,

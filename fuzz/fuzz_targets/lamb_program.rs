@@ -136,12 +136,14 @@ impl Bytes<'_> {
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let tensors = 1 + u32::from(b.u8() % 8);
-    let geometry = NmcGeometry {
+    let mut geometry = NmcGeometry {
         pseudo_channels: 1 + b.u16() % 64,
         banks_per_pc: 1 + b.u16() % 32,
         cols_per_row: 1 + b.u32() % 4096,
         column_bytes: [32, 64, 16, 0][usize::from(b.u8() % 4)],
         ts_entries: b.u16() % 300,
+        job_contexts: 1,
+        alu_chunk: 1,
     };
     let params = LambParams {
         lr: b.f32(),
@@ -182,6 +184,9 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Stage1Program::FourSlot
     };
+    // The TS split between job contexts (read after the program, for the same reason).
+    geometry.job_contexts = u16::from(b.u8() % 3);
+    geometry.alu_chunk = u16::from(b.u8() % 5);
     let mut stub = Stub {
         table,
         geometry,

@@ -547,14 +547,29 @@ impl LambExperiment {
         Ok(out)
     }
 
-    /// The chunks (stage 1, stage 2) the firmware's programs use at `ts` TS entries: two
-    /// TS sizes with the same chunks run the same macro-commands, so the same cycles.
-    fn chunks(&self, ts: usize) -> (usize, usize) {
+    /// The chunks (stage 1, stage 2) the firmware's programs use at `ts` TS entries under
+    /// `setup`, and, when the engine keeps two jobs in flight, the TS entries the pair
+    /// stage 1 + stage 2 can use together (which decides whether they overlap): two TS
+    /// sizes with the same key run the same macro-commands the same way, so the same
+    /// cycles.
+    fn chunks(&self, setup: EngineSetup, ts: usize) -> (usize, usize, usize) {
         let cap = usize::from(nmcp_isa::nmc::MAX_CHUNK)
             .min(self.preset.organisation.columns_per_row as usize)
             .max(1);
+        let two_jobs = setup.row_policy.two_jobs();
+        let geometry = nmcp_firmware::nmc::lamb::NmcGeometry {
+            pseudo_channels: 1,
+            banks_per_pc: 1,
+            cols_per_row: self.preset.organisation.columns_per_row,
+            column_bytes: self.preset.organisation.bytes_per_column,
+            ts_entries: ts.min(usize::from(u16::MAX)) as u16,
+            job_contexts: crate::nmc::engine::job_contexts(setup.row_policy),
+            alu_chunk: crate::nmc::engine::alu_chunk(&self.preset, setup.alu_model),
+        };
+        let job_ts = usize::from(geometry.job_ts_entries());
         let slots = usize::from(self.program.slots());
-        ((ts / slots).clamp(1, cap), ts.clamp(1, cap))
+        let (c1, c2) = ((job_ts / slots).clamp(1, cap), job_ts.clamp(1, cap));
+        (c1, c2, if two_jobs { ts.min(slots * c1 + c2) } else { 0 })
     }
 
     /// The TS sweep of `setup`; `progress` is called after each size. `known` is an NMC
@@ -568,9 +583,9 @@ impl LambExperiment {
         progress: &mut dyn FnMut(),
     ) -> Result<Vec<Timing>, LambError> {
         let mut out = Vec::with_capacity(TS_SWEEP.len());
-        let mut seen = vec![(self.chunks(known.0), known.1)];
+        let mut seen = vec![(self.chunks(setup, known.0), known.1)];
         for ts in TS_SWEEP {
-            let key = self.chunks(ts);
+            let key = self.chunks(setup, ts);
             let s = match seen.iter().find(|(k, _)| *k == key) {
                 Some(&(_, s)) => s,
                 None => {

@@ -137,6 +137,8 @@ pub fn layout(preset: &HbmPreset, elements: &[u64]) -> Result<Layout, LambError>
         cols_per_row: preset.organisation.columns_per_row,
         column_bytes: preset.organisation.bytes_per_column,
         ts_entries: 0,
+        job_contexts: 1,
+        alu_chunk: 1,
     };
     let stripe = geometry.stripe_bytes();
     let table_bytes = elements.len() as u64 * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u64;
@@ -331,6 +333,10 @@ pub fn lamb_job(preset: &HbmPreset, layout: &Layout, config: &LambRunConfig, k: 
         cols_per_row: o.columns_per_row,
         column_bytes: o.bytes_per_column,
         ts_entries: config.system.ts_entries.min(usize::from(u16::MAX)) as u16,
+        // The sequencer splits the TS between the engine's job contexts (a setting tied
+        // to the engine policy: only `masa-2jobs` keeps two jobs in flight).
+        job_contexts: crate::nmc::engine::job_contexts(config.system.row_policy),
+        alu_chunk: crate::nmc::engine::alu_chunk(preset, config.system.alu_model),
     };
     let mut h = config.hyper;
     h.step = h.step.saturating_add(k);
@@ -382,7 +388,8 @@ impl LambRun {
             // it, else MASA's (an array's next row then shares its subarray and is not
             // activated ahead).
             crate::nmc::engine::RowPolicy::MasaDecoupled
-            | crate::nmc::engine::RowPolicy::MasaTwoJobs => {
+            | crate::nmc::engine::RowPolicy::MasaTwoJobs
+            | crate::nmc::engine::RowPolicy::MasaTwoJobsSplit => {
                 let map = if preset.subarrays.per_bank >= ALTERNATING_SUBARRAYS {
                     masa_alternating_row_map(&preset, &layout)?
                 } else {

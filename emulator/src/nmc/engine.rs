@@ -214,7 +214,9 @@ pub enum RowPolicy {
     /// older job has still to read or write (one of them writing) waits; a read of a
     /// column with a posted write drains the buffer first (as within a job); jobs that
     /// reduce never overlap (one accumulator); the TS entries of the jobs in flight must
-    /// fit the TS together; a scalar write waits until no job is in flight. A job is
+    /// fit the TS together. Each job context holds its own copy of the scalar registers,
+    /// taken when the job is admitted, so a scalar write takes one command slot and
+    /// applies to the jobs queued after it without waiting for the jobs in flight. A job is
     /// complete when its ALU work is done and its last write can be followed by a
     /// precharge (CWL + BL + tWR); completions are reported in submission order.
     /// Functionally every job still executes in submission order (the numerics of every
@@ -222,10 +224,50 @@ pub enum RowPolicy {
     /// [`NmcChannelEngine::advance`] (the node's deferred path);
     /// [`NmcChannelEngine::run_macro`] runs one job alone, as [`Self::MasaDecoupled`].
     MasaTwoJobs,
+    /// [`Self::MasaTwoJobs`] with the LAMB sequencer's TS split between the two job
+    /// contexts ([`job_contexts`] = 2: each program gets half the TS, stage 1 at chunk TS / 8
+    /// and stage 2 at TS / 2, where stage 1 keeps at least [`alu_chunk`] columns), so that
+    /// stage 1 and stage 2 fit the TS together and may overlap. The engine is the same;
+    /// only the sequencer's chunks differ. Not the default: measured slower on BERT-Large
+    /// at TS 16 (4.92x against 5.04x; stage 1 at chunk 2 re-opens its rows twice as often,
+    /// docs/decisions/nmc-alu-issue.md, "Per-context scalars and the TS split").
+    MasaTwoJobsSplit,
+}
+
+impl RowPolicy {
+    /// Whether the engine keeps [`JOBS_IN_FLIGHT`] macro-commands in flight
+    /// ([`Self::MasaTwoJobs`], [`Self::MasaTwoJobsSplit`]).
+    pub fn two_jobs(self) -> bool {
+        matches!(self, Self::MasaTwoJobs | Self::MasaTwoJobsSplit)
+    }
 }
 
 /// Macro-commands in flight per engine under [`RowPolicy::MasaTwoJobs`].
 pub const JOBS_IN_FLIGHT: usize = 2;
+
+/// Job contexts an engine under `policy` has (the firmware's
+/// `NmcGeometry::job_contexts`: it splits the TS between them).
+pub fn job_contexts(policy: RowPolicy) -> u16 {
+    if policy == RowPolicy::MasaTwoJobsSplit {
+        JOBS_IN_FLIGHT as u16
+    } else {
+        1
+    }
+}
+
+/// Independent columns a bank ALU of `model` needs in flight to run at its rate (the
+/// firmware's `NmcGeometry::alu_chunk`): under the pipelined model its dependent-operation
+/// latency (`tCCD_L / ALU_OPS_PER_SLOT` clocks) times its operations per clock; 1 for the
+/// column-triggered model.
+pub fn alu_chunk(preset: &HbmPreset, model: AluModel) -> u16 {
+    match model {
+        AluModel::ColumnTriggered => 1,
+        AluModel::Pipelined { ops_per_tck } => {
+            let latency = u64::from(preset.timing.tccd_l / ALU_OPS_PER_SLOT).max(1);
+            u16::try_from(latency * u64::from(ops_per_tck.max(1))).unwrap_or(u16::MAX)
+        }
+    }
+}
 
 /// Columns of the operand buffer and of the write buffer of [`RowPolicy::MasaDecoupled`]
 /// for timing `t` (docs/calibration.md, "Decoupled buffers"): the stream cannot move a
@@ -317,6 +359,7 @@ impl RowPolicy {
             Self::Masa => "masa",
             Self::MasaDecoupled => "masa-decoupled",
             Self::MasaTwoJobs => "masa-2jobs",
+            Self::MasaTwoJobsSplit => "masa-2jobs-split",
         }
     }
 
@@ -328,6 +371,7 @@ impl RowPolicy {
             "masa" => Some(Self::Masa),
             "masa-decoupled" => Some(Self::MasaDecoupled),
             "masa-2jobs" => Some(Self::MasaTwoJobs),
+            "masa-2jobs-split" => Some(Self::MasaTwoJobsSplit),
             _ => None,
         }
     }
@@ -678,7 +722,8 @@ pub struct NmcChannelEngine {
 enum Queued {
     /// A macro-command (id, script, submission cycle).
     Job(u64, std::sync::Arc<MacroScript>, Cycle),
-    /// A scalar-register write (submission cycle): waits until no job is in flight.
+    /// A scalar-register write (submission cycle): one command slot once every earlier
+    /// job is admitted (each job context keeps the scalars it was admitted with).
     Scalar(Cycle),
     /// An accumulator read-out (id, submission cycle): waits until no reducing job is in
     /// flight.
@@ -788,7 +833,10 @@ impl NmcChannelEngine {
     fn masa(&self, single: Option<usize>) -> bool {
         matches!(
             self.policy,
-            RowPolicy::Masa | RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+            RowPolicy::Masa
+                | RowPolicy::MasaDecoupled
+                | RowPolicy::MasaTwoJobs
+                | RowPolicy::MasaTwoJobsSplit
         ) && single.is_none()
             && self.sub_rows.len() > 1
             && matches!(self.alu_model, AluModel::Pipelined { .. })
@@ -799,7 +847,7 @@ impl NmcChannelEngine {
     fn decoupled(&self, single: Option<usize>) -> bool {
         matches!(
             self.policy,
-            RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs
+            RowPolicy::MasaDecoupled | RowPolicy::MasaTwoJobs | RowPolicy::MasaTwoJobsSplit
         ) && self.masa(single)
     }
 
@@ -1249,7 +1297,8 @@ impl NmcChannelEngine {
                     RowPolicy::Staged
                     | RowPolicy::Masa
                     | RowPolicy::MasaDecoupled
-                    | RowPolicy::MasaTwoJobs,
+                    | RowPolicy::MasaTwoJobs
+                    | RowPolicy::MasaTwoJobsSplit,
                     None,
                 ) = (self.alu_model, self.policy, single)
                 {
@@ -1259,7 +1308,7 @@ impl NmcChannelEngine {
                             .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
                         let prow = self.phys(row);
                         self.refresh_if_due(ctrl);
-                        if self.policy == RowPolicy::MasaTwoJobs && masa {
+                        if self.policy.two_jobs() && masa {
                             // Two jobs share the write buffer: only the posted writes this
                             // visit must not pass go first (the other job's later ones
                             // stay buffered).
@@ -1521,7 +1570,10 @@ impl NmcChannelEngine {
         };
         match head {
             &Queued::Scalar(at) => {
-                if !self.flights.is_empty() {
+                // Per-context scalars: the jobs in flight keep the copy they were admitted
+                // with, so the write need not drain them; it waits only, as a job does,
+                // for the stream to reach its submission.
+                if at > self.now && !self.flights.is_empty() {
                     return Ok(false);
                 }
                 self.queue.pop_front();
@@ -2009,8 +2061,9 @@ impl NmcChannelEngine {
             .ok_or_else(|| EngineError::OutOfRange(format!("scalar register {reg}")))?;
         *slot = bits;
         self.stats.scalar_writes += 1;
-        if self.policy == RowPolicy::MasaTwoJobs {
-            // Ordered behind the queued jobs: it takes its slot when no job is in flight.
+        if self.policy.two_jobs() {
+            // Ordered behind the queued jobs: it takes its slot once they are admitted
+            // (the jobs in flight keep their own context's copy).
             self.queue.push_back(Queued::Scalar(start));
             return Ok(self.now.max(start));
         }

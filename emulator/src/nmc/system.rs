@@ -265,7 +265,7 @@ impl NmcBlock {
     /// ([`Self::submit_deferred`], [`Self::reduce_deferred`], [`Self::poll`]): the
     /// engines' row policy is [`RowPolicy::MasaTwoJobs`].
     pub fn is_deferred(&self) -> bool {
-        self.config.row_policy == RowPolicy::MasaTwoJobs
+        self.config.row_policy.two_jobs()
     }
 
     /// Queues `cmd` on its channels at cycle `now` (executing it on data now when the

@@ -176,6 +176,18 @@ pub fn lamb_functional(
     program: Stage1Program,
     steps: usize,
 ) -> (Vec<TensorState>, f64, f32, u64) {
+    let ts = NmcSystemConfig::default().ts_entries;
+    lamb_functional_at(preset, setup, program, steps, ts)
+}
+
+/// [`lamb_functional`] with `ts_entries` TS entries per bank ALU.
+pub fn lamb_functional_at(
+    preset: &HbmPreset,
+    setup: EngineSetup,
+    program: Stage1Program,
+    steps: usize,
+    ts_entries: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
     let sizes = [7usize, 1029, 4099, 20_000];
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
     let state: Vec<TensorState> = sizes
@@ -190,6 +202,7 @@ pub fn lamb_functional(
     let hyper = LambHyper::default();
     let config = LambRunConfig {
         system: NmcSystemConfig {
+            ts_entries,
             functional: true,
             parallel: false,
             alu_model: setup.alu_model,

@@ -722,6 +722,8 @@ impl<'a> Board<'a> {
             cols_per_row: s.cols_per_row,
             column_bytes: s.column_bytes,
             ts_entries: s.ts_entries,
+            job_contexts: 1,
+            alu_chunk: 1,
         };
         let mut row = 0u32;
         for (i, t) in s.tensors.iter().enumerate() {

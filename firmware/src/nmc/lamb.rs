@@ -130,6 +130,15 @@ pub struct NmcGeometry {
     pub column_bytes: u32,
     /// TS entries per bank ALU.
     pub ts_entries: u16,
+    /// Macro-commands the engine keeps in flight together, each in its own job context
+    /// (1, or 0, for every engine but `masa-2jobs`, which has 2). With more than one the
+    /// sequencer sizes every program to its context's share of the TS
+    /// ([`Self::job_ts_entries`]) so that any two jobs fit the TS together.
+    pub job_contexts: u16,
+    /// Independent columns the bank ALU needs in flight to run at its rate (its
+    /// dependent-operation latency in operations); 0 or 1 when a one-column chunk does.
+    /// The TS is split between job contexts only if stage 1 keeps at least this chunk.
+    pub alu_chunk: u16,
 }
 
 impl NmcGeometry {
@@ -148,6 +157,21 @@ impl NmcGeometry {
             (bytes >> shift) + u64::from(bytes & (stripe - 1) != 0)
         } else {
             bytes.div_ceil(stripe.max(1))
+        }
+    }
+
+    /// TS entries one macro-command may use: the TS split evenly between the job
+    /// contexts ([`Self::job_contexts`]), so that stage 1 and stage 2 (or either and a
+    /// norm) fit the TS together; the whole TS with one context, or when a share would
+    /// not hold [`Self::alu_chunk`] columns of every stage-1 program (a smaller chunk
+    /// would slow the ALU down; jobs that both use the TS then cannot overlap, as with
+    /// one context).
+    pub fn job_ts_entries(&self) -> u16 {
+        let share = self.ts_entries / self.job_contexts.max(1);
+        if share / Stage1Program::MAX_SLOTS >= self.alu_chunk.max(1) {
+            share
+        } else {
+            self.ts_entries
         }
     }
 
@@ -255,6 +279,9 @@ pub enum Stage1Program {
 }
 
 impl Stage1Program {
+    /// The most TS slots a column of any stage-1 program occupies.
+    pub const MAX_SLOTS: u16 = 4;
+
     /// TS slots one column of stage 1 occupies.
     pub const fn slots(self) -> u16 {
         match self {
@@ -931,7 +958,7 @@ pub mod programs {
             )?;
         }
         b.phase(t.u_row, &[mov(mem, m1)])?;
-        let chunk = g.ts_entries / program.slots();
+        let chunk = g.job_ts_entries() / program.slots();
         if chunk == 0 {
             return Err(SequencerError::Geometry);
         }
@@ -966,10 +993,11 @@ pub mod programs {
             t.w_row,
             &[bin(BinaryOp::Add, x0, src(mem), src(x0)), mov(mem, x0)],
         )?;
-        if g.ts_entries == 0 {
+        let entries = g.job_ts_entries();
+        if entries == 0 {
             return Err(SequencerError::Geometry);
         }
-        b.finish(g, cols, g.ts_entries);
+        b.finish(g, cols, entries);
         Ok(())
     }
 }
@@ -1066,7 +1094,7 @@ impl LambSequencer {
         if job.tensors == 0 {
             return Err(SequencerError::NoTensors.into());
         }
-        if job.geometry.ts_entries < job.program.slots() {
+        if job.geometry.job_ts_entries() < job.program.slots() {
             return Err(SequencerError::Geometry.into());
         }
         // Field by field, not `*self = Self { .. }`: the templates stay in place (no
@@ -1389,6 +1417,8 @@ mod tests {
         cols_per_row: 32,
         column_bytes: 32,
         ts_entries: 16,
+        job_contexts: 1,
+        alu_chunk: 1,
     };
 
     /// A patched template is the command built from scratch for that tensor, for every

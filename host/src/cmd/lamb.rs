@@ -170,7 +170,7 @@ fn experiment(a: &LambArgs) -> Result<(LambExperiment, Named), Box<dyn std::erro
         .map(|n| {
             EngineSetup::parse(n).ok_or_else(|| {
                 format!(
-                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa, +masa-decoupled or +masa-2jobs (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled and masa-2jobs activate ahead on lamb-ch6-masa16)"
+                    "--alu-models {n}: expected column-triggered, pipelined or pipelined-N (N ops per tCK, 1..=16), optionally +staged, +masa, +masa-decoupled, +masa-2jobs or +masa-2jobs-split (masa*: a preset with subarrays, e.g. --preset lamb-ch6-masa; masa-decoupled and masa-2jobs* activate ahead on lamb-ch6-masa16)"
                 )
             })
         })
@@ -375,7 +375,7 @@ fn print_models(r: &LambReport) {
     // masa-decoupled and masa-2jobs only (other setups print as before).
     for m in &r.alu_models {
         match (m.job_bound, m.setup.row_policy) {
-            (Some(b), nmcp_emulator::nmc::engine::RowPolicy::MasaTwoJobs) => println!(
+            (Some(b), p) if p.two_jobs() => println!(
                 "{:<36} segment bound {b:.2}x (per run of overlapping jobs, from an idle engine or scalar write to the next: columns at tCCD_L or ALU work, whichever is longer; no row switches, refresh or host)",
                 m.name
             ),
