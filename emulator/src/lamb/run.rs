@@ -334,7 +334,7 @@ pub fn lamb_job(preset: &HbmPreset, layout: &Layout, config: &LambRunConfig, k: 
         column_bytes: o.bytes_per_column,
         ts_entries: config.system.ts_entries.min(usize::from(u16::MAX)) as u16,
         // The sequencer splits the TS between the engine's job contexts (a setting tied
-        // to the engine policy: only `masa-2jobs` keeps two jobs in flight).
+        // to the engine setup: only `masa-2jobs-split` asks for it).
         job_contexts: crate::nmc::engine::job_contexts(config.system.row_policy),
         alu_chunk: crate::nmc::engine::alu_chunk(preset, config.system.alu_model),
     };

@@ -131,7 +131,8 @@ pub struct NmcGeometry {
     /// TS entries per bank ALU.
     pub ts_entries: u16,
     /// Macro-commands the engine keeps in flight together, each in its own job context
-    /// (1, or 0, for every engine but `masa-2jobs`, which has 2). With more than one the
+    /// (1, or 0, for every engine setup but `masa-2jobs-split`, which has 2; `masa-2jobs`
+    /// keeps two jobs in flight too but gives each the whole TS). With more than one the
     /// sequencer sizes every program to its context's share of the TS
     /// ([`Self::job_ts_entries`]) so that any two jobs fit the TS together.
     pub job_contexts: u16,
