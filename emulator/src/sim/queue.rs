@@ -85,6 +85,20 @@ impl<E> EventQueue<E> {
         });
     }
 
+    /// Schedules `event` at `at` with `priority`, ordered among events of the same tick
+    /// and priority by `key` instead of by insertion. A queue filled from several
+    /// sources that run in an order of their own (the T3 system's GPUs, stepped one
+    /// window at a time) gives each source its own sequence in `key`, so the delivery
+    /// order does not depend on which source ran first.
+    pub fn push_keyed(&mut self, at: Tick, priority: u8, key: u64, event: E) {
+        self.heap.push(Scheduled {
+            at,
+            priority,
+            seq: key,
+            event,
+        });
+    }
+
     /// The earliest event's tick.
     pub fn peek_tick(&self) -> Option<Tick> {
         self.heap.peek().map(|s| s.at)

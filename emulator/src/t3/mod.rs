@@ -174,6 +174,11 @@ pub struct T3Options {
     pub split_k: u8,
     /// Caps on each simulation's simulated time and events.
     pub limits: Limits,
+    /// Most 16-cycle slices one GPU runs before the next GPU's turn (capped by the link
+    /// latency; 1 = every GPU one slice at a time). Results do not depend on it (test
+    /// `t3_ring::stepping_window_does_not_change_results`); it keeps one GPU's state in
+    /// the host's caches (docs/results/t3/README.md, "sixth pass").
+    pub window_slices: u32,
 }
 
 impl Default for T3Options {
@@ -189,6 +194,7 @@ impl Default for T3Options {
             seed: 1,
             split_k: 1,
             limits: Limits::default(),
+            window_slices: system::MAX_WINDOW_SLICES as u32,
         }
     }
 }

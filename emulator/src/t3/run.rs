@@ -94,6 +94,7 @@ fn system(
             dtype: opts.dtype,
             functional,
             limits: opts.limits,
+            window_slices: opts.window_slices,
         },
         arbiter,
     )
@@ -188,7 +189,9 @@ pub(super) fn isolated_gemm(
 
 /// Ring runs already done in this process: they depend only on the array, the GPU
 /// count, the links and the kind, which the four sub-layers of a model share.
-type RingKey = (u32, u32, u32, u8, bool, u64, u64, u8);
+/// (The stepping window does not change a result, but is part of the key so that a
+/// test comparing windows compares two runs.)
+type RingKey = (u32, u32, u32, u8, bool, u64, u64, u8, u32);
 
 fn ring_cache() -> &'static std::sync::Mutex<std::collections::HashMap<RingKey, Phase>> {
     static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<RingKey, Phase>>> =
@@ -214,6 +217,7 @@ pub(super) fn ring(
         opts.link.bytes_per_ns.to_bits(),
         opts.link.latency_ns.to_bits(),
         opts.dtype as u8,
+        opts.window_slices,
     );
     if let Some(p) = ring_cache().lock().ok().and_then(|c| c.get(&key).copied()) {
         return Ok(p);

@@ -47,6 +47,9 @@ use crate::timeline::{variant_name, Timeline, TimelineConfig, TrackId, TrackKind
 
 /// Cycles per simulation slice (see the module docs).
 pub const SLICE_CYCLES: Cycle = 16;
+
+/// Most slices a GPU runs before the next GPU's turn (see [`T3System::run_until`]).
+pub const MAX_WINDOW_SLICES: Cycle = 31;
 /// Bytes per memory request.
 const REQ_BYTES: u64 = 64;
 /// Requests a GPU may hold waiting for controller queue room before its producer stops
@@ -370,6 +373,8 @@ pub struct SystemConfig {
     pub functional: bool,
     /// Caps on simulated time and events.
     pub limits: Limits,
+    /// Most slices one GPU runs before the next GPU's turn ([`T3System::run_until`]).
+    pub window_slices: u32,
 }
 
 /// Why [`T3System::run_until`] stopped before its condition held.
@@ -424,7 +429,14 @@ pub struct T3System {
     links: Vec<LinkDirection>,
     /// Direct links (fully connected), `direct[from * N + to]`, created on first use.
     direct: HashMap<(u32, u32), LinkDirection>,
-    queue: EventQueue<Ev>,
+    /// Per simulated GPU, the events addressed to it. Among events of one cycle the
+    /// order is by sender and the sender's own sequence ([`T3System::schedule`]), so it
+    /// does not depend on the order the GPUs are stepped in.
+    queues: Vec<EventQueue<Ev>>,
+    /// The GPU being stepped (the sender of what is scheduled now).
+    sender: u32,
+    /// Per GPU, events it has scheduled so far.
+    sent: Vec<u64>,
     now: Cycle,
     /// Events handled (scheduled events and memory completions), for the event cap.
     events: u64,
@@ -685,7 +697,9 @@ impl T3System {
             nodes,
             links,
             direct: HashMap::new(),
-            queue: EventQueue::new(),
+            queues: (0..simulated).map(|_| EventQueue::new()).collect(),
+            sender: 0,
+            sent: vec![0; simulated as usize],
             now: 0,
             events: 0,
             trace: None,
@@ -969,7 +983,7 @@ impl T3System {
             // positions upstream, i.e. the same message shifted by `(from - to)` chunks.
             let shift = (from + g - to) % g;
             let msg = self.shift_message(msg, shift);
-            self.queue.push(
+            self.schedule(
                 arrive,
                 Ev::Arrive {
                     node: 0,
@@ -977,7 +991,7 @@ impl T3System {
                 },
             );
         } else {
-            self.queue.push(
+            self.schedule(
                 arrive,
                 Ev::Arrive {
                     node: to,
@@ -1066,7 +1080,7 @@ impl T3System {
                                 t.tl.span(k, &name, ps(start), ps(at + lat));
                             }
                         }
-                        self.queue.push(
+                        self.schedule(
                             at + lat,
                             Ev::Firmware {
                                 node: target,
@@ -1186,7 +1200,7 @@ impl T3System {
             (s.wg, s.phase, p.model)
         };
         let compute = model.phase_ns.ceil() as Cycle;
-        self.queue.push(
+        self.schedule(
             at + compute.max(1),
             Ev::Compute {
                 node: node as u32,
@@ -1738,7 +1752,85 @@ impl T3System {
         }
     }
 
-    /// Runs until `done(self)` holds, or `limit` cycles pass.
+    /// Schedules `ev` for its GPU, keyed by the GPU being stepped (the sender) and the
+    /// sender's own count, so that events of one cycle are delivered in an order that
+    /// does not depend on how the GPUs' steps interleave.
+    fn schedule(&mut self, at: Cycle, ev: Ev) {
+        let to = match &ev {
+            Ev::Compute { node, .. } | Ev::Arrive { node, .. } | Ev::Firmware { node, .. } => {
+                *node as usize
+            }
+        };
+        let from = self.sender as usize;
+        let n = self.sent.get(from).copied().unwrap_or(0);
+        if let Some(c) = self.sent.get_mut(from) {
+            *c = n + 1;
+        }
+        let key = (u64::from(self.sender) << 48) | n;
+        if let Some(q) = self.queues.get_mut(to) {
+            q.push_keyed(at, 0, key, ev);
+        }
+    }
+
+    /// Slices each GPU runs on its own before the next GPU's turn: as many as fit in
+    /// the link latency (nothing a GPU sends reaches another sooner), one when a
+    /// timeline samples every slice or the latency is shorter than two slices.
+    fn window_slices(&self) -> Cycle {
+        let lat = self.cfg.link_latency_ns.floor();
+        if self.trace.is_some() || !lat.is_finite() || lat < (2 * SLICE_CYCLES) as f64 {
+            return 1;
+        }
+        let cap = Cycle::from(self.cfg.window_slices).clamp(1, MAX_WINDOW_SLICES);
+        ((lat as Cycle).saturating_sub(1) / SLICE_CYCLES).clamp(1, cap)
+    }
+
+    /// One slice of GPU `i`, ending at `end`: its events due by `end` in time order (a
+    /// request they cause arrives at its event's cycle), its memory to `end`, then the
+    /// consequences (column issues to the tracker, finished requests to their blocks,
+    /// firmware events, DMA, dispatch, queued requests into the controllers).
+    fn step_node(
+        &mut self,
+        i: usize,
+        end: Cycle,
+        fw: &mut impl FnMut(&mut Self, usize, Event, Cycle),
+    ) {
+        while let Some(e) = self.queues[i].pop_due(end) {
+            self.events += 1;
+            let at = e.at;
+            match e.event {
+                Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
+                Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
+                Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+            }
+        }
+        self.nodes[i].advance_memory(end);
+        self.drain_taps(i);
+        let done_now = std::mem::take(&mut self.nodes[i].done_buf);
+        self.events += done_now.len() as u64;
+        self.complete(i, &done_now);
+        self.nodes[i].done_buf = done_now;
+        let evs = std::mem::take(&mut self.nodes[i].fw_events);
+        for (at, ev) in evs {
+            fw(self, i, ev, at);
+        }
+        self.run_dma(i, end);
+        self.dispatch(i, end);
+        self.nodes[i].fill();
+        let n = &mut self.nodes[i];
+        if !n.boundary_told && n.producer.as_ref().is_some_and(|p| p.done_at.is_some()) {
+            n.boundary_told = true;
+            n.mem.kernel_boundary();
+        }
+        if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
+            n.occupancy_sum += n.inflight as f64;
+            n.occupancy_cycles += 1.0;
+        }
+    }
+
+    /// Runs until `done(self)` holds, or `limit` cycles pass. `done` is checked between
+    /// windows ([`T3System::window_slices`]): the GPUs may run up to a window past the
+    /// slice where it first held, idle by then for the conditions the runs use (every
+    /// producer, collective or firmware finished), whose results are stamped per GPU.
     ///
     /// # Errors
     /// [`RunError::Stuck`] saying what was still running when `limit` passed;
@@ -1749,6 +1841,7 @@ impl T3System {
         mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
         done: impl Fn(&Self) -> bool,
     ) -> Result<Cycle, RunError> {
+        let window = self.window_slices();
         while !done(self) {
             if self.now > limit {
                 return Err(RunError::Stuck(self.describe()));
@@ -1757,48 +1850,24 @@ impl T3System {
                 .limits
                 .check(self.now * PS_PER_NS, self.events)
                 .map_err(RunError::Limit)?;
-            let end = self.now + SLICE_CYCLES;
-            while let Some(e) = self.queue.pop_due(end) {
-                self.events += 1;
-                let at = e.at;
-                match e.event {
-                    Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
-                    Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
-                    Ev::Firmware { node, event } => fw(self, node as usize, event, at),
-                }
-            }
-            // Each GPU's memory runs to the slice's end on its own (nothing a GPU does
-            // reaches another in less than a link latency), then the consequences are
-            // handled GPU by GPU. (Running the GPUs on rayon threads here was measured
-            // slower: a 16-cycle slice is too little work per fork-join.)
-            for n in &mut self.nodes {
-                n.advance_memory(end);
-            }
+            let start = self.now;
+            // Each GPU runs the window's slices on its own: nothing it sends reaches
+            // another GPU within the window, so the GPUs' order does not matter, and a
+            // GPU's state stays in the host's caches for the whole window. (Running the
+            // GPUs on rayon threads was measured slower with one slice per turn: too
+            // little work per fork-join.)
             for i in 0..self.nodes.len() {
-                self.drain_taps(i);
-                let done_now = std::mem::take(&mut self.nodes[i].done_buf);
-                self.events += done_now.len() as u64;
-                self.complete(i, &done_now);
-                self.nodes[i].done_buf = done_now;
-                let evs = std::mem::take(&mut self.nodes[i].fw_events);
-                for (at, ev) in evs {
-                    fw(self, i, ev, at);
-                }
-                self.run_dma(i, end);
-                self.dispatch(i, end);
-                self.nodes[i].fill();
-                let n = &mut self.nodes[i];
-                if !n.boundary_told && n.producer.as_ref().is_some_and(|p| p.done_at.is_some()) {
-                    n.boundary_told = true;
-                    n.mem.kernel_boundary();
-                }
-                if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
-                    n.occupancy_sum += n.inflight as f64;
-                    n.occupancy_cycles += 1.0;
+                self.sender = i as u32;
+                let mut end = start;
+                for _ in 0..window {
+                    end += SLICE_CYCLES;
+                    self.step_node(i, end, &mut fw);
                 }
             }
-            self.trace_slice(end);
-            self.now = end;
+            self.now = start + window * SLICE_CYCLES;
+            if window == 1 {
+                self.trace_slice(self.now);
+            }
         }
         Ok(self.now)
     }
@@ -1836,7 +1905,7 @@ impl T3System {
 
     /// Delivers a firmware event to GPU `node` at `at`.
     pub fn post_firmware(&mut self, node: usize, event: Event, at: Cycle) {
-        self.queue.push(
+        self.schedule(
             at,
             Ev::Firmware {
                 node: node as u32,
@@ -1852,7 +1921,7 @@ impl T3System {
 
     /// Whether nothing is left in flight (no pending requests, blocks, DMAs or events).
     pub fn quiet(&self) -> bool {
-        self.queue.is_empty()
+        self.queues.iter().all(EventQueue::is_empty)
             && self.nodes.iter().all(|n| {
                 n.pending_total == 0
                     && n.inflight == 0

@@ -125,6 +125,11 @@ struct MachineArgs {
     /// Split-K factor of the producer GEMM (8.6.7): workgroups adding to each output tile.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
     split_k: u8,
+    /// Most 16-cycle slices one GPU is simulated before the next GPU's turn (at most 31
+    /// and what fits in the link latency; 1 = all GPUs in lockstep). A simulation speed
+    /// setting: results do not depend on it.
+    #[arg(long, value_name = "SLICES", default_value_t = T3Options::default().window_slices, value_parser = clap::value_parser!(u32).range(1..=31))]
+    window_slices: u32,
 }
 
 impl MachineArgs {
@@ -141,6 +146,7 @@ impl MachineArgs {
             mca_starvation_cycles: self.mca_starvation_cycles,
             seed: self.seed,
             split_k: self.split_k,
+            window_slices: self.window_slices,
             limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };
