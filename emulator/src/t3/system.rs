@@ -1,16 +1,22 @@
 //! N GPUs at DRAM-request level: each with its HBM (controllers, refresh, arbitration),
 //! a tracker fed by an observer on every controller, DMA engines, a producer GEMM and the
-//! ring-collective kernels, joined by link directions. One event queue and one clock
-//! (the HBM's 1 GHz command clock: a cycle is a nanosecond).
+//! ring-collective kernels, joined by link directions. One event queue per GPU and one
+//! clock (the HBM's 1 GHz command clock: a cycle is a nanosecond).
 //!
 //! # Stepping
-//! Time advances in slices of [`SLICE_CYCLES`]: the events due in the slice are handled
-//! in time order (a request they cause arrives at its event's cycle), then every GPU's
-//! memory system runs to the slice's end, its column issues feed the tracker and its
+//! Time advances in slices of [`SLICE_CYCLES`]. In a slice a GPU handles its events due
+//! in the slice in time order (a request they cause arrives at its event's cycle), then
+//! its memory system runs to the slice's end, its column issues feed the tracker and its
 //! finished requests complete their transfer blocks. A request caused by a finished
-//! request therefore enters up to one slice late. GPUs interact only through links whose
-//! latency (500 ns) is far longer than a slice, so the order of GPUs within a slice does
-//! not matter.
+//! request therefore enters up to one slice late.
+//!
+//! GPUs interact only through links, and nothing a GPU sends arrives sooner than the
+//! link latency (500 ns). So each GPU runs a *window* of up to [`MAX_WINDOW_SLICES`]
+//! slices, as many as fit in the latency, before the next GPU's turn: the results are
+//! those of stepping all GPUs slice by slice, and one GPU's state stays in the host's
+//! caches for the whole window (the 16 GPUs of a TP-16 run otherwise evict each other's
+//! every slice). For that, events of one cycle are ordered by sender and the sender's own
+//! count (`T3System::schedule`), never by the order the GPUs happened to run in.
 //!
 //! # Data
 //! With `functional` set, every GPU holds its output array (and the ring kernel's receive
