@@ -77,12 +77,7 @@ impl<E> EventQueue<E> {
     /// Schedules `event` at `at`; among events of one tick, lower `priority` comes first.
     pub fn push_with(&mut self, at: Tick, priority: u8, event: E) {
         self.seq += 1;
-        self.heap.push(Scheduled {
-            at,
-            priority,
-            seq: self.seq,
-            event,
-        });
+        self.push_keyed(at, priority, self.seq, event);
     }
 
     /// Schedules `event` at `at` with `priority`, ordered among events of the same tick

@@ -1767,11 +1767,10 @@ impl T3System {
                 *node as usize
             }
         };
-        let from = self.sender as usize;
-        let n = self.sent.get(from).copied().unwrap_or(0);
-        if let Some(c) = self.sent.get_mut(from) {
-            *c = n + 1;
-        }
+        let n = self.sent.get_mut(self.sender as usize).map_or(0, |c| {
+            *c += 1;
+            *c
+        });
         let key = (u64::from(self.sender) << 48) | n;
         if let Some(q) = self.queues.get_mut(to) {
             q.push_keyed(at, 0, key, ev);
@@ -1782,12 +1781,13 @@ impl T3System {
     /// the link latency (nothing a GPU sends reaches another sooner), one when a
     /// timeline samples every slice or the latency is shorter than two slices.
     fn window_slices(&self) -> Cycle {
-        let lat = self.cfg.link_latency_ns.floor();
-        if self.trace.is_some() || !lat.is_finite() || lat < (2 * SLICE_CYCLES) as f64 {
+        if self.trace.is_some() {
             return 1;
         }
+        // A latency under 33 ns gives 1; an infinite one, the cap.
+        let lat = self.cfg.link_latency_ns as Cycle;
         let cap = Cycle::from(self.cfg.window_slices).clamp(1, MAX_WINDOW_SLICES);
-        ((lat as Cycle).saturating_sub(1) / SLICE_CYCLES).clamp(1, cap)
+        (lat.saturating_sub(1) / SLICE_CYCLES).clamp(1, cap)
     }
 
     /// One slice of GPU `i`, ending at `end`: its events due by `end` in time order (a
