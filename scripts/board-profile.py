@@ -38,12 +38,16 @@ def main():
     ap.add_argument("--occurrence", type=int, default=2)
     ap.add_argument("--annotate", metavar="FUNCTION", help="substring of a function name")
     ap.add_argument("--trace", default="/tmp/nmcp-board-trace.log")
+    ap.add_argument("--machine", default="virt",
+                    help="QEMU machine the ELF was linked for (sifive_e: the hifive1 build)")
+    ap.add_argument("--lamb", type=int, metavar="N",
+                    help="profile the N-th LAMB run instead (1 lamb_1t, 2 lamb_4t, 3 lamb_8t)")
     a = ap.parse_args()
     if not os.path.exists(a.elf):
         sys.exit(f"{a.elf}: not found (build it with `nmcp board run`)")
     if not os.path.exists(a.trace) or os.path.getmtime(a.trace) < os.path.getmtime(a.elf):
         subprocess.run(
-            ["qemu-system-riscv32", "-machine", "virt", "-nographic",
+            ["qemu-system-riscv32", "-machine", a.machine, "-nographic",
              "-semihosting-config", "enable=on,target=native", "-icount", "shift=0",
              "-bios", "none", "-singlestep", "-d", "exec,nochain", "-D", a.trace,
              "-kernel", a.elf],
@@ -66,7 +70,15 @@ def main():
                 return name
         return "?"
 
-    caller, handler = ranges(r"run_cp_decision"), ranges(r"Firmware::handle$")
+    if a.lamb:
+        # The N-th `run_lamb` (1 lamb_1t, 2 lamb_4t, 3 lamb_8t, ...): every call it makes
+        # into the sequencer (`start_lamb`, `NmcSequencer::on_event`), summed.
+        caller = ranges(r"nmcp_board::run_lamb$")
+        handler = ranges(r"NmcSequencer::(start_lamb|on_event)$")
+        entry = caller[0][0]
+    else:
+        caller, handler = ranges(r"run_cp_decision"), ranges(r"Firmware::handle$")
+        entry = None
     pcs, inside, seen, prev = [], False, 0, None
     rx = re.compile(r"\[[0-9a-f]+/([0-9a-f]+)/")
     with open(a.trace) as f:
@@ -75,6 +87,20 @@ def main():
             if not m:
                 continue
             pc = int(m.group(1), 16)
+            if entry is not None:
+                if pc == entry:
+                    seen += 1
+                    if seen > a.lamb:
+                        break
+                if seen == a.lamb:
+                    if not inside and prev is not None and within(pc, handler) and within(prev, caller):
+                        inside = True
+                    elif inside and within(pc, caller):
+                        inside = False
+                    if inside:
+                        pcs.append(pc)
+                prev = pc
+                continue
             if not inside:
                 if prev is not None and within(pc, handler) and within(prev, caller):
                     seen += 1

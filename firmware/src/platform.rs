@@ -8,7 +8,7 @@
 
 use core::fmt;
 
-use nmcp_isa::nmc::MacroCommand;
+use nmcp_isa::nmc::{EncodedMacroCommand, MacroCommand};
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 /// A point in time, in CP clock cycles.
@@ -274,6 +274,20 @@ pub trait NmcController {
     /// # Errors
     /// [`NmcError::Busy`], [`NmcError::OutOfRange`], [`NmcError::Unsupported`].
     fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError>;
+
+    /// Queues a macro-command already in its binary form (an [`EncodedMacroCommand`]
+    /// always decodes to a valid command), as a driver writes it to the engines' command
+    /// window. The default decodes it and calls [`Self::submit`], which is all a platform
+    /// that takes commands as values needs; one with a command window overrides it and
+    /// copies the bytes.
+    ///
+    /// # Errors
+    /// As [`Self::submit`]; [`NmcError::Unsupported`] if the bytes do not decode (never
+    /// for an [`EncodedMacroCommand`] that holds a command).
+    fn submit_encoded(&mut self, cmd: &EncodedMacroCommand) -> Result<NmcTicket, NmcError> {
+        let decoded = MacroCommand::decode(cmd.as_bytes()).map_err(|_| NmcError::Unsupported)?;
+        self.submit(&decoded)
+    }
 
     /// Writes a scalar register (raw 32-bit pattern) in every bank ALU of `channels`.
     /// Ordered after every previously submitted macro-command on those channels.

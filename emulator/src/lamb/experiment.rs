@@ -523,6 +523,18 @@ impl LambExperiment {
             variant("as configured", self.timed(&self.preset, c.clone())?),
             variant("without refresh", self.timed(&no_ref, c.clone())?),
         ];
+        let free = LambRunConfig {
+            cost: FirmwareCost::free(),
+            ..c.clone()
+        };
+        out.push(variant(
+            "with the sequencer's CP time free",
+            self.timed(&self.preset, free.clone())?,
+        ));
+        out.push(variant(
+            "  ... and without refresh",
+            self.timed(&no_ref, free)?,
+        ));
         c.system.host_reduction_ns = 0.0;
         out.push(variant(
             "without host round-trip latency",

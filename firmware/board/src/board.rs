@@ -19,7 +19,7 @@ use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
-use nmcp_isa::nmc::{MacroCommand, MAX_MACRO_BYTES};
+use nmcp_isa::nmc::{EncodedMacroCommand, MacroCommand, MAX_MACRO_BYTES};
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 use crate::scenario::{CpScenario, LambScenario, PredictorWeights, MAX_TENSORS};
@@ -330,6 +330,26 @@ pub struct Board<'a> {
 }
 
 impl<'a> Board<'a> {
+    /// The command window holds a command of `len` bytes: hashes it (the board's own
+    /// bookkeeping, timed so the LAMB lines can leave it out) and queues its completion.
+    #[inline(always)]
+    fn command_written(&mut self, len: usize) -> Result<NmcTicket, NmcError> {
+        let bytes = self
+            .mem
+            .get(map::NMC_COMMAND..map::NMC_COMMAND + len)
+            .ok_or(NmcError::Unsupported)?;
+        let t0 = (self.clock)();
+        self.stats.nmc_hash = fnv_words(self.stats.nmc_hash, bytes);
+        let ticks = (self.clock)().saturating_sub(t0);
+        self.stats.bookkeeping_ticks = self.stats.bookkeeping_ticks.saturating_add(ticks);
+        let t = self.ticket();
+        self.nmc
+            .push_back(NmcPending::Command(t))
+            .map_err(|_| NmcError::Busy)?;
+        self.stats.macro_commands = self.stats.macro_commands.saturating_add(1);
+        Ok(t)
+    }
+
     /// A board over `mem` (the window, [`WINDOW_BYTES`] or more), reading time from
     /// `clock`.
     pub fn new(mem: &'a mut [u8], clock: fn() -> Cycle) -> Self {
@@ -894,17 +914,21 @@ impl NmcController for Board<'_> {
             .get_mut(map::NMC_COMMAND..map::NMC_COMMAND + MAX_MACRO_BYTES)
             .ok_or(NmcError::OutOfRange)?;
         let len = cmd.encode(slot).map_err(|_| NmcError::Unsupported)?;
-        let bytes = slot.get(..len).ok_or(NmcError::Unsupported)?;
-        let t0 = (self.clock)();
-        self.stats.nmc_hash = fnv_words(self.stats.nmc_hash, bytes);
-        let ticks = (self.clock)().saturating_sub(t0);
-        self.stats.bookkeeping_ticks = self.stats.bookkeeping_ticks.saturating_add(ticks);
-        let t = self.ticket();
-        self.nmc
-            .push_back(NmcPending::Command(t))
-            .map_err(|_| NmcError::Busy)?;
-        self.stats.macro_commands = self.stats.macro_commands.saturating_add(1);
-        Ok(t)
+        self.command_written(len)
+    }
+
+    /// Copies the already-encoded command into the engines' command window.
+    fn submit_encoded(&mut self, cmd: &EncodedMacroCommand) -> Result<NmcTicket, NmcError> {
+        if self.nmc.is_full() {
+            return Err(NmcError::Busy);
+        }
+        let bytes = cmd.as_bytes();
+        let slot = self
+            .mem
+            .get_mut(map::NMC_COMMAND..map::NMC_COMMAND + bytes.len())
+            .ok_or(NmcError::OutOfRange)?;
+        slot.copy_from_slice(bytes);
+        self.command_written(bytes.len())
     }
 
     fn write_scalar(&mut self, channels: ChannelSet, reg: u8, bits: u32) -> Result<(), NmcError> {

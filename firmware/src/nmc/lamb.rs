@@ -40,8 +40,10 @@ use nmcp_isa::nmc::{
 };
 
 use crate::platform::DeviceMemory;
-use crate::platform::{DevAddr, NmcController, NmcTicket};
+use crate::platform::{DevAddr, NmcController, NmcError, NmcTicket};
 use crate::FirmwareError;
+#[cfg(not(feature = "small-tables"))]
+use nmcp_isa::nmc::EncodedMacroCommand;
 
 /// Bytes of one [`TensorDesc`] in device memory.
 pub const TENSOR_DESC_BYTES: usize = 32;
@@ -446,8 +448,8 @@ impl SequencerWork {
 /// the CP's memory stall per device access. The split: `instr_per_command`,
 /// `instr_per_word`, `instr_per_descriptor`, `instr_per_scalar_write` and
 /// `instr_per_reduction` are per-call instruction counts of the functions doing that work
-/// in a QEMU `-d in_asm,exec,nochain` profile of the measured regions (template patch,
-/// header/phase encoding and validation, the platform call; `Instr::encode`;
+/// in a QEMU profile of the measured regions (`scripts/board-profile.py --lamb 3`: the
+/// patch of the encoded template and the platform call; the copy per word;
 /// `TensorDesc::decode` and the read; the platform's `write_scalar` / `reduce_partials`,
 /// net of the board's hashing); `instr_per_step` and `instr_per_handler` are a
 /// least-squares fit (relative) of the remainder over the five board lines
@@ -456,14 +458,15 @@ impl SequencerWork {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SequencerCostModel {
-    /// Instructions per step (`start`: the three program templates, the scalars).
+    /// Instructions per step (`start`: building and encoding the three program
+    /// templates, the scalars).
     pub instr_per_step: u64,
     /// Instructions per handler call (event dispatch, the pipeline's bookkeeping).
     pub instr_per_handler: u64,
-    /// Instructions per macro-command (template patch, validation and encoding of the
-    /// command's header and phases into the NMC command window).
+    /// Instructions per macro-command (patching rows and column count into the encoded
+    /// template, copying its header and phases into the NMC command window).
     pub instr_per_command: u64,
-    /// Instructions per instruction word encoded into the command window.
+    /// Instructions per instruction word copied into the command window.
     pub instr_per_word: u64,
     /// Instructions per scalar-register write.
     pub instr_per_scalar_write: u64,
@@ -495,10 +498,10 @@ impl Default for SequencerCostModel {
     /// Fitted to the board (docs/calibration.md, "NMC sequencer cost").
     fn default() -> Self {
         Self {
-            instr_per_step: 2_458,
-            instr_per_handler: 358,
-            instr_per_command: 590,
-            instr_per_word: 37,
+            instr_per_step: 3_791,
+            instr_per_handler: 468,
+            instr_per_command: 355,
+            instr_per_word: 6,
             instr_per_scalar_write: 30,
             instr_per_reduction: 32,
             instr_per_descriptor: 130,
@@ -543,31 +546,35 @@ enum Kind {
     Stage2,
 }
 
-/// The step's three programs, built once per step; a submission only writes the tensor's
-/// rows and column count into one of them (building a command costs ~1,000 instructions
-/// of moves on RV32, patching one a few dozen).
+/// The step's three programs, built and encoded once per step; a submission only writes
+/// the tensor's rows and column count into one of them, in its binary form (building a
+/// command costs ~1,000 instructions of moves on RV32; validating and encoding one, ~470
+/// plus ~37 per instruction word; patching the encoded form, a few dozen).
 #[cfg(not(feature = "small-tables"))]
 #[derive(Debug, Clone)]
 struct Templates {
-    sum_of_squares: MacroCommand,
-    stage1: MacroCommand,
-    stage2: MacroCommand,
+    /// Where a program is built before it is encoded.
+    scratch: MacroCommand,
+    sum_of_squares: EncodedMacroCommand,
+    stage1: EncodedMacroCommand,
+    stage2: EncodedMacroCommand,
 }
 
 #[cfg(not(feature = "small-tables"))]
 impl Default for Templates {
     fn default() -> Self {
         Self {
-            sum_of_squares: programs::empty(),
-            stage1: programs::empty(),
-            stage2: programs::empty(),
+            scratch: programs::empty(),
+            sum_of_squares: EncodedMacroCommand::empty(),
+            stage1: EncodedMacroCommand::empty(),
+            stage2: EncodedMacroCommand::empty(),
         }
     }
 }
 
 #[cfg(not(feature = "small-tables"))]
 impl Templates {
-    /// Builds the step's programs in place.
+    /// Builds and encodes the step's programs in place.
     fn build(&mut self, job: &LambJob) -> Result<(), SequencerError> {
         // A placeholder tensor: rows and columns are patched per submission.
         let t = TensorDesc {
@@ -576,35 +583,56 @@ impl Templates {
         };
         let g = &job.geometry;
         let decay = job.params.weight_decay != 0.0;
-        programs::sum_of_squares_into(&mut self.sum_of_squares, g, &t, 0, 0)?;
-        programs::stage1_into(&mut self.stage1, g, &t, 0, decay, job.program)?;
-        programs::stage2_into(&mut self.stage2, g, &t, 0)
+        let s = &mut self.scratch;
+        programs::sum_of_squares_into(s, g, &t, 0, 0)?;
+        encode(&mut self.sum_of_squares, s)?;
+        programs::stage1_into(s, g, &t, 0, decay, job.program)?;
+        encode(&mut self.stage1, s)?;
+        programs::stage2_into(s, g, &t, 0)?;
+        encode(&mut self.stage2, s)
     }
 
-    /// The program of `kind` for tensor `t` (`row`: the array a sum of squares reads).
-    fn patch(
+    /// Submits the program of `kind` for tensor `t` (`row`: the array a sum of squares
+    /// reads): its rows and column count written into the encoded template, then the
+    /// bytes to the platform. Returns its instruction words and the platform's answer.
+    fn submit<P: NmcController>(
         &mut self,
         kind: Kind,
         g: &NmcGeometry,
         t: &TensorDesc,
         row: u32,
         index: u32,
-    ) -> Result<&MacroCommand, SequencerError> {
-        let decay = self.stage1.phases.len() == 5;
+        p: &mut P,
+    ) -> Result<(usize, Result<NmcTicket, NmcError>), SequencerError> {
+        let decay = self.stage1.phase_count() == 5;
         let cmd = match kind {
             Kind::SumOfSquares => &mut self.sum_of_squares,
             Kind::Stage2 => &mut self.stage2,
             Kind::Stage1 => &mut self.stage1,
         };
-        patch_rows(cmd, kind, decay, g, t, row, index)?;
-        Ok(cmd)
+        let phases = cmd.phase_count();
+        for (phase, r) in rows_of(kind, decay, t, row)
+            .into_iter()
+            .enumerate()
+            .take(phases)
+        {
+            cmd.set_base_row(phase, r)
+                .map_err(|_| SequencerError::Geometry)?;
+        }
+        // Never fails: a decoded descriptor has elements, so at least one column, and
+        // `col_start` is 0.
+        cmd.set_col_count(programs::cols(g, t, index)?)
+            .map_err(|_| SequencerError::TooLarge { index })?;
+        Ok((cmd.program_len(), p.submit_encoded(cmd)))
     }
 }
 
 /// The `small-tables` build (a 16 KiB-RAM board): one template slot instead of three,
 /// rebuilt when a submission needs another program than the one it holds (~1 000
 /// instructions per rebuild, about three per tensor), so the sequencer keeps ~940 B less
-/// RAM. The commands are the same as the three-slot build's.
+/// RAM. The slot is not kept encoded: an encoded copy would cost 216 B of the board's
+/// 12 KiB, and with a rebuild per submission there is little encoding to save. The
+/// commands are the same as the three-slot build's.
 #[cfg(feature = "small-tables")]
 #[derive(Debug, Clone)]
 struct Templates {
@@ -637,61 +665,59 @@ impl Templates {
         Ok(())
     }
 
-    /// The program of `kind` for tensor `t` (`row`: the array a sum of squares reads).
-    fn patch(
+    /// Submits the program of `kind` for tensor `t` (`row`: the array a sum of squares
+    /// reads): its instruction words and the platform's answer.
+    fn submit<P: NmcController>(
         &mut self,
         kind: Kind,
         g: &NmcGeometry,
         t: &TensorDesc,
         row: u32,
         index: u32,
-    ) -> Result<&MacroCommand, SequencerError> {
+        p: &mut P,
+    ) -> Result<(usize, Result<NmcTicket, NmcError>), SequencerError> {
         if self.built != Some(kind) {
             // A placeholder tensor, as in the three-slot build: rows and columns are
             // patched below.
-            let p = TensorDesc {
+            let ph = TensorDesc {
                 elements: 1,
                 ..TensorDesc::default()
             };
             self.built = None;
+            let s = &mut self.slot;
             match kind {
-                Kind::SumOfSquares => programs::sum_of_squares_into(&mut self.slot, g, &p, 0, 0)?,
-                Kind::Stage1 => {
-                    programs::stage1_into(&mut self.slot, g, &p, 0, self.decay, self.program)?
-                }
-                Kind::Stage2 => programs::stage2_into(&mut self.slot, g, &p, 0)?,
+                Kind::SumOfSquares => programs::sum_of_squares_into(s, g, &ph, 0, 0)?,
+                Kind::Stage1 => programs::stage1_into(s, g, &ph, 0, self.decay, self.program)?,
+                Kind::Stage2 => programs::stage2_into(s, g, &ph, 0)?,
             }
             self.built = Some(kind);
         }
-        patch_rows(&mut self.slot, kind, self.decay, g, t, row, index)?;
-        Ok(&self.slot)
+        let cmd = &mut self.slot;
+        for (phase, r) in cmd.phases.iter_mut().zip(rows_of(kind, self.decay, t, row)) {
+            phase.base_row = r;
+        }
+        cmd.col_count = programs::cols(g, t, index)?;
+        Ok((cmd.program.len(), p.submit(cmd)))
     }
 }
 
-/// Writes tensor `t`'s rows (`row`: the array a sum of squares reads) and column count
-/// into a built program of `kind`.
-fn patch_rows(
-    cmd: &mut MacroCommand,
-    kind: Kind,
-    decay: bool,
-    g: &NmcGeometry,
-    t: &TensorDesc,
-    row: u32,
-    index: u32,
-) -> Result<(), SequencerError> {
-    let cols = programs::cols(g, t, index)?;
-    let rows = match kind {
+/// Encodes a built program into its template (a program the sequencer built that does not
+/// validate means the geometry cannot run it, e.g. a chunk beyond the engine's limit).
+#[cfg(not(feature = "small-tables"))]
+fn encode(into: &mut EncodedMacroCommand, cmd: &MacroCommand) -> Result<(), SequencerError> {
+    into.encode_from(cmd).map_err(|_| SequencerError::Geometry)
+}
+
+/// Each phase's base row of a `kind` program for tensor `t` (`row`: the array a sum of
+/// squares reads); rows past the program's phases are 0 and unused.
+fn rows_of(kind: Kind, decay: bool, t: &TensorDesc, row: u32) -> [u32; 5] {
+    match kind {
         Kind::SumOfSquares => [row, 0, 0, 0, 0],
         Kind::Stage2 => [t.u_row, t.w_row, 0, 0, 0],
         // Phases g, m, v, (w,) u: the weight phase only with weight decay.
         Kind::Stage1 if decay => [t.g_row, t.m_row, t.v_row, t.w_row, t.u_row],
         Kind::Stage1 => [t.g_row, t.m_row, t.v_row, t.u_row, 0],
-    };
-    for (phase, r) in cmd.phases.iter_mut().zip(rows) {
-        phase.base_row = r;
     }
-    cmd.col_count = cols;
-    Ok(())
 }
 
 /// The LAMB state machine.
@@ -837,6 +863,7 @@ pub mod programs {
         }
     }
 
+    #[inline(always)]
     pub(super) fn cols(g: &NmcGeometry, t: &TensorDesc, index: u32) -> Result<u32, SequencerError> {
         u32::try_from(g.columns_per_bank(t.elements))
             .map_err(|_| SequencerError::TooLarge { index })
@@ -1151,9 +1178,11 @@ impl LambSequencer {
         let Some(job) = self.job.as_ref() else {
             return Err(SequencerError::UnexpectedResult.into());
         };
-        let cmd = self.templates.patch(kind, &job.geometry, t, row, index)?;
-        let words = u32::try_from(cmd.program.len()).unwrap_or(u32::MAX);
-        match p.submit(cmd) {
+        let (words, answer) = self
+            .templates
+            .submit(kind, &job.geometry, t, row, index, p)?;
+        let words = u32::try_from(words).unwrap_or(u32::MAX);
+        match answer {
             Ok(ticket) => {
                 self.last_ticket = Some(ticket);
                 self.work.macro_commands = self.work.macro_commands.saturating_add(1);
@@ -1424,6 +1453,34 @@ mod tests {
 
     /// A patched template is the command built from scratch for that tensor, for every
     /// program, with and without weight decay, tensor after tensor.
+    /// A platform that keeps the last command submitted (the three-slot build sends the
+    /// encoded bytes: the trait's default decodes them into `submit`).
+    #[derive(Default)]
+    struct Captured(Option<MacroCommand>);
+
+    impl NmcController for Captured {
+        fn submit(&mut self, cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
+            self.0 = Some(cmd.clone());
+            Ok(NmcTicket(0))
+        }
+        fn write_scalar(
+            &mut self,
+            _: crate::platform::ChannelSet,
+            _: u8,
+            _: u32,
+        ) -> Result<(), NmcError> {
+            Ok(())
+        }
+        fn reduce_partials(
+            &mut self,
+            _: crate::platform::ChannelSet,
+        ) -> Result<NmcTicket, NmcError> {
+            Ok(NmcTicket(0))
+        }
+    }
+
+    /// Also: the bytes a submission sends (patched in place in the three-slot build)
+    /// decode to exactly the command built afresh for that tensor.
     #[test]
     fn patched_templates_equal_freshly_built_commands() {
         for program in [Stage1Program::FourSlot, Stage1Program::ThreeSlot] {
@@ -1447,6 +1504,14 @@ mod tests {
                 };
                 let mut t = Templates::default();
                 t.build(&job).unwrap();
+                let mut p = Captured::default();
+                let mut sent = |t: &mut Templates, kind, d: &TensorDesc, row, i| {
+                    let (words, answer) = t.submit(kind, &G, d, row, i, &mut p).unwrap();
+                    assert_eq!(answer, Ok(NmcTicket(0)));
+                    let cmd = p.0.take().unwrap();
+                    assert_eq!(words, cmd.program.len());
+                    cmd
+                };
                 let mut row = 0;
                 for (i, elements) in [1u64, 65_537, 3 << 20].into_iter().enumerate() {
                     let d = lay_out(&G, elements, row).unwrap();
@@ -1454,12 +1519,11 @@ mod tests {
                     let d = d.desc;
                     let i = i as u32;
                     let fresh = programs::stage1(&G, &d, i, wd != 0.0, program).unwrap();
-                    assert_eq!(t.patch(Kind::Stage1, &G, &d, 0, i).unwrap(), &fresh);
+                    assert_eq!(sent(&mut t, Kind::Stage1, &d, 0, i), fresh);
                     let fresh = programs::stage2(&G, &d, i).unwrap();
-                    assert_eq!(t.patch(Kind::Stage2, &G, &d, 0, i).unwrap(), &fresh);
+                    assert_eq!(sent(&mut t, Kind::Stage2, &d, 0, i), fresh);
                     let fresh = programs::sum_of_squares(&G, &d, d.w_row, i).unwrap();
-                    let got = t.patch(Kind::SumOfSquares, &G, &d, d.w_row, i).unwrap();
-                    assert_eq!(got, &fresh);
+                    assert_eq!(sent(&mut t, Kind::SumOfSquares, &d, d.w_row, i), fresh);
                 }
             }
         }

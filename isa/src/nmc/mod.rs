@@ -6,12 +6,14 @@
 //! `nmcp_isa::nmc::X` names any of them.
 
 pub mod cost;
+pub mod encoded;
 pub mod encoding;
 pub mod instr;
 pub mod macro_cmd;
 pub mod operand;
 
 pub use cost::*;
+pub use encoded::*;
 pub use encoding::*;
 pub use instr::*;
 pub use macro_cmd::*;
