@@ -71,6 +71,29 @@ fn outputs_are_identical_across_models_and_policies() {
     }
 }
 
+/// Engine queues one command deep refuse most submissions; the sequencer then waits for a
+/// completion (only a completion after a refusal runs its pipeline again, the others
+/// return at once) and issues the same commands later: the same bits and global norm as
+/// with the default queues, and the step still finishes.
+#[test]
+fn a_full_engine_queue_delays_commands_but_not_their_results() {
+    let preset = HbmPreset::builtin("hbm2-2000").unwrap();
+    let ts = nmcp_emulator::nmc::system::NmcSystemConfig::default().ts_entries;
+    for setup in [EngineSetup::COLUMN_TRIGGERED, setups()[3]] {
+        let run = |depth| {
+            common::lamb_functional_queued(&preset, setup, Stage1Program::FourSlot, 2, ts, depth)
+        };
+        let (base, err, norm, _) = run(16);
+        for depth in [1, 2] {
+            let (state, e, n, _) = run(depth);
+            let name = format!("{} at depth {depth}", setup.name());
+            assert_eq!(e.to_bits(), err.to_bits(), "{name}");
+            assert_eq!(n.to_bits(), norm.to_bits(), "{name}: global norm");
+            common::assert_same_bits(&name, &state, &base);
+        }
+    }
+}
+
 /// The three-slot stage-1 program computes the same bits as the default four-slot one under
 /// every engine setup (only the chunk, so the row visits and the timing, differ).
 #[test]

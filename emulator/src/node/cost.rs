@@ -84,7 +84,8 @@ mod tests {
             cp: CpWork::default(),
             sequencer: SequencerWork {
                 steps: 0,
-                handlers: 1,
+                handlers: 2,
+                idle_handlers: 1,
                 macro_commands: 5,
                 program_words: 20,
                 scalar_writes: 1,
@@ -94,6 +95,7 @@ mod tests {
         };
         let m = SequencerCostModel::default();
         let instr = m.instr_per_handler
+            + m.instr_per_idle_handler
             + 5 * m.instr_per_command
             + 20 * m.instr_per_word
             + m.instr_per_scalar_write

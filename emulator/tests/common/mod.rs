@@ -188,6 +188,20 @@ pub fn lamb_functional_at(
     steps: usize,
     ts_entries: usize,
 ) -> (Vec<TensorState>, f64, f32, u64) {
+    let depth = NmcSystemConfig::default().queue_depth;
+    lamb_functional_queued(preset, setup, program, steps, ts_entries, depth)
+}
+
+/// [`lamb_functional_at`] with engine queues of `queue_depth` macro-commands (a full
+/// queue answers `Busy`, and the sequencer retries on a later completion).
+pub fn lamb_functional_queued(
+    preset: &HbmPreset,
+    setup: EngineSetup,
+    program: Stage1Program,
+    steps: usize,
+    ts_entries: usize,
+    queue_depth: usize,
+) -> (Vec<TensorState>, f64, f32, u64) {
     let sizes = [7usize, 1029, 4099, 20_000];
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
     let state: Vec<TensorState> = sizes
@@ -203,6 +217,7 @@ pub fn lamb_functional_at(
     let config = LambRunConfig {
         system: NmcSystemConfig {
             ts_entries,
+            queue_depth,
             functional: true,
             parallel: false,
             alu_model: setup.alu_model,

@@ -777,8 +777,9 @@ pub fn run_lamb(
     measured(out, total)?;
     writeln!(
         out,
-        " events={events} macro_commands={} scalar_writes={} reductions={} \
+        " events={events} idle_events={} macro_commands={} scalar_writes={} reductions={} \
          descriptors={} program_words={} global_norm_milli={} nmc_hash={:#010x}",
+        work.idle_handlers,
         st.macro_commands,
         st.scalar_writes,
         st.reductions,
@@ -973,6 +974,7 @@ mod tests {
             let work = SequencerWork {
                 steps: 1,
                 handlers: f("events"),
+                idle_handlers: f("idle_events"),
                 macro_commands: f("macro_commands"),
                 program_words: f("program_words"),
                 scalar_writes: f("scalar_writes"),

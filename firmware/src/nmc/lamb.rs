@@ -411,6 +411,10 @@ pub struct SequencerWork {
     pub steps: u32,
     /// Handler calls: `start` and every `NmcDone` / `PartialsReady` the sequencer saw.
     pub handlers: u32,
+    /// Of `handlers`, the `NmcDone`s that found nothing waiting for room in an engine
+    /// and returned at once (a completion only frees room; results arrive as
+    /// `PartialsReady`).
+    pub idle_handlers: u32,
     /// Macro-commands submitted.
     pub macro_commands: u32,
     /// Instruction words in the submitted macro-commands (what encoding them costs).
@@ -429,6 +433,7 @@ impl SequencerWork {
         Self {
             steps: self.steps.saturating_sub(earlier.steps),
             handlers: self.handlers.saturating_sub(earlier.handlers),
+            idle_handlers: self.idle_handlers.saturating_sub(earlier.idle_handlers),
             macro_commands: self.macro_commands.saturating_sub(earlier.macro_commands),
             program_words: self.program_words.saturating_sub(earlier.program_words),
             scalar_writes: self.scalar_writes.saturating_sub(earlier.scalar_writes),
@@ -463,6 +468,9 @@ pub struct SequencerCostModel {
     pub instr_per_step: u64,
     /// Instructions per handler call (event dispatch, the pipeline's bookkeeping).
     pub instr_per_handler: u64,
+    /// Instructions per idle handler call (an `NmcDone` nothing waited for: the event
+    /// dispatch and one test).
+    pub instr_per_idle_handler: u64,
     /// Instructions per macro-command (patching rows and column count into the encoded
     /// template, copying its header and phases into the NMC command window).
     pub instr_per_command: u64,
@@ -485,6 +493,7 @@ impl SequencerCostModel {
     pub const FREE: Self = Self {
         instr_per_step: 0,
         instr_per_handler: 0,
+        instr_per_idle_handler: 0,
         instr_per_command: 0,
         instr_per_word: 0,
         instr_per_scalar_write: 0,
@@ -498,8 +507,9 @@ impl Default for SequencerCostModel {
     /// Fitted to the board (docs/calibration.md, "NMC sequencer cost").
     fn default() -> Self {
         Self {
-            instr_per_step: 3_791,
-            instr_per_handler: 468,
+            instr_per_step: 4_855,
+            instr_per_handler: 576,
+            instr_per_idle_handler: 30,
             instr_per_command: 355,
             instr_per_word: 6,
             instr_per_scalar_write: 30,
@@ -514,8 +524,10 @@ impl SequencerWork {
     /// Instructions of this work under `m`.
     pub fn instructions(&self, m: &SequencerCostModel) -> u64 {
         let n = |c: u32, per: u64| u64::from(c).saturating_mul(per);
+        let busy = self.handlers.saturating_sub(self.idle_handlers);
         n(self.steps, m.instr_per_step)
-            .saturating_add(n(self.handlers, m.instr_per_handler))
+            .saturating_add(n(busy, m.instr_per_handler))
+            .saturating_add(n(self.idle_handlers, m.instr_per_idle_handler))
             .saturating_add(n(self.macro_commands, m.instr_per_command))
             .saturating_add(n(self.program_words, m.instr_per_word))
             .saturating_add(n(self.scalar_writes, m.instr_per_scalar_write))
@@ -743,6 +755,10 @@ pub struct LambSequencer {
     front_read: bool,
     templates: Templates,
     work: SequencerWork,
+    /// An engine refused a call for want of room since the last `NmcDone` pumped: only
+    /// then can a completion let the pipeline go on (everything else it waits for comes
+    /// with `PartialsReady`).
+    refused: bool,
 }
 
 impl Default for LambSequencer {
@@ -763,6 +779,7 @@ impl Default for LambSequencer {
             front_read: false,
             templates: Templates::default(),
             work: SequencerWork::default(),
+            refused: false,
         }
     }
 }
@@ -1142,6 +1159,7 @@ impl LambSequencer {
         self.global_norm = 0.0;
         self.clip = 1.0;
         self.front_read = false;
+        self.refused = false;
         self.work.steps = self.work.steps.saturating_add(1);
         self.work.handlers = self.work.handlers.saturating_add(1);
         self.pump(p)
@@ -1189,7 +1207,10 @@ impl LambSequencer {
                 self.work.program_words = self.work.program_words.saturating_add(words);
                 Ok(true)
             }
-            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(crate::platform::NmcError::Busy) => {
+                self.refused = true;
+                Ok(false)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -1207,7 +1228,10 @@ impl LambSequencer {
                 self.work.reductions = self.work.reductions.saturating_add(1);
                 Ok(true)
             }
-            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(crate::platform::NmcError::Busy) => {
+                self.refused = true;
+                Ok(false)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -1223,7 +1247,10 @@ impl LambSequencer {
                 self.work.scalar_writes = self.work.scalar_writes.saturating_add(1);
                 Ok(true)
             }
-            Err(crate::platform::NmcError::Busy) => Ok(false),
+            Err(crate::platform::NmcError::Busy) => {
+                self.refused = true;
+                Ok(false)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -1246,6 +1273,14 @@ impl LambSequencer {
             self.stage = Stage::Done;
             return Ok(());
         }
+        if !self.refused {
+            // Nothing waits for the room this completion frees: the pipeline is waiting
+            // for reduction results (they pump when they arrive) or has emitted all it
+            // may. Most completions are these (about four per tensor).
+            self.work.idle_handlers = self.work.idle_handlers.saturating_add(1);
+            return Ok(());
+        }
+        self.refused = false;
         self.pump(p)
     }
 
