@@ -12,7 +12,12 @@
 //! commands in another order (a tensor's stage 1 and norms now run while up to four
 //! earlier tensors wait for their trust ratio), so the step is shorter and refreshes and
 //! re-activations fall elsewhere: free firmware 288 057 -> 283 484 cycles, 28 272 ->
-//! 28 304 activations, 1 168 -> 1 152 refreshes.
+//! 28 304 activations, 1 168 -> 1 152 refreshes. Re-pinned when a DIV by a scalar register
+//! began to cost its correction only (stop 29: the clip divisor's reciprocal is latched
+//! when r7 is written, `nmcp_isa::nmc::DIV_BY_SCALAR_OPS`, so stage 1's `g / clip` is 2
+//! column slots instead of 6; a scalar write holds the column-triggered stream 24 cycles
+//! for the latch instead of 4): 16 x 1030 x 4 = 65 920 fewer column commands
+//! (642 720 -> 576 800), free firmware 283 484 -> 266 516 cycles, 1 152 -> 1 088 refreshes.
 
 use nmcp_emulator::hbm::HbmPreset;
 use nmcp_emulator::lamb::reference::LambHyper;
@@ -51,13 +56,13 @@ fn small_lamb_step_cycles_and_commands_are_pinned() {
     let (cycles, totals, cp) = small_step(FirmwareCost::free());
     assert_eq!(cp, 0);
     println!("cycles {cycles}, totals {totals:?}");
-    assert_eq!(cycles, 283_484, "step cycles");
-    assert_eq!(totals.commands_total, 700_480, "DRAM commands");
-    assert_eq!(totals.engines.column_commands, 642_720, "column commands");
+    assert_eq!(cycles, 266_516, "step cycles");
+    assert_eq!(totals.commands_total, 634_496, "DRAM commands");
+    assert_eq!(totals.engines.column_commands, 576_800, "column commands");
     assert_eq!(totals.engines.activations, 28_304, "activations");
-    assert_eq!(totals.engines.refreshes, 1_152, "refreshes");
+    assert_eq!(totals.engines.refreshes, 1_088, "refreshes");
     // Summed over the engines, so it also pins each pseudo-channel's own finishing cycle.
-    assert_eq!(totals.engines.busy_cycles, 4_461_008, "engine busy cycles");
+    assert_eq!(totals.engines.busy_cycles, 4_175_600, "engine busy cycles");
 }
 
 /// With the firmware charged (the default: `SequencerCostModel`, instructions per
@@ -72,7 +77,8 @@ fn small_lamb_step_cycles_and_commands_are_pinned() {
 /// with the templates kept encoded (stop 28: 355 instructions per command and 6 per word
 /// instead of 590 and 37) the CP time is 170 813 and the step 359 246; with completions
 /// that nothing waited for returning at once (30 instructions instead of a full handler)
-/// 118 459 and 330 854.
+/// 118 459 and 330 854; with stage 1's `g / clip` at 2 column slots instead of 6 (stop 29)
+/// the step is 313 886 (the CP time is unchanged).
 #[test]
 fn charging_the_sequencer_moves_only_time() {
     let (free_cycles, free, _) = small_step(FirmwareCost::free());
@@ -88,8 +94,8 @@ fn charging_the_sequencer_moves_only_time() {
         cycles >= free_cycles && cycles <= free_cycles + cp_dram,
         "{cycles} vs {free_cycles} + {cp_dram}"
     );
-    assert_eq!(cycles, 330_854, "step cycles with the sequencer charged");
+    assert_eq!(cycles, 313_886, "step cycles with the sequencer charged");
     assert_eq!(cp, 118_459, "CP cycles charged");
-    assert_eq!(totals.engines.activations, 28_272, "activations");
-    assert_eq!(totals.engines.refreshes, 1_312, "refreshes");
+    assert_eq!(totals.engines.activations, 28_192, "activations");
+    assert_eq!(totals.engines.refreshes, 1_248, "refreshes");
 }

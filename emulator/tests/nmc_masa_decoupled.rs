@@ -161,7 +161,7 @@ fn decoupled_refresh_keeps_posted_writes_buffered() {
     let p = common::masa_hbm2(RefreshMode::AllBank, 8);
     let t = *PseudoChannel::new(&p).timing();
     let src = ".macro channels=0+1 mode=all col_start=0 col_count=1024 chunk=4\n\
-         .phase row=0\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n";
+         .phase row=0\n  div.f32 ts1, mem, ts0\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n";
     let cmd = parse_macro(src).unwrap();
     let (mut nmc, mut mem) =
         common::rig_with_map(&p, AluModel::PIPELINED, RowPolicy::MasaDecoupled, None);

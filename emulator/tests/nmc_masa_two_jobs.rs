@@ -14,13 +14,15 @@ use nmcp_emulator::lamb::experiment::{self, EngineSetup};
 use nmcp_emulator::lamb::ModelPreset;
 use nmcp_emulator::memctrl::LoggedCommand;
 use nmcp_emulator::memory::DeviceMemory;
-use nmcp_emulator::nmc::engine::{alu_chunk, job_contexts, AluModel, RowMap, RowPolicy};
+use nmcp_emulator::nmc::engine::{
+    alu_chunk, job_contexts, scalar_write_cycles, AluModel, RowMap, RowPolicy,
+};
 use nmcp_emulator::nmc::system::{NmcBlock, NmcFinished};
 use nmcp_firmware::nmc::lamb::{lay_out, programs, NmcGeometry};
 use nmcp_firmware::nmc::Stage1Program;
 use nmcp_firmware::platform::ChannelSet;
 use nmcp_isa::asm::parse_macro;
-use nmcp_isa::nmc::MacroCommand;
+use nmcp_isa::nmc::{MacroCommand, DIV_BY_SCALAR_OPS};
 use proptest::prelude::*;
 
 mod common;
@@ -34,7 +36,7 @@ const SA: u32 = 1024;
 fn alu_bound(row: u32, cols: u32) -> MacroCommand {
     parse_macro(&format!(
         ".macro channels=0+1 mode=all col_start=0 col_count={cols} chunk=4\n\
-         .phase row={row}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n"
+         .phase row={row}\n  div.f32 ts1, mem, ts0\n  sqrt.f32 ts1, ts1\n  add.f32 mem, ts1, s0\n.end\n"
     ))
     .unwrap()
 }
@@ -99,6 +101,76 @@ fn columns_by_row(log: &[LoggedCommand]) -> Vec<(usize, &'static str, u32, u32)>
         }
     }
     out
+}
+
+/// A scalar write latches the register's reciprocal (docs/decisions/isa.md, "Division by
+/// a scalar register"): 24 cycles on hbm2-2000. Pipelined, the write takes its 4-cycle
+/// slot and the stream moves on, but a division by the register produces its result no
+/// earlier than the latch plus its own three dependent operations (the two jobs share an
+/// open row, so the division's read comes before the latch and its write-back shows the
+/// wait). Column-triggered, the write holds the stream for the latch.
+#[test]
+fn a_scalar_write_latches_the_reciprocal_before_a_division_uses_it() {
+    let p = common::masa_hbm2(RefreshMode::Off, 16);
+    let t = *PseudoChannel::new(&p).timing();
+    let latch = scalar_write_cycles(&t);
+    assert_eq!(latch, 24);
+    let open = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=0 col_count=1 chunk=1\n\
+         .phase row={SA}\n  mov.f32 ts0, mem\n.end\n"
+    ))
+    .unwrap();
+    let div = parse_macro(&format!(
+        ".macro channels=0+1 mode=all col_start=1 col_count=1 chunk=1\n\
+         .phase row={SA}\n  div.f32 mem, mem, s2\n.end\n"
+    ))
+    .unwrap();
+    // (the first command, the division's write-back), everything queued at cycle 0.
+    let run = |write: bool| {
+        let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);
+        nmc.submit_deferred(0, &open, &mut mem, 0).unwrap();
+        if write {
+            nmc.write_scalar(0, ChannelSet { first: 0, count: 2 }, 2, 2f32.to_bits())
+                .unwrap();
+        }
+        nmc.submit_deferred(0, &div, &mut mem, 1).unwrap();
+        nmc.poll(u64::MAX);
+        let log = log_of(&nmc);
+        replay(&p, &log).unwrap();
+        let cols = columns_by_row(&log);
+        let (wr, _, _, _) = *cols.iter().find(|c| c.1 == "WR" && c.3 == 1).unwrap();
+        (log[0].at, log[wr].at)
+    };
+    let (first, wr) = run(true);
+    let (written, wr_without) = run(false);
+    // The write is at the cycle the first command would have had; it holds the stream
+    // for its slot only.
+    assert_eq!(
+        first,
+        written + t.tccd_l,
+        "the stream waits for the write's slot only"
+    );
+    let ops = u64::from(DIV_BY_SCALAR_OPS) * (t.tccd_l / 2);
+    assert!(
+        wr >= written + latch + ops,
+        "the write-back {wr} waits for the latch ({written} + {latch}) and {ops} cycles of ALU"
+    );
+    assert!(
+        wr_without < written + latch + ops,
+        "without the write the division is done sooner ({wr_without}): the latch is what waits"
+    );
+
+    // Column-triggered: the stream itself waits for the latch.
+    let (mut nmc, mut mem) =
+        common::rig_with_map(&p, AluModel::ColumnTriggered, RowPolicy::ProgramOrder, None);
+    let done = nmc.submit(0, &open, &mut mem).unwrap();
+    let n = log_of(&nmc).len();
+    nmc.write_scalar(done, ChannelSet { first: 0, count: 2 }, 2, 2f32.to_bits())
+        .unwrap();
+    nmc.submit(done, &div, &mut mem).unwrap();
+    let log = log_of(&nmc);
+    assert_eq!(log[n].at, done + latch, "{:?}", log[n]);
+    replay(&p, &log).unwrap();
 }
 
 /// An ALU-bound job and a column-bound one in different subarrays run interleaved: the
@@ -175,7 +247,7 @@ fn dependencies_between_jobs_in_flight_hold_column_by_column() {
     // WAR: a reads rows SA.. (and writes 3 SA..), b adds a scalar to rows SA.. in place.
     let a = parse_macro(&format!(
         ".macro channels=0+1 mode=all col_start=0 col_count=192 chunk=4\n\
-         .phase row={SA}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n\
+         .phase row={SA}\n  div.f32 ts1, mem, ts0\n  sqrt.f32 ts1, ts1\n\
          .phase row={}\n  mov.f32 mem, ts1\n.end\n",
         3 * SA
     ))
@@ -224,7 +296,7 @@ fn reductions_and_scalar_writes_order_the_jobs_around_them() {
     // and a sum of squares.
     let reducing = parse_macro(&format!(
         ".macro channels=0+1 mode=all col_start=0 col_count=256 chunk=4\n\
-         .phase row={SA}\n  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n  sqacc.f32 ts1\n.end\n"
+         .phase row={SA}\n  div.f32 ts1, mem, ts0\n  sqrt.f32 ts1, ts1\n  sqacc.f32 ts1\n.end\n"
     ))
     .unwrap();
     let (mut nmc, mut mem) = two_jobs_rig(&p, 1, None);

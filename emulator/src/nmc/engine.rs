@@ -27,7 +27,7 @@
 
 use nmcp_isa::nmc::{
     BankMode, BlockSteps, ControlError, Instr, MacroCommand, ALU_OPS_PER_SLOT,
-    PIPELINED_OPS_PER_TCK, SCALAR_REGS,
+    PIPELINED_OPS_PER_TCK, SCALAR_RECIPROCAL_OPS, SCALAR_REGS,
 };
 
 use crate::hbm::{BankId, Command, Cycle, HbmPreset, TimingError};
@@ -267,6 +267,17 @@ pub fn alu_chunk(preset: &HbmPreset, model: AluModel) -> u16 {
             u16::try_from(latency * u64::from(ops_per_tck.max(1))).unwrap_or(u16::MAX)
         }
     }
+}
+
+/// Cycles from a scalar-register write to its latched reciprocal for timing `t`: the
+/// bank ALU runs [`SCALAR_RECIPROCAL_OPS`] dependent operations on the new value, at
+/// [`ALU_OPS_PER_SLOT`] per tCCD_L whatever the issue model (a dependent chain is
+/// latency-bound), so that a later DIV by the register costs only its correction
+/// (`nmcp_isa::nmc::DIV_BY_SCALAR_OPS`). 24 on hbm2-2000; never less than the write's
+/// command slot.
+pub fn scalar_write_cycles(t: &crate::hbm::config::TimingCycles) -> Cycle {
+    let latch = u64::from(SCALAR_RECIPROCAL_OPS.div_ceil(ALU_OPS_PER_SLOT)) * t.tccd_l;
+    latch.max(t.tccd_l)
 }
 
 /// Columns of the operand buffer and of the write buffer of [`RowPolicy::MasaDecoupled`]
@@ -1577,7 +1588,8 @@ impl NmcChannelEngine {
                     return Ok(false);
                 }
                 self.queue.pop_front();
-                self.now = self.now.max(at) + ctrl.pseudo_channel().timing().tccd_l;
+                self.now = self.now.max(at);
+                self.scalar_slot(ctrl);
             }
             &Queued::Reduce(id, at) => {
                 if self.flights.iter().any(|f| f.reduces) {
@@ -2044,7 +2056,8 @@ impl NmcChannelEngine {
     }
 
     /// Writes a scalar register in every bank ALU (one mode-register-style command slot,
-    /// tCCD_L long, ordered after earlier jobs).
+    /// ordered after earlier jobs, and the latch of the register's reciprocal: see
+    /// `scalar_slot`).
     ///
     /// # Errors
     /// [`EngineError::OutOfRange`] for a register the ALUs do not have.
@@ -2067,8 +2080,31 @@ impl NmcChannelEngine {
             self.queue.push_back(Queued::Scalar(start));
             return Ok(self.now.max(start));
         }
-        self.now = self.now.max(start) + ctrl.pseudo_channel().timing().tccd_l;
+        self.now = self.now.max(start);
+        self.scalar_slot(ctrl);
         Ok(self.now)
+    }
+
+    /// A scalar write's time from `now`. Column-triggered, the ALU works only inside
+    /// column slots, so the reciprocal latch holds the stream for [`scalar_write_cycles`].
+    /// Pipelined, the write takes its command slot and the latch goes on the ALU: its
+    /// operations at the ALU's rate, in order with the work before it, and the reciprocal
+    /// ready a dependent chain's latency after the write; ALU work given after the write
+    /// starts no earlier (in-order ALU), work already given is not delayed.
+    fn scalar_slot(&mut self, ctrl: &Controller) {
+        let t = ctrl.pseudo_channel().timing();
+        match self.alu_model {
+            AluModel::ColumnTriggered => self.now += scalar_write_cycles(t),
+            AluModel::Pipelined { ops_per_tck } => {
+                let written = self.now;
+                self.now += t.tccd_l;
+                let rate = ALU_TICKS_PER_TCK.div_ceil(u64::from(ops_per_tck.max(1)));
+                let issued = self.alu_free.max(written * ALU_TICKS_PER_TCK)
+                    + u64::from(SCALAR_RECIPROCAL_OPS) * rate;
+                let ready = (written + scalar_write_cycles(t)) * ALU_TICKS_PER_TCK;
+                self.alu_free = issued.max(ready);
+            }
+        }
     }
 
     /// Reads out and clears every bank's accumulator: one column-sized read per bank over

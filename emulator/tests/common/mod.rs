@@ -107,7 +107,7 @@ pub const BLOCKS: [&str; 6] = [
     "  add.f32 mem, mem, s0\n",
     "  mul.f32 ts1, mem, s1\n  add.f32 ts1, ts1, ts0\n  mov.f32 mem, ts1\n",
     "  mov.f32 mem, ts0\n",
-    "  div.f32 ts1, mem, s2\n  sqrt.f32 ts1, ts1\n",
+    "  div.f32 ts1, mem, ts0\n  sqrt.f32 ts1, ts1\n",
     "  sqacc.f32 mem\n",
 ];
 

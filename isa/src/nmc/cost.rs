@@ -3,6 +3,7 @@
 //! them. The NMC engine's timing and the firmware's scheduling read these.
 
 use super::instr::{Instr, SpecialOp};
+use super::operand::Src;
 
 /// Dependent FMA-class operations the ALU completes in one column slot (tCCD_L).
 ///
@@ -64,6 +65,26 @@ pub const SQRT_EXTRA_OPS: u32 = 3;
 pub const DIV_EXTRA_OPS: u32 = 3;
 /// Newton steps DIV refines its reciprocal with (one more than RCP, see [`DIV_EXTRA_OPS`]).
 pub const DIV_NEWTON_STEPS: u32 = RCP_NEWTON_STEPS + 1;
+/// Dependent operations the scalar unit runs on every scalar-register write to latch the
+/// register's correctly rounded reciprocal `RN(1/s)` beside it: DIV's whole sequence with
+/// a dividend of 1 (the all-ones divisor mantissa special-cased, as DIV does). The NMC
+/// engine charges a scalar write this latency (at [`ALU_OPS_PER_SLOT`] dependent
+/// operations per tCCD_L) instead of one command slot.
+pub const SCALAR_RECIPROCAL_OPS: u32 = 1 + 2 * DIV_NEWTON_STEPS + DIV_EXTRA_OPS;
+/// Dependent operations of a DIV whose divisor is a scalar register: only the correction
+/// `q = a·y; r = fma(-b, q, a); q' = fma(r, y, q)`, with `y` the reciprocal latched when
+/// the register was written ([`SCALAR_RECIPROCAL_OPS`]).
+///
+/// Why this is the IEEE quotient: Markstein's theorem needs exactly two things, `y` equal
+/// to `1/b` correctly rounded (which the latch computes once) and `q` within an ulp of
+/// `a/b` (which `RN(a·y)` is); then the residual is exact and `q + r·y` rounds once to the
+/// correctly rounded quotient. This is division by a divisor known in advance
+/// (Brisebarre, Muller and Raina, IEEE Trans. Computers 2004). Checked, not assumed:
+/// `isa/tests/nmc_div_by_scalar.rs` compares the three operations with `a / b` over
+/// every divisor mantissa with sampled dividends, the all-ones divisor mantissa
+/// included, and over random exponents. LAMB's stage 1 divides every gradient by the
+/// clip divisor in a scalar register, so this is 9 of its ~50 operations per column.
+pub const DIV_BY_SCALAR_OPS: u32 = DIV_EXTRA_OPS;
 /// Guaranteed bound on the relative error of RCP, RSQRT and SQRT against the exact
 /// result, for every finite input whose exact result is a normal f32. Tested by the
 /// emulator's ALU tests over random, tiny, huge and denormal inputs.
@@ -74,6 +95,9 @@ impl Instr {
     pub const fn alu_ops(&self) -> u32 {
         match self {
             Self::Jump { .. } | Self::Exit => 0,
+            Self::Div {
+                src1: Src::Sreg(_), ..
+            } => DIV_BY_SCALAR_OPS,
             Self::Div { .. } => 1 + 2 * DIV_NEWTON_STEPS + DIV_EXTRA_OPS,
             Self::Special { op, .. } => match op {
                 SpecialOp::Rcp => 1 + 2 * RCP_NEWTON_STEPS,
@@ -87,7 +111,8 @@ impl Instr {
     /// Column-command slots (each tCCD_L long in all-bank mode) the instruction occupies:
     /// 0 for JUMP/EXIT, 1 for ordinary instructions (including NOP), and
     /// `ceil(alu_ops / ALU_OPS_PER_SLOT)` for RCP (7 ops, 4 slots), RSQRT (10 ops, 5 slots),
-    /// SQRT (13 ops, 7 slots) and DIV (10 ops, 5 slots).
+    /// SQRT (13 ops, 7 slots), DIV (12 ops, 6 slots) and DIV by a scalar register (3 ops,
+    /// 2 slots).
     pub const fn column_slots(&self) -> u32 {
         self.alu_ops().div_ceil(ALU_OPS_PER_SLOT)
     }
