@@ -19,6 +19,7 @@ fn masa(change: impl FnOnce(&mut HbmPreset)) -> HbmPreset {
     p.subarrays = Subarrays {
         per_bank: 8,
         sa_sel: 2,
+        ..Subarrays::default()
     };
     change(&mut p);
     p.check().unwrap();
@@ -33,6 +34,9 @@ fn sa_sel(row: u32) -> Command {
 }
 fn sa_pre(row: u32) -> Command {
     Command::AbSaPre { row }
+}
+fn sa_ref(row: u32) -> Command {
+    Command::AbSaRef { row }
 }
 const RD: Command = Command::AbRd { col: 0 };
 const WR: Command = Command::AbWr { col: 0 };
@@ -210,6 +214,59 @@ fn refresh_needs_every_subarray_closed_and_waits_trp_then_trfc() {
     let mut refreshed = pres.to_vec();
     refreshed.push((Command::Ref, 80 + t.trp));
     gate(&refreshed, sa_act(R2), 80 + t.trp + t.trfc, Gate::Trfc);
+}
+
+/// Refresh-access parallelism (SARP, Chang et al. HPCA 2014): AB-SA-REF refreshes one
+/// subarray of every bank. Only that subarray waits tRFC; another subarray's row stays
+/// open and streams, and another may be activated at the usual activate spacing (the
+/// refresh counts as an all-bank activate toward tFAW). Refreshes never overlap.
+#[test]
+fn a_subarray_refresh_holds_only_its_subarray_for_trfc() {
+    let t = t();
+    let p = masa(|p| p.subarrays.refresh_parallel = true);
+    let g = |setup: &[(Command, Cycle)], next: Command, want: Cycle, gate: Gate| {
+        gate_with(&p, setup, next, want, gate)
+    };
+    // With R1 open, subarray 0 (closed) may be refreshed once the ACT's tFAW has passed.
+    g(&[(sa_act(R1), 0)], sa_ref(R0), t.tfaw, Gate::Tfaw);
+    let refreshed = [(sa_act(R1), 0), (sa_ref(R0), 100)];
+    // The refreshed subarray: its ACT waits tRFC.
+    g(&refreshed, sa_act(R0), 100 + t.trfc, Gate::Trfc);
+    // Another subarray: only the activate spacing.
+    g(&refreshed, sa_act(R2), 100 + t.tfaw, Gate::Tfaw);
+    // The open subarray streams during tRFC.
+    let mut pc = state(&p, &refreshed);
+    assert!(pc.earliest(&RD) <= 101);
+    pc.issue(&RD, 101).unwrap();
+    pc.issue(&WR, 101 + t.rd_to_wr.max(t.tccd_l)).unwrap();
+    // No second refresh during tRFC, in any subarray, nor an all-bank one.
+    g(&refreshed, sa_ref(R2), 100 + t.trfc, Gate::Trfc);
+    let mut closed = refreshed.to_vec();
+    closed.push((sa_pre(R1), 200));
+    g(&closed, Command::Ref, 100 + t.trfc, Gate::Trfc);
+    // The subarray must be closed in every bank, and waits tRP after its PRE.
+    let mut pc = state(&p, &[(sa_act(R0), 0)]);
+    match pc.issue(&sa_ref(R0), 1000) {
+        Err(TimingError::WrongState { found, .. }) => assert_eq!(found, RowState::Open(R0)),
+        other => panic!("AB-SA-REF to an open subarray: {other:?}"),
+    }
+    g(
+        &[(sa_act(R0), 0), (sa_pre(R0), 60)],
+        sa_ref(R0),
+        60 + t.trp,
+        Gate::Trp,
+    );
+    // A preset without refresh-access parallelism refuses it, and one subarray cannot
+    // have it.
+    let mut plain = state(&masa(|_| {}), &[]);
+    assert!(matches!(
+        plain.issue(&sa_ref(R0), 10),
+        Err(TimingError::NoSubarrays { .. })
+    ));
+    let mut one = HbmPreset::builtin("hbm2-2000").unwrap();
+    one.subarrays.refresh_parallel = true;
+    let e = one.check().unwrap_err();
+    assert!(e.to_string().contains("subarrays.refresh_parallel"), "{e}");
 }
 
 #[test]

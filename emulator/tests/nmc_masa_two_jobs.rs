@@ -553,12 +553,90 @@ fn two_jobs_meet_tras_twr_trp_tfaw_and_refresh() {
     replay(&p, &log).unwrap();
 }
 
+/// Refresh-access parallelism (SARP) under `masa-2jobs`: each refresh closes only the
+/// subarray the DRAM's refresh counter points at (successive refreshes go round the 16),
+/// there is still one refresh per tREFI, every command passes the checked replay, and the
+/// pair finishes sooner than with all-bank REF. While a subarray the jobs do not use is
+/// refreshed, the stream issues columns; when it refreshes the one the stream is in, that
+/// row is re-opened no earlier than tRFC after the refresh.
+#[test]
+fn a_subarray_refresh_lets_the_stream_go_on_during_trfc() {
+    let sarp = common::masa_hbm2_sarp(16);
+    let plain = common::masa_hbm2(RefreshMode::AllBank, 16);
+    let t = *PseudoChannel::new(&sarp).timing();
+    // a in subarrays 2 and 3, b in 5 and 6 (rows alternating).
+    let used = [2u32, 3, 5, 6];
+    let map = || {
+        RowMap::new(
+            (0..32)
+                .map(|j| (j, 1, (j % 2 + 2) * SA + j / 2))
+                .chain((0..32).map(|j| (100 + j, 1, (j % 2 + 5) * SA + j / 2)))
+                .collect(),
+        )
+        .unwrap()
+    };
+    // Two column-bound jobs: the stream, not the ALU, sets the end.
+    let (a, b) = (add_scalar(0, 1024), add_scalar(100, 1024));
+    let run = |p: &HbmPreset| {
+        let (mut nmc, mut mem) = two_jobs_rig(p, 1, Some(map()));
+        let done = run_together(&mut nmc, &mut mem, &[&a, &b]);
+        (done.into_iter().max().unwrap(), log_of(&nmc))
+    };
+    let (end_plain, _) = run(&plain);
+    let (end, log) = run(&sarp);
+    assert!(end < end_plain, "SARP {end} vs all-bank REF {end_plain}");
+    assert!(!log.iter().any(|l| kind(l) == "REF"), "no all-bank REF");
+    let refs: Vec<(u64, u32)> = log
+        .iter()
+        .filter_map(|l| match l.cmd {
+            Command::AbSaRef { row } => Some((l.at, row / SA)),
+            _ => None,
+        })
+        .collect();
+    assert!(refs.len() >= 3, "{refs:?}");
+    assert_eq!(refs.len() as u64, end / t.trefi, "one refresh per tREFI");
+    let (mut free, mut busy) = (0, 0);
+    for (k, &(at, sub)) in refs.iter().enumerate() {
+        assert_eq!(
+            sub,
+            k as u32 % 16,
+            "the refresh counter goes round the subarrays"
+        );
+        if used.contains(&sub) {
+            busy += 1;
+            if let Some(act) = log
+                .iter()
+                .find(|l| l.at > at && matches!(l.cmd, Command::AbSaAct { row } if row / SA == sub))
+            {
+                assert!(
+                    act.at >= at + t.trfc,
+                    "subarray {sub} re-opened at {}",
+                    act.at
+                );
+            }
+        } else {
+            free += 1;
+            assert!(
+                log.iter().any(|l| {
+                    matches!(l.cmd, Command::AbRd { .. } | Command::AbWr { .. })
+                        && l.at > at
+                        && l.at < at + t.trfc
+                }),
+                "columns move while unused subarray {sub} refreshes (at {at})"
+            );
+        }
+    }
+    assert!(free >= 2 && busy >= 1, "{refs:?}");
+    replay(&sarp, &log).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Two jobs in flight never issue a command a gate forbids: several different random
     /// programs (their rows alternating over 2..=4 subarrays, overlapping or not), chunk
-    /// sizes, start columns that cross rows, ALU rates, refresh, scalar writes and
+    /// sizes, start columns that cross rows, ALU rates, refresh (all-bank or per
+    /// subarray), scalar writes and
     /// reductions between them, all queued before the engine runs, replayed through the
     /// checked timing state.
     #[test]
@@ -575,9 +653,14 @@ proptest! {
         ),
         ways in 2u32..=4,
         ops_per_tck in 1u32..=4,
-        refresh in any::<bool>(),
+        refresh in 0u8..3,
     ) {
-        let p = common::masa_hbm2(if refresh { RefreshMode::AllBank } else { RefreshMode::Off }, 16);
+        // No refresh, all-bank REF, or refresh-access parallelism (AB-SA-REF).
+        let p = match refresh {
+            0 => common::masa_hbm2(RefreshMode::Off, 16),
+            1 => common::masa_hbm2(RefreshMode::AllBank, 16),
+            _ => common::masa_hbm2_sarp(16),
+        };
         let map = RowMap::new(
             (0..24).map(|j| (j, 1, (j % ways + 1) * SA + j / ways)).collect(),
         )
@@ -627,6 +710,10 @@ fn two_jobs_outputs_are_identical_to_the_other_policies() {
         assert_eq!(norm.to_bits(), base_norm.to_bits(), "{name}: global norm");
         common::assert_same_bits(&name, &state, &base);
     }
+    // Refresh-access parallelism moves only commands.
+    let (state, _, norm, _) = common::lamb_four_slot(&common::masa_hbm2_sarp(16), TWO_JOBS, 3);
+    assert_eq!(norm.to_bits(), base_norm.to_bits(), "SARP: global norm");
+    common::assert_same_bits("masa-2jobs with SARP", &state, &base);
     // The three-slot program too.
     let (base3, _, _, _) = common::lamb_functional(
         &p,
@@ -706,6 +793,24 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
         two.speedup[0],
         dec.speedup[0]
     );
+    // With refresh-access parallelism: within the same bounds, and no slower.
+    let e = common::sweep_experiment(
+        &model,
+        HbmPreset::builtin("lamb-ch6-masa16-sarp").unwrap(),
+        vec![TWO_JOBS],
+        Stage1Program::FourSlot,
+    );
+    let s = experiment::run(&e, &mut || {}).unwrap().report;
+    let m = &s.alu_models[0];
+    common::assert_setup_within_bounds("masa-2jobs with SARP", m, s.physical_bound);
+    let bound = m.job_bound.expect("a segment bound");
+    assert!(m.speedup[0] <= bound, "SARP: {} vs {bound}", m.speedup[0]);
+    assert!(
+        m.speedup[0] >= two.speedup[0],
+        "SARP {} vs {}",
+        m.speedup[0],
+        two.speedup[0]
+    );
 }
 
 /// Mirroring pseudo-channel 0 in timing-only runs gives exactly the full simulation's
@@ -713,6 +818,8 @@ fn two_jobs_speedup_never_exceeds_the_physical_bound() {
 #[test]
 fn two_jobs_mirrored_timing_runs_equal_the_full_simulation() {
     let (full, mirrored) = common::full_and_mirrored("lamb-ch6-masa16", TWO_JOBS);
+    assert_eq!(full, mirrored);
+    let (full, mirrored) = common::full_and_mirrored("lamb-ch6-masa16-sarp", TWO_JOBS);
     assert_eq!(full, mirrored);
 }
 

@@ -114,6 +114,14 @@ pub enum Command {
         /// A row of the subarray to close.
         row: u32,
     },
+    /// MASA with refresh-access parallelism (SARP, Chang et al. HPCA 2014): refresh the
+    /// subarray holding `row` in every bank (precharged there) for tRFC, while the banks'
+    /// other subarrays stay open and may be accessed. Needs a preset with
+    /// `[subarrays] refresh_parallel = true`.
+    AbSaRef {
+        /// A row of the subarray to refresh.
+        row: u32,
+    },
 }
 
 /// The kind of a [`Command`], for counting and logging.
@@ -148,10 +156,12 @@ pub enum CommandKind {
     AbSaSel,
     /// AB-SA-PRE (MASA).
     AbSaPre,
+    /// AB-SA-REF (MASA with refresh-access parallelism).
+    AbSaRef,
 }
 
 /// Number of [`CommandKind`]s.
-pub const COMMAND_KINDS: usize = 14;
+pub const COMMAND_KINDS: usize = 15;
 
 /// Every [`CommandKind`], in `repr` order.
 pub const ALL_COMMAND_KINDS: [CommandKind; COMMAND_KINDS] = [
@@ -169,6 +179,7 @@ pub const ALL_COMMAND_KINDS: [CommandKind; COMMAND_KINDS] = [
     CommandKind::AbSaAct,
     CommandKind::AbSaSel,
     CommandKind::AbSaPre,
+    CommandKind::AbSaRef,
 ];
 
 impl CommandKind {
@@ -189,6 +200,7 @@ impl CommandKind {
             CommandKind::AbSaAct => "AB-SA-ACT",
             CommandKind::AbSaSel => "AB-SA-SEL",
             CommandKind::AbSaPre => "AB-SA-PRE",
+            CommandKind::AbSaRef => "AB-SA-REF",
         }
     }
 
@@ -205,6 +217,7 @@ impl CommandKind {
                 | CommandKind::AbSaAct
                 | CommandKind::AbSaSel
                 | CommandKind::AbSaPre
+                | CommandKind::AbSaRef
         )
     }
 }
@@ -233,6 +246,7 @@ impl Command {
             Command::AbSaAct { .. } => CommandKind::AbSaAct,
             Command::AbSaSel { .. } => CommandKind::AbSaSel,
             Command::AbSaPre { .. } => CommandKind::AbSaPre,
+            Command::AbSaRef { .. } => CommandKind::AbSaRef,
         }
     }
 }
@@ -254,6 +268,7 @@ impl fmt::Display for Command {
             Command::AbSaAct { row } => write!(f, "AB-SA-ACT row {row}"),
             Command::AbSaSel { row } => write!(f, "AB-SA-SEL row {row}"),
             Command::AbSaPre { row } => write!(f, "AB-SA-PRE row {row}"),
+            Command::AbSaRef { row } => write!(f, "AB-SA-REF row {row}"),
         }
     }
 }

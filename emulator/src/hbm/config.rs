@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::mapping::AddressMapping;
 
 /// The presets that ship with the emulator, as (name, TOML text).
-pub const BUILTIN_PRESETS: [(&str, &str); 5] = [
+pub const BUILTIN_PRESETS: [(&str, &str); 6] = [
     ("hbm2-2000", include_str!("../../presets/hbm2-2000.toml")),
     (
         "t3-table-8.1",
@@ -23,6 +23,10 @@ pub const BUILTIN_PRESETS: [(&str, &str); 5] = [
     (
         "lamb-ch6-masa16",
         include_str!("../../presets/lamb-ch6-masa16.toml"),
+    ),
+    (
+        "lamb-ch6-masa16-sarp",
+        include_str!("../../presets/lamb-ch6-masa16-sarp.toml"),
     ),
 ];
 
@@ -72,6 +76,11 @@ pub struct Subarrays {
     /// newly designated subarray.
     #[serde(default)]
     pub sa_sel: u32,
+    /// Refresh-access parallelism (SARP, Chang et al. HPCA 2014): a refresh may target
+    /// one subarray of every bank (`AB-SA-REF`), leaving the others open and accessible
+    /// during tRFC. Needs `per_bank > 1`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh_parallel: bool,
 }
 
 impl Default for Subarrays {
@@ -79,6 +88,7 @@ impl Default for Subarrays {
         Self {
             per_bank: 1,
             sa_sel: 0,
+            refresh_parallel: false,
         }
     }
 }
@@ -359,6 +369,12 @@ impl HbmPreset {
                     "is {sa}; must be 1..=64 and divide organisation.rows ({})",
                     o.rows
                 ),
+            ));
+        }
+        if self.subarrays.refresh_parallel && sa < 2 {
+            return Err(rule(
+                "subarrays.refresh_parallel",
+                format!("needs subarrays.per_bank >= 2 (is {sa}): it refreshes one subarray while others are accessed"),
             ));
         }
         let pow2: [(&'static str, u32); 8] = [

@@ -205,6 +205,11 @@ struct Gated {
     gate: Gate,
 }
 
+/// [`Gated::ZERO`], for fields that older serialized states lack.
+fn no_gate() -> Gated {
+    Gated::ZERO
+}
+
 impl Gated {
     const ZERO: Gated = Gated {
         at: 0,
@@ -323,6 +328,9 @@ struct Masa {
     open_count: u32,
     /// Running maximum of every subarray's ACT gate (what a REF waits for).
     max_act: Cycle,
+    /// The preset allows AB-SA-REF (refresh-access parallelism).
+    #[serde(default)]
+    refresh_parallel: bool,
 }
 
 impl Masa {
@@ -350,6 +358,7 @@ impl Masa {
             designated: vec![0; banks],
             open_count: 0,
             max_act: 0,
+            refresh_parallel: preset.subarrays.refresh_parallel,
         })
     }
 
@@ -468,6 +477,9 @@ pub struct PseudoChannel {
     /// Subarray state, when the preset has more than one subarray per bank.
     #[serde(default)]
     masa: Option<Masa>,
+    /// The end of the refresh in progress (REF or AB-SA-REF): no refresh starts before it.
+    #[serde(default = "no_gate")]
+    refresh: Gated,
 }
 
 impl PseudoChannel {
@@ -503,6 +515,7 @@ impl PseudoChannel {
             group_max: GateMax::default(),
             counts: [0; COMMAND_KINDS],
             masa: Masa::new(preset, groups * per),
+            refresh: Gated::ZERO,
         }
     }
 
@@ -771,6 +784,7 @@ impl PseudoChannel {
             Command::Ref => self
                 .all_banks(|b| b.act)
                 .max(self.masa_act_gate())
+                .max(self.refresh)
                 .max(self.row_bus),
             Command::RefPb { bank: b } => match self.banks.get(bank(b)) {
                 Some(x) => x.act.max(self.row_bus),
@@ -793,6 +807,12 @@ impl PseudoChannel {
             Command::AbSaAct { row } => self.all_subs(row, |s| s.act).max(self.all_bank_act_gate()),
             Command::AbSaSel { .. } => self.row_bus,
             Command::AbSaPre { row } => self.all_subs(row, |s| s.pre).max(self.row_bus),
+            // A subarray refresh draws an activate's current in every bank: it keeps the
+            // AB-ACT's tRRD / tFAW spacing, and never overlaps another refresh.
+            Command::AbSaRef { row } => self
+                .all_subs(row, |s| s.act)
+                .max(self.all_bank_act_gate())
+                .max(self.refresh),
         };
         (g.at, g.gate)
     }
@@ -874,6 +894,7 @@ impl PseudoChannel {
                 .bank_max
                 .act
                 .max(self.masa_act_gate().at)
+                .max(self.refresh.at)
                 .max(self.row_bus.at),
             // PREA waits for the open banks only; with every bank open (the NMC engine's
             // case) that is the maximum over all banks.
@@ -965,10 +986,16 @@ impl PseudoChannel {
             }
         }
         match *cmd {
-            Command::AbSaAct { row } | Command::AbSaSel { row } | Command::AbSaPre { row } => {
+            Command::AbSaAct { row }
+            | Command::AbSaSel { row }
+            | Command::AbSaPre { row }
+            | Command::AbSaRef { row } => {
                 let Some((m, s)) = self.masa.as_ref().and_then(|m| Some((m, m.of(row)?))) else {
                     return Err(TimingError::NoSubarrays { command: *cmd });
                 };
+                if matches!(cmd, Command::AbSaRef { .. }) && !m.refresh_parallel {
+                    return Err(TimingError::NoSubarrays { command: *cmd });
+                }
                 for i in 0..self.banks.len() {
                     let r = m.subs[i * m.per_bank + s].row;
                     let found = if r == NO_ROW {
@@ -977,7 +1004,7 @@ impl PseudoChannel {
                         RowState::Open(r)
                     };
                     let (ok, needed) = match cmd {
-                        Command::AbSaAct { .. } => {
+                        Command::AbSaAct { .. } | Command::AbSaRef { .. } => {
                             (r == NO_ROW, "precharged in the row's subarray")
                         }
                         Command::AbSaSel { .. } => (r == row, "open at the row in its subarray"),
@@ -1216,6 +1243,21 @@ impl PseudoChannel {
                     b.act.raise(at + self.t.trfc, Gate::Trfc);
                 }
                 self.bank_max.act = self.bank_max.act.max(at + self.t.trfc);
+                self.refresh.raise(at + self.t.trfc, Gate::Trfc);
+            }
+            Command::AbSaRef { row } => {
+                let Some(m) = &mut self.masa else {
+                    return;
+                };
+                let Some(s) = m.of(row) else {
+                    return;
+                };
+                for i in 0..self.banks.len() {
+                    m.sub(i, s).act.raise(at + self.t.trfc, Gate::Trfc);
+                }
+                // (A later REF waits on `refresh`, not on the subarrays' ACT maximum.)
+                self.refresh.raise(at + self.t.trfc, Gate::Trfc);
+                self.all_bank_act_gates(at);
             }
             Command::RefPb { bank } => {
                 let i = idx(self, bank);

@@ -1046,14 +1046,14 @@ impl Controller {
     /// `not_before` that every gate allows, and returns that cycle. The engine tracks the
     /// banks' rows itself, so this is the timing state's fast path (debug builds check
     /// every command against the checked path); the command log and counters see it like
-    /// any other command. A REF issued here counts as the engine's refresh.
+    /// any other command. A REF or AB-SA-REF issued here counts as the engine's refresh.
     #[inline(always)]
     pub fn nmc_issue(&mut self, cmd: &Command, not_before: Cycle) -> Cycle {
         let at = self.pc.issue_at_earliest(cmd, not_before);
         if let Some(log) = &mut self.log {
             log.push(LoggedCommand { at, cmd: *cmd });
         }
-        if matches!(cmd, Command::Ref) {
+        if matches!(cmd, Command::Ref | Command::AbSaRef { .. }) {
             self.refresh.nmc_refreshed();
         }
         at

@@ -699,6 +699,12 @@ pub struct NmcChannelEngine {
     sub_rows: Vec<Option<u32>>,
     /// MASA: log2(rows per subarray).
     sub_shift: u32,
+    /// MASA with refresh-access parallelism (`[subarrays] refresh_parallel`): the
+    /// decoupled policies refresh one subarray per REF (AB-SA-REF), the others stay open.
+    refresh_parallel: bool,
+    /// Refreshes issued: the DRAM's refresh counter, whose low bits pick the subarray an
+    /// AB-SA-REF refreshes (successive refreshes go to successive subarrays).
+    refresh_counter: u64,
     /// Logical to physical rows (the MASA layout), if any.
     row_map: Option<std::sync::Arc<RowMap>>,
     /// MASA: after a subarray select, the earliest RD and WR had there been none (so the
@@ -810,6 +816,8 @@ impl NmcChannelEngine {
             alu_busy_ticks: 0,
             sub_rows: vec![None; preset.subarrays.per_bank.max(1) as usize],
             sub_shift: (o.rows / preset.subarrays.per_bank.max(1)).trailing_zeros(),
+            refresh_parallel: preset.subarrays.refresh_parallel && preset.subarrays.per_bank > 1,
+            refresh_counter: 0,
             row_map: None,
             before_select: None,
             decoupled_columns: decoupled_buffer_columns(&crate::hbm::config::TimingCycles::from(
@@ -932,7 +940,7 @@ impl NmcChannelEngine {
             self.before_select = None;
         }
         let cause = match cmd {
-            Command::Ref => Cause::Refresh,
+            Command::Ref | Command::AbSaRef { .. } => Cause::Refresh,
             c if c.kind().is_row_command() && self.cause == Cause::Refresh => Cause::Refresh,
             Command::AbSaSel { .. } => Cause::Select,
             c if c.kind().is_row_command() => Cause::Row,
@@ -1108,6 +1116,28 @@ impl NmcChannelEngine {
                 // array; they go to their rows after the refresh, re-opened then), so
                 // the ALU keeps producing into it through tRFC.
                 self.cause = Cause::Refresh;
+                if self.refresh_parallel {
+                    // SARP: only the subarray the refresh counter points at closes (its
+                    // row's posted writes wait in the buffer as above); the stream goes on
+                    // in the others and waits only for a row of this one.
+                    let s = (self.refresh_counter % self.sub_rows.len() as u64) as usize;
+                    self.refresh_counter += 1;
+                    if let Some(Some(r)) = self.sub_rows.get(s).copied() {
+                        self.issue(ctrl, Command::AbSaPre { row: r });
+                        self.sub_rows[s] = None;
+                        if self.open_row == Some(r) {
+                            self.open_row = None;
+                        }
+                    }
+                    self.issue(
+                        ctrl,
+                        Command::AbSaRef {
+                            row: (s as u32) << self.sub_shift,
+                        },
+                    );
+                    self.stats.refreshes += 1;
+                    continue;
+                }
                 if ctrl.pseudo_channel().any_open() {
                     self.issue(ctrl, Command::PreAll);
                 }

@@ -340,7 +340,17 @@ pub fn masa_hbm2(refresh: RefreshMode, per_bank: u32) -> HbmPreset {
     p.subarrays = Subarrays {
         per_bank,
         sa_sel: 2,
+        ..Subarrays::default()
     };
+    p.check().unwrap();
+    p
+}
+
+/// [`masa_hbm2`] with all-bank refresh and refresh-access parallelism (SARP: the NMC
+/// engine's decoupled policies refresh one subarray at a time).
+pub fn masa_hbm2_sarp(per_bank: u32) -> HbmPreset {
+    let mut p = masa_hbm2(RefreshMode::AllBank, per_bank);
+    p.subarrays.refresh_parallel = true;
     p.check().unwrap();
     p
 }

@@ -128,10 +128,16 @@ pub fn lamb_alu_models(doc: &Value) -> Result<Vec<Headline>, FigureError> {
     let mut out = Vec::new();
     for (i, m) in arr(doc, W, "alu_models")?.iter().enumerate() {
         let p = |k: &str| format!("alu_models.{i}.{k}");
-        let name = at(doc, W, &p("name"))?.as_str().unwrap_or("?").to_string();
+        let setup = at(doc, W, &p("name"))?.as_str().unwrap_or("?");
+        // The same setup on a refresh-access-parallel preset is a different design point.
+        let name = if preset.ends_with("-sarp") {
+            format!("{setup}, SARP")
+        } else {
+            setup.to_string()
+        };
         let ts = num(doc, W, &p("ts_entries"))?;
         let bound = num(doc, W, &p("program_bound"))?;
-        let config = format!("{model}, {preset}, {name}, TS {ts}");
+        let config = format!("{model}, {preset}, {setup}, TS {ts}");
         // The engine policy's own floor, where it has one (`masa-decoupled`: one job at a
         // time; `masa-2jobs`: its overlapping segments): what that setup is held to.
         let floor = m
@@ -165,7 +171,7 @@ pub fn lamb_alu_models(doc: &Value) -> Result<Vec<Headline>, FigureError> {
                 dissertation: Some(4.7),
                 ours: v,
                 unit: Unit::Times,
-                config: format!("{model}, {preset}, {name}, TS {ts4}"),
+                config: format!("{model}, {preset}, {setup}, TS {ts4}"),
                 baseline: format!("physical bound {physical:.1}x"),
             });
         }

@@ -110,6 +110,20 @@ pub fn stages(scale: Scale, mechanisms: &[Mechanism], out: &Path, jobs: u32) -> 
                 "--json",
             ]),
         });
+        v.push(Stage {
+            name: "lamb-masa16-sarp",
+            what: "LAMB: masa-2jobs with refresh-access parallelism (SARP: one subarray \
+                   refreshed at a time), 1 and 2 ALU ops/tCK",
+            args: strings(&[
+                "lamb",
+                "--preset",
+                "lamb-ch6-masa16-sarp",
+                "--alu-models",
+                "pipelined+masa-2jobs,pipelined-2+masa-2jobs",
+                "--ts-sweep",
+                "--json",
+            ]),
+        });
     }
     if mechanisms.contains(&Mechanism::Goldyloc) {
         let dtypes: &[(&'static str, &str, &'static str)] = match scale {
@@ -279,7 +293,7 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
         )?);
         let mut commands = vec![cmd(r)];
         let mut headlines = figures::lamb(&r.json).map_err(|e| e.0)?;
-        for name in ["lamb-masa", "lamb-masa16"] {
+        for name in ["lamb-masa", "lamb-masa16", "lamb-masa16-sarp"] {
             if let Some(m) = results.iter().find(|r| r.stage.name == name) {
                 commands.push(cmd(m));
                 headlines.extend(figures::lamb_alu_models(&m.json).map_err(|e| e.0)?);
