@@ -154,7 +154,8 @@ pub enum TimingError {
         command: Command,
     },
     /// A subarray command on a pseudo-channel whose preset has one subarray per bank, or
-    /// naming a row outside the bank.
+    /// naming a row outside the bank; or an AB-SA-REF on a preset without
+    /// `[subarrays] refresh_parallel`.
     NoSubarrays {
         /// The command.
         command: Command,
@@ -187,6 +188,14 @@ impl fmt::Display for TimingError {
             TimingError::NoSuchBank { command } => {
                 write!(f, "`{command}`: no such bank in this pseudo-channel")
             }
+            TimingError::NoSubarrays {
+                command: command @ Command::AbSaRef { .. },
+            } => write!(
+                f,
+                "`{command}`: the preset has no refresh-access parallelism \
+                 (subarrays.refresh_parallel = false), or one subarray per bank, or the row \
+                 is outside the bank; a subarray refresh needs e.g. lamb-ch6-masa16-sarp"
+            ),
             TimingError::NoSubarrays { command } => write!(
                 f,
                 "`{command}`: the preset has one subarray per bank (subarrays.per_bank = 1) \
