@@ -247,13 +247,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 703 * work.handlers
+            + 848 * work.handlers
             + 31 * work.mapped_visits
             + 540 * general
-            + 212 * work.dispatches
+            + 166 * work.dispatches
             + 10_896 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 212 * work.completions
+            + 166 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -862,6 +862,7 @@ impl KernelDispatcher for Board<'_> {
     }
 
     /// A whole GEMM group per call (a dispatcher that takes a group per command).
+    #[inline]
     fn dispatch_group(&mut self, reqs: &[DispatchRequest]) -> (usize, Result<(), DispatchError>) {
         for (i, r) in reqs.iter().enumerate() {
             if usize::from(r.queue) >= BOARD_QUEUES {

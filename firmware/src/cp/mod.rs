@@ -272,6 +272,14 @@ struct Shape {
 }
 
 impl Shape {
+    /// The kernel object a packet of this shape carrying `own` runs with for CD index
+    /// `cdi` (its own for none), or `None` when the record does not list `own`.
+    #[inline(never)]
+    fn decide(&self, own: u64, cdi: usize) -> Option<u64> {
+        self.lists(own)
+            .then(|| self.ko_per_cd.get(cdi).copied().unwrap_or(own))
+    }
+
     #[inline(always)]
     fn lists(&self, ko: u64) -> bool {
         self.kos
@@ -873,6 +881,192 @@ fn map_queue(qs: &mut QueueState, qc: Option<&QueueConfig>, base: DevAddr, words
     }
     qs.set_next(next);
     true
+}
+
+/// Pass one of [`CpState::dispatch_group`] over the members of `chosen` (a [`rotate`]d
+/// mask from `start` over `n` queues): reads and checks each member's kernel object and
+/// completion signal in the mapped `view` (as 64-byte packets), patches the kernel
+/// object decided for `cdi` and appends the member's request to `reqs`. Returns the
+/// masks (bit `i` for request `i`) of swapped kernel objects, members that failed the
+/// checks and members outside the view. Out of line, and in 32-bit words: few values
+/// live across its loop (rv32imac has 31 registers; a 64-bit value takes two).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn gather_members(
+    shapes: &[Shape],
+    queues: &[QueueState; MAX_QUEUES],
+    mapped: u32,
+    rings: (DevAddr, u64),
+    mut view: Option<&mut [u32]>,
+    (chosen, start, n): (u32, usize, usize),
+    cdi: usize,
+    reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
+) -> (u32, u32, u32) {
+    let mut swaps = 0u32;
+    let mut bad = 0u32;
+    let mut unread = 0u32;
+    // The previous member's shape, a kernel object it lists (as the packet carries it,
+    // two words) and the one decided for it: a group of one shape whose packets carry
+    // the same kernel object (the common case) looks the shape up and walks its list
+    // once. `listed_ok` is false until one is known.
+    let mut cur_head = HEAD_NONE;
+    let mut listed_ok = false;
+    let mut listed = [0u32; 2];
+    let mut decided = [0u32; 2];
+    let mut rb = 1u32;
+    let mut m = chosen;
+    while m != 0 && !reqs.is_full() {
+        let q = unrotate(m.trailing_zeros() as usize, start, n);
+        m &= m.wrapping_sub(1);
+        let Some(qs) = queues.get(q) else {
+            continue;
+        };
+        if qs.head != cur_head {
+            if shapes.get(usize::from(qs.head)).is_none() {
+                // Not a GEMM head (cannot happen): not dispatched.
+                continue;
+            }
+            cur_head = qs.head;
+            listed_ok = false;
+        }
+        let packet = view
+            .as_mut()
+            .filter(|_| mapped & bit(q) != 0)
+            .and_then(|v| v.get_mut(qs.view_slot as usize..))
+            .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
+        let mut kernel_object = 0;
+        if let Some(pk) = packet {
+            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
+            let own = [u32::from_le(*k0), u32::from_le(*k1)];
+            if !(listed_ok && own == listed) {
+                // The first member of its shape, or another kernel object: the list.
+                match shapes
+                    .get(usize::from(cur_head))
+                    .map(|sh| sh.decide(join(own), cdi))
+                {
+                    Some(Some(ko)) => {
+                        listed_ok = true;
+                        listed = own;
+                        decided = [ko as u32, (ko >> 32) as u32];
+                    }
+                    _ => listed_ok = false,
+                }
+            }
+            let signal = join([u32::from_le(*s0), u32::from_le(*s1)]);
+            if !listed_ok || own != listed || in_rings(rings, signal) {
+                bad |= rb;
+                kernel_object = join(own);
+            } else {
+                if decided != own {
+                    *k0 = decided[0].to_le();
+                    *k1 = decided[1].to_le();
+                    swaps |= rb;
+                }
+                kernel_object = join(decided);
+            }
+        } else {
+            unread |= rb;
+        }
+        let _ = reqs.push(DispatchRequest {
+            queue: q as u8,
+            dispatch_id: qs.next_id,
+            kernel_object,
+        });
+        rb <<= 1;
+    }
+    (swaps, bad, unread)
+}
+
+/// [`gather_members`]' common case: every member of `chosen` is in the view `packets`
+/// and is a GEMM of `shape`, and the rings lie in one 4 GiB-aligned window (`window`,
+/// [`rings_window`]). The same checks, patch and requests, with the shape's kernel
+/// object decided once per kernel object the packets carry (once for the whole group
+/// when they carry the same). Returns the swapped and failed masks.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn gather_uniform(
+    queues: &[QueueState; MAX_QUEUES],
+    words: &mut [u32],
+    (chosen, start, n): (u32, usize, usize),
+    shape: &Shape,
+    cdi: usize,
+    [ring_lo, ring_hi, ring_len]: [u32; 3],
+    reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
+) -> (u32, u32) {
+    let mut swaps = 0u32;
+    let mut bad = 0u32;
+    // A kernel object the packets carry that the record lists (`known`), and the one
+    // decided for it.
+    let mut known = false;
+    let mut own = [0u32; 2];
+    let mut decided = [0u32; 2];
+    let mut rb = 1u32;
+    let mut m = chosen;
+    while m != 0 && !reqs.is_full() {
+        let q = unrotate(m.trailing_zeros() as usize, start, n);
+        m &= m.wrapping_sub(1);
+        let Some(qs) = queues.get(q) else {
+            continue;
+        };
+        let mut kernel_object = 0;
+        let packet = words
+            .get_mut(qs.view_slot as usize..)
+            .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
+        if let Some(pk) = packet {
+            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
+            let k = [u32::from_le(*k0), u32::from_le(*k1)];
+            if !(known && k == own) {
+                match shape.decide(join(k), cdi) {
+                    Some(ko) => {
+                        known = true;
+                        own = k;
+                        decided = [ko as u32, (ko >> 32) as u32];
+                    }
+                    None => known = false,
+                }
+            }
+            let s = [u32::from_le(*s0), u32::from_le(*s1)];
+            let in_rings = s[1] == ring_hi && s[0].wrapping_sub(ring_lo) < ring_len;
+            if !known || k != own || in_rings {
+                bad |= rb;
+                kernel_object = join(k);
+            } else {
+                if decided != k {
+                    *k0 = decided[0].to_le();
+                    *k1 = decided[1].to_le();
+                    swaps |= rb;
+                }
+                kernel_object = join(decided);
+            }
+        } else {
+            bad |= rb;
+        }
+        let _ = reqs.push(DispatchRequest {
+            queue: q as u8,
+            dispatch_id: qs.next_id,
+            kernel_object,
+        });
+        rb <<= 1;
+    }
+    (swaps, bad)
+}
+
+/// `rings` ([`CpState::rings`]) as `[low word of its start, high word, length]` when the
+/// span lies in one 4 GiB-aligned window: a signal `s` overlaps the rings iff its high
+/// word is that one and `s.lo - start.lo < length` (32-bit).
+#[inline(always)]
+fn rings_window(rings: (DevAddr, u64)) -> Option<[u32; 3]> {
+    let (first, len) = rings;
+    let hi = (first >> 32) as u32;
+    let lo = first as u32;
+    let len32 = u32::try_from(len).ok()?;
+    (u64::from(lo) + u64::from(len32) <= 1 << 32).then_some([lo, hi, len32])
+}
+
+/// The 64-bit value of two little-endian-order 32-bit words (low first).
+#[inline(always)]
+fn join(w: [u32; 2]) -> u64 {
+    u64::from(w[0]) | (u64::from(w[1]) << 32)
 }
 
 impl CpState {
@@ -1734,62 +1928,53 @@ impl CpState {
         // kernel object was swapped, it failed the checks (its `kernel_object` is then
         // the packet's own), it is still to be read word by word.
         let mut reqs: Vec<DispatchRequest, G> = Vec::new();
-        let mut swaps = 0u32;
-        let mut bad = 0u32;
-        let mut unread = 0u32;
         let rings = self.rings;
         let cdi = cd_index.unwrap_or(usize::MAX);
-        {
-            let shapes = &self.shapes;
-            let queues = &mut self.queues;
-            let mapped = self.mapped;
+        let (mut swaps, mut bad, mut unread) = {
             let view_base = self.view_base;
-            let mut view = p.mapped_words_mut().filter(|&(base, _)| base == view_base);
-            let mut m = chosen;
-            while m != 0 && !reqs.is_full() {
-                let q = unrotate(m.trailing_zeros() as usize, start, n);
-                m &= m.wrapping_sub(1);
-                let Some(qs) = queues.get(q) else {
-                    continue;
-                };
-                let Some(shape) = shapes.get(usize::from(qs.head)) else {
-                    // Not a GEMM head (cannot happen): not dispatched.
-                    continue;
-                };
-                let rb = bit(reqs.len());
-                let i = (qs.view_slot as usize).wrapping_add(W_KO);
-                let fields = view
-                    .as_mut()
-                    .filter(|_| mapped & bit(q) != 0)
-                    .and_then(|(_, w)| w.get_mut(i..))
-                    .and_then(|s| s.first_chunk_mut::<8>());
-                let mut kernel_object = 0;
-                if let Some([k0, k1, _, _, _, _, s0, s1]) = fields {
-                    let own = u64::from(u32::from_le(*k0)) | (u64::from(u32::from_le(*k1)) << 32);
-                    let signal =
-                        u64::from(u32::from_le(*s0)) | (u64::from(u32::from_le(*s1)) << 32);
-                    kernel_object = own;
-                    if !shape.lists(own) || in_rings(rings, signal) {
-                        bad |= rb;
-                    } else {
-                        let ko = shape.ko_per_cd.get(cdi).copied().unwrap_or(own);
-                        if ko != own {
-                            *k0 = (ko as u32).to_le();
-                            *k1 = ((ko >> 32) as u32).to_le();
-                            swaps |= rb;
-                            kernel_object = ko;
-                        }
-                    }
-                } else {
-                    unread |= rb;
+            let view = p
+                .mapped_words_mut()
+                .filter(|&(base, _)| base == view_base)
+                .map(|(_, w)| w);
+            // The common case: every member in the view and of one shape, and the rings
+            // inside one 4 GiB-aligned window (their check in 32-bit words).
+            let first = self
+                .queues
+                .get(unrotate(chosen.trailing_zeros() as usize, start, n))
+                .map_or(HEAD_NONE, |qs| qs.head);
+            let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
+            let queues = rotate(chosen, back, n);
+            let uniform = self
+                .shapes
+                .get(usize::from(first))
+                .zip(self.shape_heads.get(usize::from(first)))
+                .filter(|&(_, &heads)| queues & !(heads & self.mapped) == 0)
+                .map(|(shape, _)| shape);
+            match (view, uniform, rings_window(rings)) {
+                (Some(words), Some(shape), Some(window)) => {
+                    let (swaps, bad) = gather_uniform(
+                        &self.queues,
+                        words,
+                        (chosen, start, n),
+                        shape,
+                        cdi,
+                        window,
+                        &mut reqs,
+                    );
+                    (swaps, bad, 0)
                 }
-                let _ = reqs.push(DispatchRequest {
-                    queue: q as u8,
-                    dispatch_id: qs.next_id,
-                    kernel_object,
-                });
+                (view, _, _) => gather_members(
+                    &self.shapes,
+                    &self.queues,
+                    self.mapped,
+                    self.rings,
+                    view,
+                    (chosen, start, n),
+                    cdi,
+                    &mut reqs,
+                ),
             }
-        }
+        };
         while unread != 0 {
             // Members outside the view: word reads and writes through the platform.
             let i = unread.trailing_zeros() as usize;
@@ -1835,7 +2020,15 @@ impl CpState {
         // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
         let t = &mut self.tally;
         t.reads = t.reads.wrapping_add(4 * len as u32);
-        t.writes = t.writes.wrapping_add(2 * swaps.count_ones());
+        // (Software popcounts on rv32imac: a group swaps none or all in the common case.)
+        let swapped = if swaps == 0 {
+            0
+        } else if swaps == active_mask(len) {
+            len as u32
+        } else {
+            swaps.count_ones()
+        };
+        t.writes = t.writes.wrapping_add(2 * swapped);
         // The requests, in priority order: runs of members that passed the checks in
         // one call each (the whole group when every member did).
         let mut done = 0u32;
@@ -1866,9 +2059,12 @@ impl CpState {
             let (accepted, result) = p.dispatch_group(run);
             let accepted = accepted.min(run.len());
             count = count.wrapping_add(accepted as u32);
-            for (j, r) in run.iter().take(accepted).enumerate() {
-                done |= self.dispatched_member(r, swaps & bit(i + j) != 0, cd, predicted);
-            }
+            done |= self.dispatched_members(
+                run.get(..accepted).unwrap_or_default(),
+                swaps.checked_shr(i as u32).unwrap_or(0),
+                cd,
+                predicted,
+            );
             i += accepted;
             match result {
                 Ok(()) => {}
@@ -1902,35 +2098,41 @@ impl CpState {
         Ok(())
     }
 
-    /// The bookkeeping of GEMM group member `r`, accepted by the dispatcher: its queue's
-    /// ids, outstanding count and next packet, and its log entry. Returns the queue's
-    /// bit.
-    #[inline(always)]
-    fn dispatched_member(
+    /// The bookkeeping of GEMM group members `run`, accepted by the dispatcher (bit `j`
+    /// of `swaps`: member `j`'s kernel object was swapped): each queue's ids,
+    /// outstanding count and next packet, and its log entry. Returns the queues' bits.
+    /// Out of line: few values live across its loop.
+    #[inline(never)]
+    fn dispatched_members(
         &mut self,
-        r: &DispatchRequest,
-        swapped: bool,
+        run: &[DispatchRequest],
+        mut swaps: u32,
         cd: u8,
         predicted: u8,
     ) -> u32 {
-        let qi = usize::from(r.queue);
-        if let Some(qs) = self.queues.get_mut(qi) {
-            let id = r.dispatch_id;
-            qs.group_id = low_id(id);
-            qs.outstanding = qs.outstanding.wrapping_add(1);
-            qs.set_next(id.wrapping_add(1));
-            qs.head = HEAD_NONE;
+        let mut done = 0u32;
+        for r in run {
+            let qi = usize::from(r.queue);
+            if let Some(qs) = self.queues.get_mut(qi) {
+                let id = r.dispatch_id;
+                qs.group_id = low_id(id);
+                qs.outstanding = qs.outstanding.wrapping_add(1);
+                qs.set_next(id.wrapping_add(1));
+                qs.head = HEAD_NONE;
+            }
+            let flags = LOG_DISPATCHED | LOG_GEMM | if swaps & 1 != 0 { LOG_SWAPPED } else { 0 };
+            swaps >>= 1;
+            self.log_entry(LogEntry {
+                id: [r.dispatch_id as u32, (r.dispatch_id >> 32) as u32],
+                ko: [r.kernel_object as u32, (r.kernel_object >> 32) as u32],
+                queue: r.queue,
+                kind: flags,
+                cd,
+                predicted,
+            });
+            done |= bit(qi);
         }
-        let flags = LOG_DISPATCHED | LOG_GEMM | if swapped { LOG_SWAPPED } else { 0 };
-        self.log_entry(LogEntry {
-            id: [r.dispatch_id as u32, (r.dispatch_id >> 32) as u32],
-            ko: [r.kernel_object as u32, (r.kernel_object >> 32) as u32],
-            queue: r.queue,
-            kind: flags,
-            cd,
-            predicted,
-        });
-        bit(qi)
+        done
     }
 
     /// Rejects the GEMM packet `id` at queue `qi`'s head (its own kernel object `own`)

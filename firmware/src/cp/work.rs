@@ -160,13 +160,13 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 703,
+            instr_per_handler: 848,
             instr_per_mapped_visit: 31,
             instr_per_visit: 540,
-            instr_per_dispatch: 212,
+            instr_per_dispatch: 166,
             instr_per_shape: 10_896,
             instr_per_decode: 270,
-            instr_per_completion: 212,
+            instr_per_completion: 166,
         }
     }
 }
