@@ -7,10 +7,12 @@ traced (`-singlestep -d exec,nochain`), cuts out the N-th call of `Firmware::han
 retired instructions per function, per source line, and optionally an annotated
 disassembly of one function (each instruction with how often it ran).
 
-Occurrences, in the order `run_cp_decision` is called (firmware/board/src/lib.rs, `run_cp`):
-  1 cp_decision_32q_cold   2 cp_decision_32q
-  3 cp_decision_2g_cold    4 cp_decision_2g      5/6 4g     7/8 8g     9/10 16g
-  11 the heterogeneous warm-up (not reported)   12 cp_decision_hetero
+Occurrences, in the order `run_cp_decision` calls `Firmware::handle` (firmware/board/src/lib.rs,
+`run_cp`; a decision fixed before every queue was looked at is followed by its measured
+follow-up event):
+  1 cp_decision_32q_cold   2 cp_decision_32q     3 cp_decision_32q_followup
+  4 cp_decision_2g_cold    5 cp_decision_2g      6/7 4g     8/9 8g     10/11 16g
+  12 the heterogeneous warm-up (not reported)   13 cp_decision_hetero
 The count printed is the report line's `instructions` plus the meter's own ~10.
 
 usage: scripts/board-profile.py [--elf PATH] [--occurrence N] [--annotate FUNCTION]

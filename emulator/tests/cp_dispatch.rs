@@ -247,13 +247,14 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 848 * work.handlers
-            + 31 * work.mapped_visits
-            + 540 * general
-            + 166 * work.dispatches
-            + 10_896 * work.predictions
+            + 484 * work.handlers
+            + 380 * work.decisions
+            + 36 * work.mapped_visits
+            + 543 * general
+            + 158 * work.dispatches
+            + 10_900 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 166 * work.completions
+            + 158 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -46,6 +46,12 @@ use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 /// Packets the CP classifies in one event handler; the rest waits for the next event
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
 pub const MAX_PACKETS_PER_EVENT: usize = 32;
+
+/// Queues a scan looks at first, in priority order, when more are dirty and a GEMM
+/// decision is due: when the decision is fixed by then ([`CpState::decision_fixed`]) the
+/// rest are looked at in a follow-up event, after the group is dispatched. Half the
+/// queues: a prediction of up to 8 with two GEMM sizes interleaved is fixed within it.
+pub const DECISION_PREFIX_QUEUES: usize = 16;
 /// Records kept for the platform to drain ([`CommandProcessor::pop_record`]): enough for
 /// one handler's packets plus one dispatch per queue (16 with the `small-tables`
 /// feature: a platform that drains the log after every handler).
@@ -734,6 +740,10 @@ impl CommandProcessor {
                 // A completion signal changed: waiting barriers may resolve.
                 s.mark_waiting_dirty();
             }
+            // A handler stopped with work left (its packet budget, a rejection's next
+            // packet, barriers to look at again, queues a fixed decision did not need):
+            // that work is the dirty queues already.
+            Event::Deferred => {}
             _ => s.dirty = u32::MAX,
         }
         s.scan(cfg, p)
@@ -1155,9 +1165,87 @@ impl CpState {
         self.completions_this_scan = 0;
         let n = cfg.queues.len().min(MAX_QUEUES);
         let todo = self.dirty & !self.dispatching & active_mask(n);
-        // First the word-wise pass over directly mapped memory: queues whose head is a
-        // GEMM of a known shape (or that have nothing new) are settled there; the rest
-        // take the general path below.
+        let mut budget = MAX_PACKETS_PER_EVENT;
+        let start = usize::from(self.rr_start);
+        // More queues to look at than the decision usually needs, on mapped memory: the
+        // first `DECISION_PREFIX_QUEUES` in priority order first (`decide_from_prefix`);
+        // when that fixes the GEMM decision, the rest wait for a follow-up event.
+        let decided = if n > DECISION_PREFIX_QUEUES
+            && self.gemm_group_in_flight == 0
+            && rotate(todo, start, n) >> DECISION_PREFIX_QUEUES != 0
+        {
+            self.decide_from_prefix(cfg, p, todo, n)
+        } else {
+            None
+        };
+        if decided.is_none() {
+            // Everything still to look at (all of `todo` unless the prefix was).
+            let todo = self.dirty & !self.dispatching & active_mask(n);
+            self.classify_queues(cfg, p, todo, n, &mut budget)?;
+        }
+        if self.completions_this_scan > 0 && self.waiting != 0 {
+            // This scan completed packets whose signals a barrier (possibly in a queue
+            // already visited) may wait on: look again in a follow-up event.
+            self.mark_waiting_dirty();
+            self.pending = true;
+        }
+        let r = self.dispatch_heads(cfg, p, n, decided);
+        let t = &self.tally;
+        // One event adds far less than 2^30 to any count.
+        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
+        {
+            let mut tally = self.tally;
+            tally.fold_into(&mut self.work);
+            self.tally = tally;
+        }
+        r
+    }
+
+    /// The GEMM decision from the first [`DECISION_PREFIX_QUEUES`] queues of `todo` in
+    /// priority order, when more are dirty and a decision is due: on directly mapped
+    /// memory, the fast path classifies that prefix; when every head of it was settled
+    /// there and the decision is fixed by then ([`CpState::decision_fixed`]), the rest
+    /// stay dirty for a follow-up event (`pending`), looked at after the group is
+    /// dispatched. `None` otherwise: the caller classifies what is still dirty (the
+    /// prefix's settled queues are not any more). Out of line: the common scan does not
+    /// carry its state.
+    #[inline(never)]
+    fn decide_from_prefix<P: DeviceMemory>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &P,
+        todo: u32,
+        n: usize,
+    ) -> Option<(u32, u8, u8)> {
+        let (base, words) = p.mapped_words()?;
+        if base != self.view_base {
+            return None;
+        }
+        let start = usize::from(self.rr_start);
+        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
+        let order = rotate(todo, start, n);
+        let prefix = rotate(order & active_mask(DECISION_PREFIX_QUEUES), back, n);
+        if self.fast_scan(cfg, base, words, prefix) != 0 {
+            return None;
+        }
+        let decided = self.decision_fixed(start, n, todo & !prefix);
+        self.pending |= decided.is_some();
+        decided
+    }
+
+    /// Classifies the heads of the queues of `todo` (bit mask): the word-wise pass over
+    /// directly mapped memory first (queues whose head is a GEMM of a known shape, or
+    /// that have nothing new, are settled there), the general path, in priority order
+    /// and within the event's packet `budget`, for the rest.
+    #[inline(always)]
+    fn classify_queues<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+        todo: u32,
+        n: usize,
+        budget: &mut usize,
+    ) -> Result<(), FirmwareError> {
         let slow = match p.mapped_words() {
             Some((base, words)) if todo != 0 => {
                 if base != self.view_base {
@@ -1174,32 +1262,63 @@ impl CpState {
             None => todo,
         };
         if slow != 0 {
-            // The general path, in priority order (it has a per-event packet budget).
-            let mut budget = MAX_PACKETS_PER_EVENT;
             let start = usize::from(self.rr_start);
             let mut m = rotate(slow, start, n);
             while m != 0 {
                 let j = m.trailing_zeros() as usize;
                 m &= m.wrapping_sub(1);
-                self.head_of(cfg, unrotate(j, start, n), p, &mut budget)?;
+                self.head_of(cfg, unrotate(j, start, n), p, budget)?;
             }
         }
-        if self.completions_this_scan > 0 && self.waiting != 0 {
-            // This scan completed packets whose signals a barrier (possibly in a queue
-            // already visited) may wait on: look again in a follow-up event.
-            self.mark_waiting_dirty();
-            self.pending = true;
+        Ok(())
+    }
+
+    /// The GEMM decision a scan of every queue would take, when it is already fixed
+    /// although the queues of `later` have not been looked at (those whose head was not
+    /// classified before are unknown): the first candidate in priority order lies before the first unknown
+    /// queue, its size's prediction `p` is below 16, and at least `p` candidates of that
+    /// size lie before the first unknown queue. Whatever the unknown queues hold comes
+    /// later in priority order: it changes neither the first candidate nor the first `p`
+    /// of its size, and with another size among all the candidates there are more than
+    /// `p` of them, so the common case ([`decide_first_size`]) decides either way, with
+    /// those `p`. Returns what [`decide_first_size`] returns (chosen [`rotate`]d from
+    /// `start`, CD, prediction), or `None` when the unknown queues may matter.
+    #[inline(never)]
+    fn decision_fixed(&self, start: usize, n: usize, later: u32) -> Option<(u32, u8, u8)> {
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        let heads = self.shape_heads.iter().take(ns).fold(0, |m, &h| m | h);
+        // Queues not looked at whose head is not classified from before.
+        let unknown = rotate(later & !(heads | self.kernel_heads), start, n);
+        // The queues before the first unknown one (all of them when none is unknown).
+        let before = (unknown & unknown.wrapping_neg()).wrapping_sub(1);
+        let all = rotate(heads, start, n) & before;
+        let q = unrotate(all.trailing_zeros() as usize, start, n);
+        let first = self
+            .queues
+            .get(q)
+            .filter(|_| all != 0)
+            .and_then(|qs| self.shapes.get(usize::from(qs.head)))?;
+        // (A prediction of 1 could meet a lone candidate, which runs its own kernel.)
+        let pred = first.predicted;
+        if !(2..MAX_CD).contains(&pred) {
+            return None;
         }
-        let r = self.dispatch_heads(cfg, p, n);
-        let t = &self.tally;
-        // One event adds far less than 2^30 to any count.
-        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
-        {
-            let mut tally = self.tally;
-            tally.fold_into(&mut self.work);
-            self.tally = tally;
+        let same = self
+            .shapes
+            .iter()
+            .zip(&self.shape_heads)
+            .take(ns)
+            .filter(|(sh, _)| sh.problem_id == first.problem_id)
+            .fold(0, |m, (_, &h)| m | h);
+        let size = rotate(same, start, n) & before;
+        let mut rest = size;
+        for _ in 0..pred {
+            if rest == 0 {
+                return None;
+            }
+            rest &= rest.wrapping_sub(1);
         }
-        r
+        Some((size ^ rest, pred, pred))
     }
 
     /// The common case of a scan, on directly mapped memory: for every queue of `todo`,
@@ -1802,6 +1921,7 @@ impl CpState {
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
+        decided: Option<(u32, u8, u8)>,
     ) -> Result<(), FirmwareError> {
         let start = usize::from(self.rr_start);
         let mut k = rotate(self.kernel_heads, start, n);
@@ -1821,6 +1941,30 @@ impl CpState {
         if self.gemm_group_in_flight > 0 {
             return Ok(());
         }
+        let Some((chosen, cd, predicted)) = (match decided {
+            Some(d) => {
+                // Fixed by the scan before it looked at every queue (`decision_fixed`).
+                self.work.decisions = self.work.decisions.saturating_add(1);
+                let next = start + 1;
+                self.rr_start = if next >= n { 0 } else { next as u8 };
+                Some(d)
+            }
+            None => self.decide_now(start, n),
+        }) else {
+            return Ok(());
+        };
+        let baseline = cd == 0;
+        let cd_index = (!baseline).then(|| GemmExt::cd_index(cd));
+        let (cd, predicted) = if baseline { (1, 1) } else { (cd, predicted) };
+        self.dispatch_group(cfg, p, chosen, start, n, cd_index, cd, predicted)
+    }
+
+    /// The GEMM decision over the classified heads ([`decide_by_problem`]'s rule on the
+    /// head masks): the chosen queues ([`rotate`]d from `start`), the CD (0: a lone
+    /// candidate, which runs its own kernel object) and the prediction; `None` without
+    /// candidates. Counts the decision and moves the rotation on.
+    #[inline(always)]
+    fn decide_now(&mut self, start: usize, n: usize) -> Option<(u32, u8, u8)> {
         let ns = self.shapes.len().min(MAX_SHAPES);
         // Per problem (the index of its first shape, below `ns`; a shape's problem id
         // is never above its own index): its candidates. Entry `i` of the scratch is
@@ -1848,7 +1992,7 @@ impl CpState {
         let all_queues = all;
         let all = rotate(all, start, n);
         if all == 0 {
-            return Ok(());
+            return None;
         }
         // The prediction of a problem is its first candidate's (in priority order):
         // its first shape's when that shape holds all its candidates.
@@ -1859,7 +2003,7 @@ impl CpState {
                 .and_then(|qs| self.shapes.get(usize::from(qs.head)))
                 .map_or(1, |sh| sh.predicted)
         };
-        let (chosen, cd, predicted) = if all & all.wrapping_sub(1) == 0 {
+        Some(if all & all.wrapping_sub(1) == 0 {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else if let Some((chosen, cd, pred)) = self.first_size(start, n, all, all_queues) {
@@ -1889,11 +2033,7 @@ impl CpState {
             let next = usize::from(self.rr_start) + 1;
             self.rr_start = if next >= n { 0 } else { next as u8 };
             (chosen, cd, predicted)
-        };
-        let baseline = cd == 0;
-        let cd_index = (!baseline).then(|| GemmExt::cd_index(cd));
-        let (cd, predicted) = if baseline { (1, 1) } else { (cd, predicted) };
-        self.dispatch_group(cfg, p, chosen, start, n, cd_index, cd, predicted)
+        })
     }
 
     /// Dispatches the GEMM group `chosen` (a [`rotate`]d mask from `start`), each member

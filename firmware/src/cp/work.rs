@@ -61,7 +61,8 @@ impl CpWork {
     }
 
     /// rv32imac instructions this work retires under `model` (docs/calibration.md):
-    /// `handler x handlers + mapped_visit x mapped_visits + visit x (queue_visits -
+    /// `handler x handlers + decision x decisions + mapped_visit x mapped_visits + visit
+    /// x (queue_visits -
     /// mapped_visits) + dispatch x dispatches + shape x predictions + decode x
     /// (packets_decoded - predictions) + completion x completions`.
     pub fn instructions(&self, model: &CpCostModel) -> u64 {
@@ -69,6 +70,7 @@ impl CpWork {
         let other_decodes = self.packets_decoded.saturating_sub(self.predictions);
         [
             (model.instr_per_handler, self.handlers),
+            (model.instr_per_decision, self.decisions),
             (model.instr_per_mapped_visit, self.mapped_visits),
             (model.instr_per_visit, general_visits),
             (model.instr_per_dispatch, self.dispatches),
@@ -106,8 +108,11 @@ pub struct CpCostModel {
     pub clock_hz: u64,
     /// Cycles per device-memory access (the CP does not overlap its accesses).
     pub mem_latency_cycles: u64,
-    /// Instructions per event handler (entry, bookkeeping, the decision's fixed part).
+    /// Instructions per event handler (entry, the scan's set-up, the masks).
     pub instr_per_handler: u64,
+    /// Instructions per GEMM concurrency decision on top of its handler (the
+    /// candidates' masks, the decision, the group's set-up and the dispatcher call).
+    pub instr_per_decision: u64,
     /// Instructions per queue head settled on the fast path (mapped memory).
     pub instr_per_mapped_visit: u64,
     /// Instructions per queue head looked at on the general path.
@@ -144,6 +149,7 @@ impl CpCostModel {
         clock_hz: 1_500_000_000,
         mem_latency_cycles: 0,
         instr_per_handler: 0,
+        instr_per_decision: 0,
         instr_per_mapped_visit: 0,
         instr_per_visit: 0,
         instr_per_dispatch: 0,
@@ -160,13 +166,14 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 848,
-            instr_per_mapped_visit: 31,
-            instr_per_visit: 540,
-            instr_per_dispatch: 166,
-            instr_per_shape: 10_896,
+            instr_per_handler: 484,
+            instr_per_decision: 380,
+            instr_per_mapped_visit: 36,
+            instr_per_visit: 543,
+            instr_per_dispatch: 158,
+            instr_per_shape: 10_900,
             instr_per_decode: 270,
-            instr_per_completion: 166,
+            instr_per_completion: 158,
         }
     }
 }
