@@ -560,7 +560,17 @@ fn report_followup(
     let work = fw.cp.work().since(before);
     write!(out, "{name}_followup")?;
     measured(out, m)?;
-    writeln!(
+    work_fields(out, &work)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A CP report line's work fields (` mem_accesses=... model_cycles=...`).
+///
+/// # Errors
+/// [`RunError`] from the output.
+fn work_fields(out: &mut impl Write, work: &CpWork) -> Result<(), RunError> {
+    write!(
         out,
         " mem_accesses={} bytes_read={} predictions={} visits={} mapped_visits={} decoded={} \
          dispatches={} decisions={} model_cycles={}",
@@ -645,23 +655,12 @@ fn report_cp_decision(
     }
     write!(out, "{name}")?;
     measured(out, m)?;
-    writeln!(
+    write!(
         out,
-        " gemms={} dispatched={dispatched} cd={cd} predicted={predicted} swapped={swapped} \
-         mem_accesses={} bytes_read={} predictions={} visits={} mapped_visits={} decoded={} dispatches={} \
-         decisions={} model_cycles={} dispatch_hash={:#010x}",
-        queues,
-        work.mem_accesses,
-        work.bytes_read,
-        work.predictions,
-        work.queue_visits,
-        work.mapped_visits,
-        work.packets_decoded,
-        work.dispatches,
-        work.decisions,
-        work.cycles(&CpCostModel::default()),
-        board.stats.dispatch_hash,
+        " gemms={queues} dispatched={dispatched} cd={cd} predicted={predicted} swapped={swapped}"
     )?;
+    work_fields(out, &work)?;
+    writeln!(out, " dispatch_hash={:#010x}", board.stats.dispatch_hash)?;
     Ok(())
 }
 

@@ -915,14 +915,10 @@ fn gather_members(
     let mut swaps = 0u32;
     let mut bad = 0u32;
     let mut unread = 0u32;
-    // The previous member's shape, a kernel object it lists (as the packet carries it,
-    // two words) and the one decided for it: a group of one shape whose packets carry
-    // the same kernel object (the common case) looks the shape up and walks its list
-    // once. `listed_ok` is false until one is known.
+    // The previous member's shape and what its record lists (`Listed`).
     let mut cur_head = HEAD_NONE;
-    let mut listed_ok = false;
-    let mut listed = [0u32; 2];
-    let mut decided = [0u32; 2];
+    let mut cur_shape: Option<&Shape> = None;
+    let mut listed = Listed::default();
     let mut rb = 1u32;
     let mut m = chosen;
     while m != 0 && !reqs.is_full() {
@@ -932,13 +928,14 @@ fn gather_members(
             continue;
         };
         if qs.head != cur_head {
-            if shapes.get(usize::from(qs.head)).is_none() {
-                // Not a GEMM head (cannot happen): not dispatched.
-                continue;
-            }
             cur_head = qs.head;
-            listed_ok = false;
+            cur_shape = shapes.get(usize::from(cur_head));
+            listed = Listed::default();
         }
+        let Some(shape) = cur_shape else {
+            // Not a GEMM head (cannot happen): not dispatched.
+            continue;
+        };
         let packet = view
             .as_mut()
             .filter(|_| mapped & bit(q) != 0)
@@ -946,33 +943,13 @@ fn gather_members(
             .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
         let mut kernel_object = 0;
         if let Some(pk) = packet {
-            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
-            let own = [u32::from_le(*k0), u32::from_le(*k1)];
-            if !(listed_ok && own == listed) {
-                // The first member of its shape, or another kernel object: the list.
-                match shapes
-                    .get(usize::from(cur_head))
-                    .map(|sh| sh.decide(join(own), cdi))
-                {
-                    Some(Some(ko)) => {
-                        listed_ok = true;
-                        listed = own;
-                        decided = [ko as u32, (ko >> 32) as u32];
-                    }
-                    _ => listed_ok = false,
-                }
-            }
-            let signal = join([u32::from_le(*s0), u32::from_le(*s1)]);
-            if !listed_ok || own != listed || in_rings(rings, signal) {
+            let (ok, swapped, ko) =
+                check_member(pk, shape, cdi, &mut listed, |s| in_rings(rings, join(s)));
+            kernel_object = ko;
+            if !ok {
                 bad |= rb;
-                kernel_object = join(own);
-            } else {
-                if decided != own {
-                    *k0 = decided[0].to_le();
-                    *k1 = decided[1].to_le();
-                    swaps |= rb;
-                }
-                kernel_object = join(decided);
+            } else if swapped {
+                swaps |= rb;
             }
         } else {
             unread |= rb;
@@ -1005,11 +982,7 @@ fn gather_uniform(
 ) -> (u32, u32) {
     let mut swaps = 0u32;
     let mut bad = 0u32;
-    // A kernel object the packets carry that the record lists (`known`), and the one
-    // decided for it.
-    let mut known = false;
-    let mut own = [0u32; 2];
-    let mut decided = [0u32; 2];
+    let mut listed = Listed::default();
     let mut rb = 1u32;
     let mut m = chosen;
     while m != 0 && !reqs.is_full() {
@@ -1018,35 +991,19 @@ fn gather_uniform(
         let Some(qs) = queues.get(q) else {
             continue;
         };
-        let mut kernel_object = 0;
         let packet = words
             .get_mut(qs.view_slot as usize..)
             .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
+        let mut kernel_object = 0;
         if let Some(pk) = packet {
-            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
-            let k = [u32::from_le(*k0), u32::from_le(*k1)];
-            if !(known && k == own) {
-                match shape.decide(join(k), cdi) {
-                    Some(ko) => {
-                        known = true;
-                        own = k;
-                        decided = [ko as u32, (ko >> 32) as u32];
-                    }
-                    None => known = false,
-                }
-            }
-            let s = [u32::from_le(*s0), u32::from_le(*s1)];
-            let in_rings = s[1] == ring_hi && s[0].wrapping_sub(ring_lo) < ring_len;
-            if !known || k != own || in_rings {
+            let (ok, swapped, ko) = check_member(pk, shape, cdi, &mut listed, |s| {
+                s[1] == ring_hi && s[0].wrapping_sub(ring_lo) < ring_len
+            });
+            kernel_object = ko;
+            if !ok {
                 bad |= rb;
-                kernel_object = join(k);
-            } else {
-                if decided != k {
-                    *k0 = decided[0].to_le();
-                    *k1 = decided[1].to_le();
-                    swaps |= rb;
-                }
-                kernel_object = join(decided);
+            } else if swapped {
+                swaps |= rb;
             }
         } else {
             bad |= rb;
@@ -1071,6 +1028,54 @@ fn rings_window(rings: (DevAddr, u64)) -> Option<[u32; 3]> {
     let lo = first as u32;
     let len32 = u32::try_from(len).ok()?;
     (u64::from(lo) + u64::from(len32) <= 1 << 32).then_some([lo, hi, len32])
+}
+
+/// A kernel object the GEMM packets of one shape carry that its record lists (`own`,
+/// valid when `known`), and the one decided for it: a group of one shape whose packets
+/// carry the same kernel object walks the record's list once.
+#[derive(Debug, Clone, Copy, Default)]
+struct Listed {
+    known: bool,
+    own: [u32; 2],
+    decided: [u32; 2],
+}
+
+/// One group member's dispatch-time checks and patch on its packet `pk` (a GEMM of
+/// `shape`): its kernel object is one the record lists and its completion signal (two
+/// words) does not `overlap` the queue rings; then the kernel object decided for CD
+/// index `cdi` is written when it differs. Returns whether the member passed, whether
+/// its kernel object was swapped, and the kernel object its request carries (its own
+/// when it failed).
+#[inline(always)]
+fn check_member(
+    pk: &mut [u32; PACKET_WORDS],
+    shape: &Shape,
+    cdi: usize,
+    listed: &mut Listed,
+    overlaps: impl Fn([u32; 2]) -> bool,
+) -> (bool, bool, u64) {
+    let [.., k0, k1, _, _, _, _, s0, s1] = pk;
+    let k = [u32::from_le(*k0), u32::from_le(*k1)];
+    if !(listed.known && k == listed.own) {
+        *listed = match shape.decide(join(k), cdi) {
+            Some(ko) => Listed {
+                known: true,
+                own: k,
+                decided: [ko as u32, (ko >> 32) as u32],
+            },
+            None => Listed::default(),
+        };
+    }
+    if !listed.known || overlaps([u32::from_le(*s0), u32::from_le(*s1)]) {
+        return (false, false, join(k));
+    }
+    let d = listed.decided;
+    let swapped = d != k;
+    if swapped {
+        *k0 = d[0].to_le();
+        *k1 = d[1].to_le();
+    }
+    (true, swapped, join(d))
 }
 
 /// The 64-bit value of two little-endian-order 32-bit words (low first).
