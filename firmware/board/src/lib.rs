@@ -1282,14 +1282,14 @@ mod tests {
                 .collect()
         };
         let virt = decisions(include_str!("../expected/virt.txt"));
-        assert_eq!(virt.len(), 11);
+        assert_eq!(virt.len(), 12);
         assert_eq!(decisions(&out), virt, "host report:\n{out}");
         // And every functional field of the committed sifive_e run's CP lines.
         let sifive: std::vec::Vec<String> = functional(include_str!("../expected/sifive_e.txt"))
             .into_iter()
             .filter(|l| l.starts_with("cp_decision"))
             .collect();
-        assert_eq!(sifive.len(), 11);
+        assert_eq!(sifive.len(), 12);
         let host: std::vec::Vec<String> = functional(&out);
         assert_eq!(host, sifive, "host report:\n{out}");
     }
