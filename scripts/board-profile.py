@@ -127,6 +127,23 @@ def main():
             cur = int(l, 16)
         elif cur is not None and cur not in lines:
             lines[cur] = re.sub(r".*/((firmware|isa|board|core|heapless)[^/]*/)", r"\1", l)
+    # Per function of this project: the innermost inlined frame whose file is one of
+    # ours (core's and heapless' helpers count to the function that called them).
+    own_fn = {}
+    out = run(["llvm-addr2line", "-a", "-f", "-i", "-C", "-e", a.elf] + [hex(p) for p in uniq]).splitlines()
+    cur, fn = None, None
+    for l in out:
+        if l.startswith("0x"):
+            cur, fn = int(l, 16), None
+        elif fn is None:
+            fn = re.sub(r"::h[0-9a-f]{16}$", "", l)
+        else:
+            if cur not in own_fn and re.search(r"/(firmware|board|isa)/", l):
+                own_fn[cur] = symbol(cur) if fn.startswith(".L") else fn
+            fn = None
+    print("--- per project function (innermost inlined frame of ours) ---")
+    for name, n in collections.Counter(own_fn.get(p, "?") for p in pcs).most_common(30):
+        print(f"{n:7d}  {name}")
     print("--- per source line (innermost inlined frame, top 40) ---")
     for name, n in collections.Counter(lines.get(p, "?") for p in pcs).most_common(40):
         print(f"{n:7d}  {name}")

@@ -47,10 +47,10 @@ use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 /// ([`CommandProcessor::has_pending_work`] tells the platform to send one).
 pub const MAX_PACKETS_PER_EVENT: usize = 32;
 
-/// Queues a scan looks at first, in priority order, when more are dirty and a GEMM
-/// decision is due: when the decision is fixed by then ([`CpState::decision_fixed`]) the
-/// rest are looked at in a follow-up event, after the group is dispatched. Half the
-/// queues: a prediction of up to 8 with two GEMM sizes interleaved is fixed within it.
+/// Queues, in priority order, a steady-state decision looks at at least
+/// ([`CpState::decide_steady`]) before it leaves the rest to a follow-up event, after
+/// the group is dispatched. Half the queues: a prediction of up to 8 with two GEMM sizes
+/// interleaved is fixed within it.
 pub const DECISION_PREFIX_QUEUES: usize = 16;
 /// Records kept for the platform to drain ([`CommandProcessor::pop_record`]): enough for
 /// one handler's packets plus one dispatch per queue (16 with the `small-tables`
@@ -293,6 +293,18 @@ impl Shape {
             .take(usize::from(self.n_kos))
             .any(|&k| k == ko)
     }
+}
+
+/// What [`CpState::steady_group`] did.
+enum Steady {
+    /// Not the steady state: nothing decided, the general path classifies every dirty
+    /// queue.
+    No,
+    /// The decision (chosen, CD, prediction, as [`decide_first_size`]'s); the general
+    /// dispatch takes it from there.
+    Decided((u32, u8, u8)),
+    /// Decided and the group handed to the dispatcher.
+    Dispatched,
 }
 
 /// What a head packet needs.
@@ -1171,30 +1183,37 @@ impl CpState {
         let n = cfg.queues.len().min(MAX_QUEUES);
         let todo = self.dirty & !self.dispatching & active_mask(n);
         let mut budget = MAX_PACKETS_PER_EVENT;
-        let start = usize::from(self.rr_start);
-        // More queues to look at than the decision usually needs, on mapped memory: the
-        // first `DECISION_PREFIX_QUEUES` in priority order first (`decide_from_prefix`);
-        // when that fixes the GEMM decision, the rest wait for a follow-up event.
-        let decided = if n > DECISION_PREFIX_QUEUES
+        // The steady state, on mapped memory: the decision from the queues' cached keys,
+        // checked only as far as it depends on them (`steady_group`).
+        let steady = if todo != 0
+            && todo & !self.mapped == 0
             && self.gemm_group_in_flight == 0
-            && rotate(todo, start, n) >> DECISION_PREFIX_QUEUES != 0
+            && self.kernel_heads == 0
         {
-            self.decide_from_prefix(cfg, p, todo, n)
+            self.steady_group(cfg, p, todo, n)?
         } else {
-            None
+            Steady::No
         };
-        if decided.is_none() {
-            // Everything still to look at (all of `todo` unless the prefix was).
-            let todo = self.dirty & !self.dispatching & active_mask(n);
-            self.classify_queues(cfg, p, todo, n, &mut budget)?;
-        }
+        let decided = match steady {
+            Steady::No => {
+                // Everything dirty.
+                let todo = self.dirty & !self.dispatching & active_mask(n);
+                self.classify_queues(cfg, p, todo, n, &mut budget)?;
+                None
+            }
+            Steady::Decided(d) => Some(d),
+            Steady::Dispatched => None,
+        };
         if self.completions_this_scan > 0 && self.waiting != 0 {
             // This scan completed packets whose signals a barrier (possibly in a queue
             // already visited) may wait on: look again in a follow-up event.
             self.mark_waiting_dirty();
             self.pending = true;
         }
-        let r = self.dispatch_heads(cfg, p, n, decided);
+        let r = match steady {
+            Steady::Dispatched => Ok(()),
+            _ => self.dispatch_heads(cfg, p, n, decided),
+        };
         let t = &self.tally;
         // One event adds far less than 2^30 to any count.
         if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
@@ -1206,36 +1225,270 @@ impl CpState {
         r
     }
 
-    /// The GEMM decision from the first [`DECISION_PREFIX_QUEUES`] queues of `todo` in
-    /// priority order, when more are dirty and a decision is due: on directly mapped
-    /// memory, the fast path classifies that prefix; when every head of it was settled
-    /// there and the decision is fixed by then ([`CpState::decision_fixed`]), the rest
-    /// stay dirty for a follow-up event (`pending`), looked at after the group is
-    /// dispatched. `None` otherwise: the caller classifies what is still dirty (the
-    /// prefix's settled queues are not any more). Out of line: the common scan does not
-    /// carry its state.
+    /// The GEMM decision of a scan in the steady state, on directly mapped memory: every
+    /// dirty queue is expected to hold, at its head, a GEMM of the shape its cached key
+    /// names (`QueueState::last_shape`), the clean ones keep their classified heads. The
+    /// decision is taken on those expected heads first ([`decide_first_size`] on the
+    /// masks, no queue read), which tells how far in priority order it depends on them:
+    /// up to its `p`-th member when the first candidate's prediction `p` is in `2..16`
+    /// and its size has `p` candidates, everywhere otherwise (at least the first
+    /// [`DECISION_PREFIX_QUEUES`] positions: fewer would save little and leave more for
+    /// the follow-up). Then the dirty queues in that range have their keys checked, and
+    /// when every one holds, the expected heads are the heads and the decision stands;
+    /// the dirty queues beyond the range are looked at in a follow-up event (`pending`).
+    ///
+    /// Why the queues beyond the range cannot change it: they come later in priority
+    /// order, so they change neither the first candidate nor the first `p` of its size;
+    /// with another size among all the candidates there are more than `p` of them, so
+    /// [`decide_first_size`] takes those `p` whatever the later queues hold.
+    ///
+    /// `None` (nothing classified, no state changed) when a key does not hold, a dirty
+    /// queue in the range has no key, or the general rule ([`decide_masks`]) must decide:
+    /// the caller's general classification then looks at every dirty queue. The caller
+    /// checks that no group is in flight, no non-GEMM head waits, and every queue of
+    /// `todo` is in the view. Out of line: the common scan does not carry its state.
+    ///
+    /// When the decision stands and its group is one shape whose members carry one
+    /// kernel object and pass the dispatch-time checks, the group is gathered, patched
+    /// and handed to the dispatcher here, in the pass that knows where each member's
+    /// packet is ([`Steady::Dispatched`]); anything else goes to
+    /// [`CpState::dispatch_group`] ([`Steady::Decided`]), which looks at each member again.
     #[inline(never)]
-    fn decide_from_prefix<P: DeviceMemory>(
+    fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
+        p: &mut P,
+        todo: u32,
+        n: usize,
+    ) -> Result<Steady, FirmwareError> {
+        let Some(d) = self.decide_steady(p, todo, n) else {
+            return Ok(Steady::No);
+        };
+        let (chosen, cd, pred) = d;
+        let start = usize::from(self.rr_start);
+        let first = self
+            .queues
+            .get(unrotate(chosen.trailing_zeros() as usize, start, n))
+            .map_or(HEAD_NONE, |qs| qs.head);
+        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
+        let members = rotate(chosen, back, n);
+        let (Some(shape), Some(&heads), Some([ring_lo, ring_hi, ring_len])) = (
+            self.shapes.get(usize::from(first)),
+            self.shape_heads.get(usize::from(first)),
+            rings_window(self.rings),
+        ) else {
+            return Ok(Steady::Decided(d));
+        };
+        let Some(words) = p
+            .mapped_words_mut()
+            .filter(|&(base, _)| base == self.view_base)
+            .map(|(_, w)| w)
+        else {
+            return Ok(Steady::Decided(d));
+        };
+        if members & !heads != 0 {
+            return Ok(Steady::Decided(d));
+        }
+        let cdi = GemmExt::cd_index(cd);
+        const G: usize = MAX_CD as usize;
+        let mut reqs: Vec<DispatchRequest, G> = Vec::new();
+        // The kernel object the members carry (the first's; every other must carry the
+        // same) and the one decided for it.
+        let mut own = [0u32; 2];
+        let mut decided = [0u32; 2];
+        let mut m = chosen;
+        // Each member is patched as it passes; when a later one does not, the patched
+        // ones get `own` back (they all carried it) and `dispatch_group` takes over.
+        let mut failed = false;
+        while m != 0 {
+            let q = unrotate(m.trailing_zeros() as usize, start, n);
+            m &= m.wrapping_sub(1);
+            let Some(qs) = self.queues.get(q) else {
+                failed = true;
+                break;
+            };
+            let Some(pk) = words
+                .get_mut(qs.view_slot as usize..)
+                .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>())
+            else {
+                failed = true;
+                break;
+            };
+            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
+            let k = [u32::from_le(*k0), u32::from_le(*k1)];
+            if reqs.is_empty() {
+                let Some(ko) = shape.decide(join(k), cdi) else {
+                    failed = true;
+                    break;
+                };
+                own = k;
+                decided = [ko as u32, (ko >> 32) as u32];
+            } else if k != own {
+                failed = true;
+                break;
+            }
+            // The completion signal must not overlap the rings (`rings_window`).
+            if u32::from_le(*s1) == ring_hi && u32::from_le(*s0).wrapping_sub(ring_lo) < ring_len {
+                failed = true;
+                break;
+            }
+            if reqs
+                .push(DispatchRequest {
+                    queue: q as u8,
+                    dispatch_id: qs.next_id,
+                    kernel_object: join(decided),
+                })
+                .is_err()
+            {
+                failed = true;
+                break;
+            }
+            *k0 = decided[0].to_le();
+            *k1 = decided[1].to_le();
+        }
+        if failed {
+            for r in &reqs {
+                let slot = self
+                    .queues
+                    .get(usize::from(r.queue))
+                    .map_or(usize::MAX, |qs| qs.view_slot as usize);
+                if let Some(w) = words.get_mut(slot.wrapping_add(W_KO)..slot.wrapping_add(W_KO + 2))
+                {
+                    w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
+                }
+            }
+            return Ok(Steady::Decided(d));
+        }
+        let swaps = if decided != own {
+            active_mask(reqs.len())
+        } else {
+            0
+        };
+        // Counted and rotated as `dispatch_heads` does for a decision taken.
+        self.work.decisions = self.work.decisions.saturating_add(1);
+        let next = start + 1;
+        self.rr_start = if next >= n { 0 } else { next as u8 };
+        self.dispatch_requests(cfg, p, &reqs, swaps, 0, cd, pred)?;
+        Ok(Steady::Dispatched)
+    }
+
+    /// [`CpState::steady_group`]'s decision: the queue reads and the masks, no dispatch.
+    #[inline(always)]
+    fn decide_steady<P: DeviceMemory>(
+        &mut self,
         p: &P,
         todo: u32,
         n: usize,
     ) -> Option<(u32, u8, u8)> {
-        let (base, words) = p.mapped_words()?;
-        if base != self.view_base {
-            return None;
-        }
+        let words = p
+            .mapped_words()
+            .filter(|&(base, _)| base == self.view_base)
+            .map(|(_, w)| w)?;
         let start = usize::from(self.rr_start);
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        // The expected heads: every candidate, and the dirty queues with a key.
+        let mut all = 0u32;
+        let mut keyed = 0u32;
+        for (&heads, &last) in self.shape_heads.iter().zip(&self.last_masks).take(ns) {
+            all |= (heads & !todo) | (last & todo);
+            keyed |= last;
+        }
+        let all_r = rotate(all, start, n);
+        let q = unrotate(all_r.trailing_zeros() as usize, start, n);
+        let first_b = bit(q);
+        // (A lone candidate runs its own kernel object: `decide_now`'s.)
+        let two = all_r & all_r.wrapping_sub(1) != 0;
+        let first = self.queues.get(q).filter(|_| two).map(|qs| {
+            if todo & first_b != 0 {
+                qs.last_shape
+            } else {
+                qs.head
+            }
+        })?;
+        let shape = self.shapes.get(usize::from(first))?;
+        let (pid, pred) = (shape.problem_id, shape.predicted);
+        let mut group = 0u32;
+        for ((sh, &heads), &last) in self
+            .shapes
+            .iter()
+            .zip(&self.shape_heads)
+            .zip(&self.last_masks)
+            .take(ns)
+        {
+            if sh.problem_id == pid {
+                group |= (heads & !todo) | (last & todo);
+            }
+        }
+        let group_r = if group == all {
+            all_r
+        } else {
+            rotate(group, start, n)
+        };
+        // How far the decision depends on the heads: through its `pred`-th member,
+        // when there is one (then the decision is its first `pred` members).
+        let mut range = n;
+        let mut early = None;
+        if (2..MAX_CD).contains(&pred) {
+            let mut rest = group_r;
+            for _ in 1..pred {
+                rest &= rest.wrapping_sub(1);
+            }
+            if rest != 0 {
+                range = (rest.trailing_zeros() as usize + 1)
+                    .max(DECISION_PREFIX_QUEUES)
+                    .min(n);
+                early = Some((group_r & !(rest & rest.wrapping_sub(1)), pred, pred));
+            }
+        }
         let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
-        let order = rotate(todo, start, n);
-        let prefix = rotate(order & active_mask(DECISION_PREFIX_QUEUES), back, n);
-        if self.fast_scan(cfg, base, words, prefix) != 0 {
+        let check = todo & rotate(active_mask(range), back, n);
+        if check & !keyed != 0 {
             return None;
         }
-        let decided = self.decision_fixed(start, n, todo & !prefix);
-        self.pending |= decided.is_some();
-        decided
+        let decided = match early {
+            Some(d) => d,
+            None => decide_first_size(all_r, group_r, pred)?,
+        };
+        // The keys, queue by queue: the header word and the record address at the head
+        // slot (the header is the publication: see `fast_scan`); each head is set as its
+        // key holds. (When one does not, the heads set so far stay dirty: the general
+        // path's fast pass sets the same heads again, with their masks.)
+        let mut m = check;
+        while m != 0 {
+            let qi = m.trailing_zeros() as usize;
+            m &= m.wrapping_sub(1);
+            let qs = self.queues.get_mut(qi)?;
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
+                .get(qs.view_slot as usize..)
+                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
+            else {
+                return None;
+            };
+            if u32::from_le(header) != qs.key_word
+                || u32::from_le(e0) != qs.key_ext[0]
+                || u32::from_le(e1) != qs.key_ext[1]
+            {
+                return None;
+            }
+            qs.head = qs.last_shape;
+        }
+        for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
+            *heads |= check & last;
+        }
+        self.dirty &= !check;
+        self.waiting &= !check;
+        self.pending |= todo & !check != 0;
+        // As the fast path counts them: 3 words per visit, every head a packet inspected.
+        let visited = if check == todo {
+            todo.count_ones()
+        } else {
+            check.count_ones()
+        };
+        let t = &mut self.tally;
+        t.reads = t.reads.wrapping_add(visited.wrapping_mul(3));
+        t.inspected = t.inspected.wrapping_add(visited);
+        t.mapped_visits = t.mapped_visits.wrapping_add(visited);
+        Some(decided)
     }
 
     /// Classifies the heads of the queues of `todo` (bit mask): the word-wise pass over
@@ -1276,54 +1529,6 @@ impl CpState {
             }
         }
         Ok(())
-    }
-
-    /// The GEMM decision a scan of every queue would take, when it is already fixed
-    /// although the queues of `later` have not been looked at (those whose head was not
-    /// classified before are unknown): the first candidate in priority order lies before the first unknown
-    /// queue, its size's prediction `p` is below 16, and at least `p` candidates of that
-    /// size lie before the first unknown queue. Whatever the unknown queues hold comes
-    /// later in priority order: it changes neither the first candidate nor the first `p`
-    /// of its size, and with another size among all the candidates there are more than
-    /// `p` of them, so the common case ([`decide_first_size`]) decides either way, with
-    /// those `p`. Returns what [`decide_first_size`] returns (chosen [`rotate`]d from
-    /// `start`, CD, prediction), or `None` when the unknown queues may matter.
-    #[inline(never)]
-    fn decision_fixed(&self, start: usize, n: usize, later: u32) -> Option<(u32, u8, u8)> {
-        let ns = self.shapes.len().min(MAX_SHAPES);
-        let heads = self.shape_heads.iter().take(ns).fold(0, |m, &h| m | h);
-        // Queues not looked at whose head is not classified from before.
-        let unknown = rotate(later & !(heads | self.kernel_heads), start, n);
-        // The queues before the first unknown one (all of them when none is unknown).
-        let before = (unknown & unknown.wrapping_neg()).wrapping_sub(1);
-        let all = rotate(heads, start, n) & before;
-        let q = unrotate(all.trailing_zeros() as usize, start, n);
-        let first = self
-            .queues
-            .get(q)
-            .filter(|_| all != 0)
-            .and_then(|qs| self.shapes.get(usize::from(qs.head)))?;
-        // (A prediction of 1 could meet a lone candidate, which runs its own kernel.)
-        let pred = first.predicted;
-        if !(2..MAX_CD).contains(&pred) {
-            return None;
-        }
-        let same = self
-            .shapes
-            .iter()
-            .zip(&self.shape_heads)
-            .take(ns)
-            .filter(|(sh, _)| sh.problem_id == first.problem_id)
-            .fold(0, |m, (_, &h)| m | h);
-        let size = rotate(same, start, n) & before;
-        let mut rest = size;
-        for _ in 0..pred {
-            if rest == 0 {
-                return None;
-            }
-            rest &= rest.wrapping_sub(1);
-        }
-        Some((size ^ rest, pred, pred))
     }
 
     /// The common case of a scan, on directly mapped memory: for every queue of `todo`,
@@ -1948,7 +2153,7 @@ impl CpState {
         }
         let Some((chosen, cd, predicted)) = (match decided {
             Some(d) => {
-                // Fixed by the scan before it looked at every queue (`decision_fixed`).
+                // Taken by the scan on the steady state's keys (`decide_steady`).
                 self.work.decisions = self.work.decisions.saturating_add(1);
                 let next = start + 1;
                 self.rr_start = if next >= n { 0 } else { next as u8 };
@@ -2161,6 +2366,25 @@ impl CpState {
                 r.kernel_object = kernel_object;
             }
         }
+        self.dispatch_requests(cfg, p, &reqs, swaps, bad, cd, predicted)
+    }
+
+    /// The second half of [`CpState::dispatch_group`]: the group's requests `reqs` (bit
+    /// `i` of `swaps`: request `i`'s kernel object was swapped; of `bad`: it failed the
+    /// dispatch-time checks) go to the dispatcher in priority order, runs of members that
+    /// passed in one call each, the failed ones rejected; then the bookkeeping.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn dispatch_requests<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+        reqs: &[DispatchRequest],
+        swaps: u32,
+        bad: u32,
+        cd: u8,
+        predicted: u8,
+    ) -> Result<(), FirmwareError> {
         let len = reqs.len();
         // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
         let t = &mut self.tally;
