@@ -1458,12 +1458,9 @@ impl CpState {
             let qi = m.trailing_zeros() as usize;
             m &= m.wrapping_sub(1);
             let qs = self.queues.get_mut(qi)?;
-            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
+            let &[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _] = words
                 .get(qs.view_slot as usize..)
-                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
-            else {
-                return None;
-            };
+                .and_then(|s| s.first_chunk::<PACKET_WORDS>())?;
             if u32::from_le(header) != qs.key_word
                 || u32::from_le(e0) != qs.key_ext[0]
                 || u32::from_le(e1) != qs.key_ext[1]
