@@ -1508,7 +1508,7 @@ mod tests {
                 events.push(Event::KernelDispatched { queue, dispatch_id });
             }
         }
-        panic!("the CP did not go idle within 1000 events");
+        unreachable!("the CP did not go idle within 1000 events");
     }
 
     proptest::proptest! {
