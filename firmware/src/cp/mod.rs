@@ -1289,6 +1289,12 @@ impl CpState {
         if members & !heads != 0 {
             return Ok(Steady::Decided(d));
         }
+        // Room in the log for every member's record: the bookkeeping below is undone
+        // when the group does not go out whole, and a dropped record could not be.
+        if u32::from(cd) > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
+        {
+            return Ok(Steady::Decided(d));
+        }
         let cdi = GemmExt::cd_index(cd);
         const G: usize = MAX_CD as usize;
         let mut reqs: Vec<DispatchRequest, G> = Vec::new();
@@ -1296,14 +1302,17 @@ impl CpState {
         // same) and the one decided for it.
         let mut own = [0u32; 2];
         let mut decided = [0u32; 2];
+        let mut kind = LOG_DISPATCHED | LOG_GEMM;
+        let mut done = 0u32;
         let mut m = chosen;
-        // Each member is patched as it passes; when a later one does not, the patched
-        // ones get `own` back (they all carried it) and `dispatch_group` takes over.
+        // Each member is patched, booked and logged as it passes (one pass that knows
+        // where everything is); when a later one does not pass, or the dispatcher does
+        // not take them all, that is undone (`undo_members`).
         let mut failed = false;
         while m != 0 {
             let q = unrotate(m.trailing_zeros() as usize, start, n);
             m &= m.wrapping_sub(1);
-            let Some(qs) = self.queues.get(q) else {
+            let Some(qs) = self.queues.get_mut(q) else {
                 failed = true;
                 break;
             };
@@ -1323,6 +1332,9 @@ impl CpState {
                 };
                 own = k;
                 decided = [ko as u32, (ko >> 32) as u32];
+                if decided != own {
+                    kind |= LOG_SWAPPED;
+                }
             } else if k != own {
                 failed = true;
                 break;
@@ -1332,10 +1344,11 @@ impl CpState {
                 failed = true;
                 break;
             }
+            let id = qs.next_id;
             if reqs
                 .push(DispatchRequest {
                     queue: q as u8,
-                    dispatch_id: qs.next_id,
+                    dispatch_id: id,
                     kernel_object: join(decided),
                 })
                 .is_err()
@@ -1345,8 +1358,22 @@ impl CpState {
             }
             *k0 = decided[0].to_le();
             *k1 = decided[1].to_le();
+            qs.group_id = low_id(id);
+            qs.outstanding = qs.outstanding.wrapping_add(1);
+            qs.set_next(id.wrapping_add(1));
+            qs.head = HEAD_NONE;
+            done |= bit(q);
+            let _ = self.log.push_back(LogEntry {
+                id: [id as u32, (id >> 32) as u32],
+                ko: decided,
+                queue: q as u8,
+                kind,
+                cd,
+                predicted: pred,
+            });
         }
         if failed {
+            self.undo_members(&reqs, first);
             for r in &reqs {
                 let slot = self
                     .queues
@@ -1359,17 +1386,61 @@ impl CpState {
             }
             return Ok(Steady::Decided(d));
         }
-        let swaps = if decided != own {
-            active_mask(reqs.len())
-        } else {
-            0
-        };
         // Counted and rotated as `dispatch_heads` does for a decision taken.
         self.work.decisions = self.work.decisions.saturating_add(1);
         let next = start + 1;
         self.rr_start = if next >= n { 0 } else { next as u8 };
-        self.dispatch_requests(cfg, p, &reqs, swaps, 0, cd, pred)?;
+        let len = reqs.len();
+        let (accepted, result) = p.dispatch_group(&reqs);
+        let accepted = if result.is_ok() { len } else { accepted.min(len) };
+        let rest = reqs.get(accepted..).unwrap_or_default();
+        if !rest.is_empty() {
+            // Not taken whole: the rest is unbooked and goes the general way.
+            self.undo_members(rest, first);
+            for r in rest {
+                done &= !bit(usize::from(r.queue));
+            }
+        }
+        // As `dispatch_requests` counts: per member 4 words read, per swap 2 written.
+        let count = accepted as u32;
+        let t = &mut self.tally;
+        t.reads = t.reads.wrapping_add(4 * count);
+        if kind & LOG_SWAPPED != 0 {
+            t.writes = t.writes.wrapping_add(2 * count);
+        }
+        t.dispatches = t.dispatches.wrapping_add(count);
+        if let Some(h) = self.shape_heads.get_mut(usize::from(first)) {
+            *h &= !done;
+        }
+        self.dispatching |= done;
+        self.dirty |= done;
+        self.in_group |= done;
+        self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
+        if !rest.is_empty() {
+            let swaps = if kind & LOG_SWAPPED != 0 {
+                active_mask(rest.len())
+            } else {
+                0
+            };
+            self.dispatch_requests(cfg, p, rest, swaps, 0, cd, pred)?;
+        }
         Ok(Steady::Dispatched)
+    }
+
+    /// Undoes [`CpState::steady_group`]'s bookkeeping of the members `reqs`, the last
+    /// records it logged: each queue's next packet, outstanding count and classified
+    /// head (`head`, the group's shape) as they were. Rare: a member that fails the
+    /// checks, or a dispatcher that does not take the whole group.
+    #[inline(never)]
+    fn undo_members(&mut self, reqs: &[DispatchRequest], head: u8) {
+        for r in reqs {
+            if let Some(qs) = self.queues.get_mut(usize::from(r.queue)) {
+                qs.outstanding = qs.outstanding.wrapping_sub(1);
+                qs.set_next(r.dispatch_id);
+                qs.head = head;
+            }
+        }
+        self.log.tail = self.log.tail.wrapping_sub(reqs.len() as u32);
     }
 
     /// [`CpState::steady_group`]'s decision: the queue reads and the masks, no dispatch.
