@@ -159,29 +159,40 @@ pub const REJECT_CAPACITY: usize = if cfg!(feature = "small-tables") {
     LOG_CAPACITY
 };
 
-/// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words and
-/// bytes (20 bytes), the reason of a rejection kept apart (`CpState::rejects`).
+/// One record of the log as the CP stores it: [`CpRecord`]'s fields in 32-bit words
+/// (20 bytes), the reason of a rejection kept apart (`CpState::rejects`). The queue, the
+/// kind (`LOG_REJECTED`, `LOG_BARRIER`, or `LOG_DISPATCHED` with `LOG_GEMM` /
+/// `LOG_SWAPPED`), the CD and the prediction are the bytes of `meta`, low first: a GEMM
+/// group's records differ only in the queue byte, so each is one `or` and one store.
 #[derive(Debug, Clone, Copy)]
 struct LogEntry {
     id: [u32; 2],
     ko: [u32; 2],
-    queue: u8,
-    /// `LOG_REJECTED`, `LOG_BARRIER`, or `LOG_DISPATCHED` with `LOG_GEMM` /
-    /// `LOG_SWAPPED`.
-    kind: u8,
-    cd: u8,
-    predicted: u8,
+    meta: u32,
 }
 
 impl LogEntry {
     const EMPTY: Self = Self {
         id: [0; 2],
         ko: [0; 2],
-        queue: 0,
-        kind: 0,
-        cd: 0,
-        predicted: 0,
+        meta: 0,
     };
+
+    /// `meta` without the queue byte.
+    #[inline(always)]
+    fn meta(kind: u8, cd: u8, predicted: u8) -> u32 {
+        u32::from(kind) << 8 | u32::from(cd) << 16 | u32::from(predicted) << 24
+    }
+
+    #[inline(always)]
+    fn queue(&self) -> u8 {
+        self.meta as u8
+    }
+
+    #[inline(always)]
+    fn kind(&self) -> u8 {
+        (self.meta >> 8) as u8
+    }
 }
 
 /// The log's storage: a ring of [`LOG_CAPACITY`] (a power of two) entries between two
@@ -219,6 +230,15 @@ impl LogRing {
         e
     }
 
+    /// Appends `e` when the caller knows the ring has room (it drops nothing).
+    #[inline(always)]
+    fn push_with_room(&mut self, e: LogEntry) {
+        if let Some(slot) = self.buf.get_mut(self.tail as usize & (LOG_CAPACITY - 1)) {
+            *slot = e;
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
     /// Appends `e`; returns the oldest entry, dropped to make room, when full.
     #[inline(always)]
     fn push_back(&mut self, e: LogEntry) -> Option<LogEntry> {
@@ -227,10 +247,7 @@ impl LogRing {
         } else {
             None
         };
-        if let Some(slot) = self.buf.get_mut(self.tail as usize & (LOG_CAPACITY - 1)) {
-            *slot = e;
-        }
-        self.tail = self.tail.wrapping_add(1);
+        self.push_with_room(e);
         dropped
     }
 }
@@ -667,7 +684,7 @@ impl CommandProcessor {
         let s = &mut self.state;
         let e = s.log.pop_front()?;
         let id = u64::from(e.id[0]) | (u64::from(e.id[1]) << 32);
-        let action = match e.kind {
+        let action = match e.kind() {
             LOG_REJECTED => CpAction::Rejected(
                 // Always there: a rejection's reason leaves only with its entry.
                 s.rejects
@@ -678,13 +695,13 @@ impl CommandProcessor {
             flags => CpAction::Dispatched {
                 kernel_object: u64::from(e.ko[0]) | (u64::from(e.ko[1]) << 32),
                 gemm: flags & LOG_GEMM != 0,
-                cd: e.cd,
-                predicted_cd: e.predicted,
+                cd: (e.meta >> 16) as u8,
+                predicted_cd: (e.meta >> 24) as u8,
                 swapped: flags & LOG_SWAPPED != 0,
             },
         };
         Some(CpRecord {
-            queue: e.queue,
+            queue: e.queue(),
             dispatch_id: id,
             action,
         })
@@ -1121,7 +1138,7 @@ impl CpState {
                     // Drop records up to and including the oldest rejection.
                     while let Some(old) = self.log.pop_front() {
                         self.log_dropped = self.log_dropped.saturating_add(1);
-                        if old.kind == LOG_REJECTED {
+                        if old.kind() == LOG_REJECTED {
                             let _ = self.rejects.pop_front();
                             break;
                         }
@@ -1135,10 +1152,7 @@ impl CpState {
         self.log_entry(LogEntry {
             id: [dispatch_id as u32, (dispatch_id >> 32) as u32],
             ko: [ko as u32, (ko >> 32) as u32],
-            queue,
-            kind,
-            cd,
-            predicted,
+            meta: LogEntry::meta(kind, cd, predicted) | u32::from(queue),
         });
     }
 
@@ -1148,7 +1162,7 @@ impl CpState {
     fn log_entry(&mut self, e: LogEntry) {
         if let Some(old) = self.log.push_back(e) {
             self.log_dropped = self.log_dropped.saturating_add(1);
-            if old.kind == LOG_REJECTED {
+            if old.kind() == LOG_REJECTED {
                 let _ = self.rejects.pop_front();
             }
         }
@@ -1303,6 +1317,7 @@ impl CpState {
         let mut own = [0u32; 2];
         let mut decided = [0u32; 2];
         let mut kind = LOG_DISPATCHED | LOG_GEMM;
+        let mut meta = 0u32;
         let mut done = 0u32;
         let mut m = chosen;
         // Each member is patched, booked and logged as it passes (one pass that knows
@@ -1335,6 +1350,7 @@ impl CpState {
                 if decided != own {
                     kind |= LOG_SWAPPED;
                 }
+                meta = LogEntry::meta(kind, cd, pred);
             } else if k != own {
                 failed = true;
                 break;
@@ -1363,13 +1379,10 @@ impl CpState {
             qs.set_next(id.wrapping_add(1));
             qs.head = HEAD_NONE;
             done |= bit(q);
-            let _ = self.log.push_back(LogEntry {
+            self.log.push_with_room(LogEntry {
                 id: [id as u32, (id >> 32) as u32],
                 ko: decided,
-                queue: q as u8,
-                kind,
-                cd,
-                predicted: pred,
+                meta: meta | q as u32,
             });
         }
         if failed {
@@ -2562,10 +2575,7 @@ impl CpState {
             self.log_entry(LogEntry {
                 id: [r.dispatch_id as u32, (r.dispatch_id >> 32) as u32],
                 ko: [r.kernel_object as u32, (r.kernel_object >> 32) as u32],
-                queue: r.queue,
-                kind: flags,
-                cd,
-                predicted,
+                meta: LogEntry::meta(flags, cd, predicted) | u32::from(r.queue),
             });
             done |= bit(qi);
         }
