@@ -317,9 +317,6 @@ enum Steady {
     /// Not the steady state: nothing decided, the general path classifies every dirty
     /// queue.
     No,
-    /// The decision (chosen, CD, prediction, as [`decide_first_size`]'s); the general
-    /// dispatch takes it from there.
-    Decided((u32, u8, u8)),
     /// Decided and the group handed to the dispatcher.
     Dispatched,
 }
@@ -810,6 +807,16 @@ struct Tally {
 }
 
 impl Tally {
+    /// Queues whose head was settled by its key (3 words read: header and record
+    /// address), as the fast path counts them: each a mapped visit and a packet
+    /// inspected.
+    #[inline(always)]
+    fn count_key_visits(&mut self, n: u32) {
+        self.reads = self.reads.wrapping_add(n.wrapping_mul(3));
+        self.inspected = self.inspected.wrapping_add(n);
+        self.mapped_visits = self.mapped_visits.wrapping_add(n);
+    }
+
     fn fold_into(&mut self, work: &mut CpWork) {
         work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.reads));
         work.bytes_read = work.bytes_read.saturating_add(4 * u64::from(self.reads));
@@ -1208,16 +1215,11 @@ impl CpState {
         } else {
             Steady::No
         };
-        let decided = match steady {
-            Steady::No => {
-                // Everything dirty.
-                let todo = self.dirty & !self.dispatching & active_mask(n);
-                self.classify_queues(cfg, p, todo, n, &mut budget)?;
-                None
-            }
-            Steady::Decided(d) => Some(d),
-            Steady::Dispatched => None,
-        };
+        if let Steady::No = steady {
+            // Everything dirty.
+            let todo = self.dirty & !self.dispatching & active_mask(n);
+            self.classify_queues(cfg, p, todo, n, &mut budget)?;
+        }
         if self.completions_this_scan > 0 && self.waiting != 0 {
             // This scan completed packets whose signals a barrier (possibly in a queue
             // already visited) may wait on: look again in a follow-up event.
@@ -1226,7 +1228,7 @@ impl CpState {
         }
         let r = match steady {
             Steady::Dispatched => Ok(()),
-            _ => self.dispatch_heads(cfg, p, n, decided),
+            Steady::No => self.dispatch_heads(cfg, p, n),
         };
         let t = &self.tally;
         // One event adds far less than 2^30 to any count.
@@ -1239,34 +1241,37 @@ impl CpState {
         r
     }
 
-    /// The GEMM decision of a scan in the steady state, on directly mapped memory: every
-    /// dirty queue is expected to hold, at its head, a GEMM of the shape its cached key
-    /// names (`QueueState::last_shape`), the clean ones keep their classified heads. The
-    /// decision is taken on those expected heads first ([`decide_first_size`] on the
+    /// The GEMM decision and its dispatch in the steady state, on directly mapped
+    /// memory, in one pass over the queues it needs.
+    ///
+    /// Every dirty queue is expected to hold, at its head, a GEMM of the shape its cached
+    /// key names (`QueueState::last_shape`); the clean ones keep their classified heads.
+    /// The decision is taken on those expected heads first ([`decide_first_size`] on the
     /// masks, no queue read), which tells how far in priority order it depends on them:
     /// up to its `p`-th member when the first candidate's prediction `p` is in `2..16`
     /// and its size has `p` candidates, everywhere otherwise (at least the first
     /// [`DECISION_PREFIX_QUEUES`] positions: fewer would save little and leave more for
-    /// the follow-up). Then the dirty queues in that range have their keys checked, and
-    /// when every one holds, the expected heads are the heads and the decision stands;
-    /// the dirty queues beyond the range are looked at in a follow-up event (`pending`).
+    /// the follow-up). The dirty queues in that range have their keys checked (the
+    /// members' where their packets are read for the dispatch); when every one holds,
+    /// the expected heads are the heads and the decision is the one a scan of every
+    /// queue takes. The dirty queues beyond the range are looked at in a follow-up event
+    /// (`pending`).
     ///
     /// Why the queues beyond the range cannot change it: they come later in priority
     /// order, so they change neither the first candidate nor the first `p` of its size;
     /// with another size among all the candidates there are more than `p` of them, so
     /// [`decide_first_size`] takes those `p` whatever the later queues hold.
     ///
-    /// `None` (nothing classified, no state changed) when a key does not hold, a dirty
-    /// queue in the range has no key, or the general rule ([`decide_masks`]) must decide:
-    /// the caller's general classification then looks at every dirty queue. The caller
-    /// checks that no group is in flight, no non-GEMM head waits, and every queue of
-    /// `todo` is in the view. Out of line: the common scan does not carry its state.
-    ///
-    /// When the decision stands and its group is one shape whose members carry one
-    /// kernel object and pass the dispatch-time checks, the group is gathered, patched
-    /// and handed to the dispatcher here, in the pass that knows where each member's
-    /// packet is ([`Steady::Dispatched`]); anything else goes to
-    /// [`CpState::dispatch_group`] ([`Steady::Decided`]), which looks at each member again.
+    /// The members (one shape, one kernel object, checked as at any dispatch) are
+    /// patched, booked and logged as they are read, then go to the dispatcher in one
+    /// call; what it does not take is unbooked (`undo_members`) and goes the general
+    /// way ([`CpState::dispatch_requests`]). [`Steady::No`] when anything else holds
+    /// (a key, the general rule [`decide_masks`], members of several shapes or kernel
+    /// objects, a member failing its checks, no room in the log): whatever was done to
+    /// the members is undone, the queues settled so far stay settled, and the general
+    /// path classifies every queue still dirty and decides. The caller checks that no
+    /// group is in flight, no non-GEMM head waits, and every queue of `todo` is in the
+    /// view. Out of line: the common scan does not carry its state.
     #[inline(never)]
     fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
@@ -1275,40 +1280,38 @@ impl CpState {
         todo: u32,
         n: usize,
     ) -> Result<Steady, FirmwareError> {
-        let Some(d) = self.decide_steady(p, todo, n) else {
+        let Some((d, unchecked, uniform)) = self.decide_steady(p, todo, n) else {
             return Ok(Steady::No);
         };
         let (chosen, cd, pred) = d;
         let start = usize::from(self.rr_start);
-        let first = self
-            .queues
-            .get(unrotate(chosen.trailing_zeros() as usize, start, n))
-            .map_or(HEAD_NONE, |qs| qs.head);
-        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
-        let members = rotate(chosen, back, n);
-        let (Some(shape), Some(&heads), Some([ring_lo, ring_hi, ring_len])) = (
-            self.shapes.get(usize::from(first)),
-            self.shape_heads.get(usize::from(first)),
-            rings_window(self.rings),
-        ) else {
-            return Ok(Steady::Decided(d));
-        };
-        let Some(words) = p
-            .mapped_words_mut()
-            .filter(|&(base, _)| base == self.view_base)
-            .map(|(_, w)| w)
+        // Until every member's key has held the decision rests on expected heads: any
+        // way out before that is `Steady::No` (the general path classifies what is still
+        // dirty, the members among them, and decides again).
+        let (Some(first), Some([ring_lo, ring_hi, ring_len])) = (uniform, rings_window(self.rings))
         else {
-            return Ok(Steady::Decided(d));
+            self.pending = false;
+            return Ok(Steady::No);
         };
-        if members & !heads != 0 {
-            return Ok(Steady::Decided(d));
-        }
+        let (Some(shape), Some(words)) = (
+            self.shapes.get(usize::from(first)),
+            p.mapped_words_mut()
+                .filter(|&(base, _)| base == self.view_base)
+                .map(|(_, w)| w),
+        ) else {
+            self.pending = false;
+            return Ok(Steady::No);
+        };
         // Room in the log for every member's record: the bookkeeping below is undone
         // when the group does not go out whole, and a dropped record could not be.
-        if u32::from(cd) > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
+        if u32::from(cd)
+            > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
         {
-            return Ok(Steady::Decided(d));
+            self.pending = false;
+            return Ok(Steady::No);
         }
+        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
+        let unrotated = rotate(chosen, back, n);
         let cdi = GemmExt::cd_index(cd);
         const G: usize = MAX_CD as usize;
         let mut reqs: Vec<DispatchRequest, G> = Vec::new();
@@ -1319,6 +1322,7 @@ impl CpState {
         let mut kind = LOG_DISPATCHED | LOG_GEMM;
         let mut meta = 0u32;
         let mut done = 0u32;
+        let mut key_visits = 0u32;
         let mut m = chosen;
         // Each member is patched, booked and logged as it passes (one pass that knows
         // where everything is); when a later one does not pass, or the dispatcher does
@@ -1338,7 +1342,17 @@ impl CpState {
                 failed = true;
                 break;
             };
-            let [.., k0, k1, _, _, _, _, s0, s1] = pk;
+            let [header, _, _, _, _, _, _, _, k0, k1, _, _, e0, e1, s0, s1] = pk;
+            if unchecked & bit(q) != 0 {
+                if u32::from_le(*header) != qs.key_word
+                    || u32::from_le(*e0) != qs.key_ext[0]
+                    || u32::from_le(*e1) != qs.key_ext[1]
+                {
+                    failed = true;
+                    break;
+                }
+                key_visits += 1;
+            }
             let k = [u32::from_le(*k0), u32::from_le(*k1)];
             if reqs.is_empty() {
                 let Some(ko) = shape.decide(join(k), cdi) else {
@@ -1397,15 +1411,24 @@ impl CpState {
                     w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
                 }
             }
-            return Ok(Steady::Decided(d));
+            self.pending = false;
+            return Ok(Steady::No);
         }
+        // Every member's key held: they are classified, as the others.
+        self.tally.count_key_visits(key_visits);
+        self.dirty &= !unchecked;
+        self.waiting &= !unchecked;
         // Counted and rotated as `dispatch_heads` does for a decision taken.
         self.work.decisions = self.work.decisions.saturating_add(1);
         let next = start + 1;
         self.rr_start = if next >= n { 0 } else { next as u8 };
         let len = reqs.len();
         let (accepted, result) = p.dispatch_group(&reqs);
-        let accepted = if result.is_ok() { len } else { accepted.min(len) };
+        let accepted = if result.is_ok() {
+            len
+        } else {
+            accepted.min(len)
+        };
         let rest = reqs.get(accepted..).unwrap_or_default();
         if !rest.is_empty() {
             // Not taken whole: the rest is unbooked and goes the general way.
@@ -1423,7 +1446,8 @@ impl CpState {
         }
         t.dispatches = t.dispatches.wrapping_add(count);
         if let Some(h) = self.shape_heads.get_mut(usize::from(first)) {
-            *h &= !done;
+            // (The members not taken are heads of this shape.)
+            *h = (*h | unrotated) & !done;
         }
         self.dispatching |= done;
         self.dirty |= done;
@@ -1457,13 +1481,16 @@ impl CpState {
     }
 
     /// [`CpState::steady_group`]'s decision: the queue reads and the masks, no dispatch.
+    /// Returns the decision, its members whose keys are still to check (dirty ones in
+    /// the range) and the members' shape when they are all expected to be one.
+    #[allow(clippy::type_complexity)]
     #[inline(always)]
     fn decide_steady<P: DeviceMemory>(
         &mut self,
         p: &P,
         todo: u32,
         n: usize,
-    ) -> Option<(u32, u8, u8)> {
+    ) -> Option<((u32, u8, u8), u32, Option<u8>)> {
         let words = p
             .mapped_words()
             .filter(|&(base, _)| base == self.view_base)
@@ -1533,11 +1560,15 @@ impl CpState {
             Some(d) => d,
             None => decide_first_size(all_r, group_r, pred)?,
         };
-        // The keys, queue by queue: the header word and the record address at the head
-        // slot (the header is the publication: see `fast_scan`); each head is set as its
-        // key holds. (When one does not, the heads set so far stay dirty: the general
-        // path's fast pass sets the same heads again, with their masks.)
-        let mut m = check;
+        // The members' keys are checked where their packets are read (`steady_group`);
+        // the other queues' here, queue by queue: the header word and the record address
+        // at the head slot (the header is the publication: see `fast_scan`), each head
+        // set as its key holds. (When one does not, the heads set so far stay dirty: the
+        // general path's fast pass sets the same heads again, with their masks.)
+        let members = rotate(decided.0, back, n);
+        let others = check & !members;
+        let mut visited = 0u32;
+        let mut m = others;
         while m != 0 {
             let qi = m.trailing_zeros() as usize;
             m &= m.wrapping_sub(1);
@@ -1552,24 +1583,24 @@ impl CpState {
                 return None;
             }
             qs.head = qs.last_shape;
+            visited += 1;
         }
         for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
-            *heads |= check & last;
+            *heads |= others & last;
         }
-        self.dirty &= !check;
-        self.waiting &= !check;
+        self.dirty &= !others;
+        self.waiting &= !others;
         self.pending |= todo & !check != 0;
         // As the fast path counts them: 3 words per visit, every head a packet inspected.
-        let visited = if check == todo {
-            todo.count_ones()
-        } else {
-            check.count_ones()
-        };
-        let t = &mut self.tally;
-        t.reads = t.reads.wrapping_add(visited.wrapping_mul(3));
-        t.inspected = t.inspected.wrapping_add(visited);
-        t.mapped_visits = t.mapped_visits.wrapping_add(visited);
-        Some(decided)
+        self.tally.count_key_visits(visited);
+        // The group is one shape (`first`'s, expected): its members' keys name it, or
+        // their heads are classified as it.
+        let uniform = self
+            .shape_heads
+            .get(usize::from(first))
+            .zip(self.last_masks.get(usize::from(first)))
+            .is_some_and(|(&heads, &last)| members & !((heads & !todo) | (last & todo)) == 0);
+        Some((decided, check & members, uniform.then_some(first)))
     }
 
     /// Classifies the heads of the queues of `todo` (bit mask): the word-wise pass over
@@ -2212,7 +2243,6 @@ impl CpState {
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
-        decided: Option<(u32, u8, u8)>,
     ) -> Result<(), FirmwareError> {
         let start = usize::from(self.rr_start);
         let mut k = rotate(self.kernel_heads, start, n);
@@ -2232,16 +2262,7 @@ impl CpState {
         if self.gemm_group_in_flight > 0 {
             return Ok(());
         }
-        let Some((chosen, cd, predicted)) = (match decided {
-            Some(d) => {
-                // Taken by the scan on the steady state's keys (`decide_steady`).
-                self.work.decisions = self.work.decisions.saturating_add(1);
-                let next = start + 1;
-                self.rr_start = if next >= n { 0 } else { next as u8 };
-                Some(d)
-            }
-            None => self.decide_now(start, n),
-        }) else {
+        let Some((chosen, cd, predicted)) = self.decide_now(start, n) else {
             return Ok(());
         };
         let baseline = cd == 0;
