@@ -1313,73 +1313,78 @@ impl CpState {
         let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
         let unrotated = rotate(chosen, back, n);
         let cdi = GemmExt::cd_index(cd);
-        const G: usize = MAX_CD as usize;
-        let mut reqs: Vec<DispatchRequest, G> = Vec::new();
         // The kernel object the members carry (the first's; every other must carry the
         // same) and the one decided for it.
-        let mut own = [0u32; 2];
-        let mut decided = [0u32; 2];
-        let mut kind = LOG_DISPATCHED | LOG_GEMM;
-        let mut meta = 0u32;
-        let mut done = 0u32;
-        let mut key_visits = 0u32;
-        let mut m = chosen;
-        // Each member is patched, booked and logged as it passes (one pass that knows
-        // where everything is); when a later one does not pass, or the dispatcher does
-        // not take them all, that is undone (`undo_members`).
+        let q0 = unrotate(chosen.trailing_zeros() as usize, start, n);
+        let Some(own) = self
+            .queues
+            .get(q0)
+            .and_then(|qs| words.get((qs.view_slot as usize).wrapping_add(W_KO)..))
+            .and_then(|w| w.first_chunk::<2>())
+            .map(|k| [u32::from_le(k[0]), u32::from_le(k[1])])
+        else {
+            self.pending = false;
+            return Ok(Steady::No);
+        };
+        let Some(ko) = shape.decide(join(own), cdi) else {
+            self.pending = false;
+            return Ok(Steady::No);
+        };
+        let decided = [ko as u32, (ko >> 32) as u32];
+        let swapped = decided != own;
+        let kind = LOG_DISPATCHED | LOG_GEMM | if swapped { LOG_SWAPPED } else { 0 };
+        let meta = LogEntry::meta(kind, cd, pred);
+        const G: usize = MAX_CD as usize;
+        let mut reqs: Vec<DispatchRequest, G> = Vec::new();
+        // The members in priority order: bit 0 of `m` is queue `q`. Each is checked,
+        // patched, booked and logged as it is read (one pass that knows where
+        // everything is); when a later one does not pass, or the dispatcher does not
+        // take them all, that is undone (`undo_members`). Every member's key is checked,
+        // the clean ones' too (a clean head's key is its shape's: a mismatch only sends
+        // the decision the general way).
         let mut failed = false;
+        let mut m = chosen;
+        let mut q = start;
         while m != 0 {
-            let q = unrotate(m.trailing_zeros() as usize, start, n);
-            m &= m.wrapping_sub(1);
-            let Some(qs) = self.queues.get_mut(q) else {
+            let this = m & 1 != 0;
+            let at = q;
+            m >>= 1;
+            q += 1;
+            if q >= n {
+                q = 0;
+            }
+            if !this {
+                continue;
+            }
+            let Some(qs) = self.queues.get_mut(at) else {
                 failed = true;
                 break;
             };
-            let Some(pk) = words
+            let Some(
+                &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
+            ) = words
                 .get_mut(qs.view_slot as usize..)
                 .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>())
             else {
                 failed = true;
                 break;
             };
-            let [header, _, _, _, _, _, _, _, k0, k1, _, _, e0, e1, s0, s1] = pk;
-            if unchecked & bit(q) != 0 {
-                if u32::from_le(*header) != qs.key_word
-                    || u32::from_le(*e0) != qs.key_ext[0]
-                    || u32::from_le(*e1) != qs.key_ext[1]
-                {
-                    failed = true;
-                    break;
-                }
-                key_visits += 1;
-            }
-            let k = [u32::from_le(*k0), u32::from_le(*k1)];
-            if reqs.is_empty() {
-                let Some(ko) = shape.decide(join(k), cdi) else {
-                    failed = true;
-                    break;
-                };
-                own = k;
-                decided = [ko as u32, (ko >> 32) as u32];
-                if decided != own {
-                    kind |= LOG_SWAPPED;
-                }
-                meta = LogEntry::meta(kind, cd, pred);
-            } else if k != own {
-                failed = true;
-                break;
-            }
-            // The completion signal must not overlap the rings (`rings_window`).
-            if u32::from_le(*s1) == ring_hi && u32::from_le(*s0).wrapping_sub(ring_lo) < ring_len {
+            if u32::from_le(header) != qs.key_word
+                || u32::from_le(e0) != qs.key_ext[0]
+                || u32::from_le(e1) != qs.key_ext[1]
+                || [u32::from_le(*k0), u32::from_le(*k1)] != own
+                // The completion signal must not overlap the rings (`rings_window`).
+                || (u32::from_le(s1) == ring_hi && u32::from_le(s0).wrapping_sub(ring_lo) < ring_len)
+            {
                 failed = true;
                 break;
             }
             let id = qs.next_id;
             if reqs
                 .push(DispatchRequest {
-                    queue: q as u8,
+                    queue: at as u8,
                     dispatch_id: id,
-                    kernel_object: join(decided),
+                    kernel_object: ko,
                 })
                 .is_err()
             {
@@ -1392,11 +1397,10 @@ impl CpState {
             qs.outstanding = qs.outstanding.wrapping_add(1);
             qs.set_next(id.wrapping_add(1));
             qs.head = HEAD_NONE;
-            done |= bit(q);
             self.log.push_with_room(LogEntry {
                 id: [id as u32, (id >> 32) as u32],
                 ko: decided,
-                meta: meta | q as u32,
+                meta: meta | at as u32,
             });
         }
         if failed {
@@ -1414,10 +1418,17 @@ impl CpState {
             self.pending = false;
             return Ok(Steady::No);
         }
-        // Every member's key held: they are classified, as the others.
+        // Every member's key held: they are classified, as the others. (The clean
+        // members' keys were read too: 3 words each.)
+        let key_visits = unchecked.count_ones();
         self.tally.count_key_visits(key_visits);
+        self.tally.reads = self
+            .tally
+            .reads
+            .wrapping_add(3 * (u32::from(cd).wrapping_sub(key_visits)));
         self.dirty &= !unchecked;
         self.waiting &= !unchecked;
+        let mut done = unrotated;
         // Counted and rotated as `dispatch_heads` does for a decision taken.
         self.work.decisions = self.work.decisions.saturating_add(1);
         let next = start + 1;
@@ -1441,7 +1452,7 @@ impl CpState {
         let count = accepted as u32;
         let t = &mut self.tally;
         t.reads = t.reads.wrapping_add(4 * count);
-        if kind & LOG_SWAPPED != 0 {
+        if swapped {
             t.writes = t.writes.wrapping_add(2 * count);
         }
         t.dispatches = t.dispatches.wrapping_add(count);
@@ -1454,11 +1465,7 @@ impl CpState {
         self.in_group |= done;
         self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
         if !rest.is_empty() {
-            let swaps = if kind & LOG_SWAPPED != 0 {
-                active_mask(rest.len())
-            } else {
-                0
-            };
+            let swaps = if swapped { active_mask(rest.len()) } else { 0 };
             self.dispatch_requests(cfg, p, rest, swaps, 0, cd, pred)?;
         }
         Ok(Steady::Dispatched)
