@@ -539,8 +539,11 @@ fn active_mask(n: usize) -> u32 {
 /// `m` (bits `0..n`) in priority order: bit `j` of the result is queue `(start + j) % n`.
 #[inline(always)]
 fn rotate(m: u32, start: usize, n: usize) -> u32 {
-    let lo = m.checked_shr(start as u32).unwrap_or(0);
-    let hi = m.checked_shl(n.saturating_sub(start) as u32).unwrap_or(0);
+    // Shift amounts wrap at 32 (one instruction each on RISC-V): exact for
+    // `start < n <= 32`, the only rotations there are (`start == 0, n == 32` gives
+    // `m | m`); anything else gives some mask, never a panic.
+    let lo = m.wrapping_shr(start as u32);
+    let hi = m.wrapping_shl(n.wrapping_sub(start) as u32);
     (lo | hi) & active_mask(n)
 }
 
@@ -1420,7 +1423,11 @@ impl CpState {
         }
         // Every member's key held: they are classified, as the others. (The clean
         // members' keys were read too: 3 words each.)
-        let key_visits = unchecked.count_ones();
+        let key_visits = if unchecked == unrotated {
+            u32::from(cd)
+        } else {
+            unchecked.count_ones()
+        };
         self.tally.count_key_visits(key_visits);
         self.tally.reads = self
             .tally
