@@ -247,12 +247,13 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 484 * work.handlers
-            + 380 * work.decisions
-            + 36 * work.mapped_visits
-            + 543 * general
-            + 158 * work.dispatches
-            + 10_900 * work.predictions
+            + 401 * work.handlers
+            + 400 * work.decisions
+            + 41 * work.mapped_visits
+            + 538 * general
+            + 81 * work.mapped_dispatches
+            + 158 * (work.dispatches - work.mapped_dispatches)
+            + 10_970 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
             + 158 * work.completions
     );

@@ -573,7 +573,7 @@ fn work_fields(out: &mut impl Write, work: &CpWork) -> Result<(), RunError> {
     write!(
         out,
         " mem_accesses={} bytes_read={} predictions={} visits={} mapped_visits={} decoded={} \
-         dispatches={} decisions={} model_cycles={}",
+         dispatches={} mapped_dispatches={} decisions={} model_cycles={}",
         work.mem_accesses,
         work.bytes_read,
         work.predictions,
@@ -581,6 +581,7 @@ fn work_fields(out: &mut impl Write, work: &CpWork) -> Result<(), RunError> {
         work.mapped_visits,
         work.packets_decoded,
         work.dispatches,
+        work.mapped_dispatches,
         work.decisions,
         work.cycles(&CpCostModel::default()),
     )?;
@@ -950,6 +951,7 @@ mod tests {
                                 "model_cycles",
                                 "visits",
                                 "mapped_visits",
+                                "mapped_dispatches",
                                 "decoded",
                             ]
                             .iter()
@@ -987,6 +989,7 @@ mod tests {
                 packets_decoded: f("decoded"),
                 predictions: f("predictions"),
                 dispatches: f("dispatches"),
+                mapped_dispatches: f("mapped_dispatches"),
                 decisions: f("decisions"),
                 ..CpWork::default()
             };
@@ -1249,7 +1252,7 @@ mod tests {
         run_cp(&mut fw, &mut board, &mut NoMeter, &cp, &mut out).unwrap();
         // The decisions and the work that led to them (the same packets read, the same
         // fast-path visits), not the model cycles of the one-deep rings' layout.
-        const DECISION: [&str; 13] = [
+        const DECISION: [&str; 14] = [
             "gemms",
             "dispatched",
             "cd",
@@ -1262,6 +1265,7 @@ mod tests {
             "mapped_visits",
             "decoded",
             "dispatches",
+            "mapped_dispatches",
             "dispatch_hash",
         ];
         let decisions = |report: &str| -> std::vec::Vec<String> {

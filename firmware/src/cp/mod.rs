@@ -807,6 +807,8 @@ struct Tally {
     writes: u32,
     /// Kernels dispatched.
     dispatches: u32,
+    /// Of `dispatches`, the steady lane's.
+    mapped_dispatches: u32,
 }
 
 impl Tally {
@@ -837,6 +839,9 @@ impl Tally {
             .bytes_written
             .saturating_add(4 * u64::from(self.writes));
         work.dispatches = work.dispatches.saturating_add(u64::from(self.dispatches));
+        work.mapped_dispatches = work
+            .mapped_dispatches
+            .saturating_add(u64::from(self.mapped_dispatches));
         *self = Self::default();
     }
 }
@@ -1235,7 +1240,14 @@ impl CpState {
         };
         let t = &self.tally;
         // One event adds far less than 2^30 to any count.
-        if (t.reads | t.visits | t.mapped_visits | t.inspected | t.writes | t.dispatches) >= 1 << 30
+        if (t.reads
+            | t.visits
+            | t.mapped_visits
+            | t.inspected
+            | t.writes
+            | t.dispatches
+            | t.mapped_dispatches)
+            >= 1 << 30
         {
             let mut tally = self.tally;
             tally.fold_into(&mut self.work);
@@ -1463,6 +1475,7 @@ impl CpState {
             t.writes = t.writes.wrapping_add(2 * count);
         }
         t.dispatches = t.dispatches.wrapping_add(count);
+        t.mapped_dispatches = t.mapped_dispatches.wrapping_add(count);
         if let Some(h) = self.shape_heads.get_mut(usize::from(first)) {
             // (The members not taken are heads of this shape.)
             *h = (*h | unrotated) & !done;

@@ -36,6 +36,9 @@ pub struct CpWork {
     /// Packets that took the full decode (the general path): everything but a GEMM of a
     /// known shape on mapped memory.
     pub packets_decoded: u64,
+    /// Of `dispatches`, those of the steady lane on mapped memory (each member checked,
+    /// patched, booked and logged in the one pass that reads its packet).
+    pub mapped_dispatches: u64,
 }
 
 impl CpWork {
@@ -57,23 +60,28 @@ impl CpWork {
             handlers: self.handlers.saturating_sub(earlier.handlers),
             mapped_visits: self.mapped_visits.saturating_sub(earlier.mapped_visits),
             packets_decoded: self.packets_decoded.saturating_sub(earlier.packets_decoded),
+            mapped_dispatches: self
+                .mapped_dispatches
+                .saturating_sub(earlier.mapped_dispatches),
         }
     }
 
     /// rv32imac instructions this work retires under `model` (docs/calibration.md):
     /// `handler x handlers + decision x decisions + mapped_visit x mapped_visits + visit
-    /// x (queue_visits -
-    /// mapped_visits) + dispatch x dispatches + shape x predictions + decode x
+    /// x (queue_visits - mapped_visits) + mapped_dispatch x mapped_dispatches + dispatch
+    /// x (dispatches - mapped_dispatches) + shape x predictions + decode x
     /// (packets_decoded - predictions) + completion x completions`.
     pub fn instructions(&self, model: &CpCostModel) -> u64 {
         let general_visits = self.queue_visits.saturating_sub(self.mapped_visits);
+        let general_dispatches = self.dispatches.saturating_sub(self.mapped_dispatches);
         let other_decodes = self.packets_decoded.saturating_sub(self.predictions);
         [
             (model.instr_per_handler, self.handlers),
             (model.instr_per_decision, self.decisions),
             (model.instr_per_mapped_visit, self.mapped_visits),
             (model.instr_per_visit, general_visits),
-            (model.instr_per_dispatch, self.dispatches),
+            (model.instr_per_mapped_dispatch, self.mapped_dispatches),
+            (model.instr_per_dispatch, general_dispatches),
             (model.instr_per_shape, self.predictions),
             (model.instr_per_decode, other_decodes),
             (model.instr_per_completion, self.completions),
@@ -117,8 +125,13 @@ pub struct CpCostModel {
     pub instr_per_mapped_visit: u64,
     /// Instructions per queue head looked at on the general path.
     pub instr_per_visit: u64,
-    /// Instructions per dispatch (the kernel-object and signal checks, the patch, the
-    /// dispatcher call, the log).
+    /// Instructions per dispatch of the steady lane on mapped memory (the key, kernel
+    /// object and signal checks, the patch, the bookkeeping, the log and the member's
+    /// share of the dispatcher call).
+    pub instr_per_mapped_dispatch: u64,
+    /// Instructions per other dispatch (the general path's gather and checks, the
+    /// dispatcher call, the bookkeeping and the log; not fitted: stated from the last
+    /// board build whose steady decisions dispatched this way, docs/calibration.md).
     pub instr_per_dispatch: u64,
     /// Instructions per GEMM shape learnt (its packet's full decode, the record's decode
     /// and checks, features and the prediction).
@@ -152,6 +165,7 @@ impl CpCostModel {
         instr_per_decision: 0,
         instr_per_mapped_visit: 0,
         instr_per_visit: 0,
+        instr_per_mapped_dispatch: 0,
         instr_per_dispatch: 0,
         instr_per_shape: 0,
         instr_per_decode: 0,
@@ -166,12 +180,13 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 484,
-            instr_per_decision: 380,
-            instr_per_mapped_visit: 36,
-            instr_per_visit: 543,
+            instr_per_handler: 401,
+            instr_per_decision: 400,
+            instr_per_mapped_visit: 41,
+            instr_per_visit: 538,
+            instr_per_mapped_dispatch: 81,
             instr_per_dispatch: 158,
-            instr_per_shape: 10_900,
+            instr_per_shape: 10_970,
             instr_per_decode: 270,
             instr_per_completion: 158,
         }
