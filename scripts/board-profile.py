@@ -4,7 +4,9 @@
 Runs the board ELF (built by `nmcp board run`) once on QEMU `virt` with every instruction
 traced (`-singlestep -d exec,nochain`), cuts out the N-th call of `Firmware::handle` made by
 `run_cp_decision` (the measured region of one `cp_decision_*` report line) and prints its
-retired instructions per function, per source line, and optionally an annotated
+retired instructions per function, per function of this project (the innermost inlined
+frame whose source is ours: where inlined code comes from), per source line, and
+optionally an annotated
 disassembly of one function (each instruction with how often it ran).
 
 Occurrences, in the order `run_cp_decision` calls `Firmware::handle` (firmware/board/src/lib.rs,
