@@ -1065,6 +1065,24 @@ mod tests {
         done
     }
 
+    /// The canned 32-queue scenario's second iteration laid out on a board over `mem`
+    /// (mapped view or not), the CP having decided and drained the first: every queue
+    /// holds a GEMM of a known shape, not yet rung.
+    fn second_iteration(
+        mem: &mut [u8],
+        mapped: bool,
+    ) -> (Board<'_>, Box<Firmware>, scenario::CpScenario) {
+        let board = Board::new(mem, || 0);
+        let mut board = if mapped { board } else { board.unmapped() };
+        let mut fw = Box::<Firmware>::default();
+        let s = scenario::canned_cp();
+        let b = blob(&s);
+        let mut done = first_decision(&mut fw, &mut board, &b);
+        drain_cp(&mut fw, &mut board, &mut done).unwrap();
+        board.lay_out_cp_at(&s, 1).unwrap();
+        (board, fw, s)
+    }
+
     /// A doorbell makes the CP look at the rung queues only (its own and the bitmap's),
     /// not at all 32.
     #[test]
@@ -1153,14 +1171,7 @@ mod tests {
         use nmcp_firmware::platform::DeviceMemory;
         for mapped in [true, false] {
             let mut mem = vec![0u8; WINDOW_BYTES];
-            let board = Board::new(&mut mem, || 0);
-            let mut board = if mapped { board } else { board.unmapped() };
-            let mut fw = Box::<Firmware>::default();
-            let s = scenario::canned_cp();
-            let b = blob(&s);
-            let mut done = first_decision(&mut fw, &mut board, &b);
-            drain_cp(&mut fw, &mut board, &mut done).unwrap();
-            board.lay_out_cp_at(&s, 1).unwrap();
+            let (mut board, mut fw, s) = second_iteration(&mut mem, mapped);
             // Queue 2's packet (id 1: ring slot 1) names a kernel descriptor no record
             // lists.
             let ring_bytes = s.ring_packets as usize * 64;
@@ -1419,14 +1430,7 @@ mod tests {
         use nmcp_firmware::platform::{DeviceMemory, KernelDispatcher};
         use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
         let mut mem = vec![0u8; WINDOW_BYTES];
-        let board = Board::new(&mut mem, || 0);
-        let mut board = if mapped { board } else { board.unmapped() };
-        let mut fw = Box::<Firmware>::default();
-        let s = scenario::canned_cp();
-        let b = blob(&s);
-        let mut done = first_decision(&mut fw, &mut board, &b);
-        drain_cp(&mut fw, &mut board, &mut done).unwrap();
-        board.lay_out_cp_at(&s, 1).unwrap();
+        let (mut board, mut fw, s) = second_iteration(&mut mem, mapped);
         let ring_bytes = s.ring_packets as usize * AQL_PACKET_BYTES;
         let packet = |q: usize| DEVICE_BASE + (board::map::RINGS + q * ring_bytes + 64) as u64;
         for (q, &t) in twists.iter().enumerate() {
