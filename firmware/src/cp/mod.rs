@@ -1295,7 +1295,7 @@ impl CpState {
         todo: u32,
         n: usize,
     ) -> Result<Steady, FirmwareError> {
-        let Some((d, unchecked, uniform)) = self.decide_steady(p, todo, n) else {
+        let Some((d, check, uniform)) = self.decide_steady(todo, n) else {
             return Ok(Steady::No);
         };
         let (chosen, cd, pred) = d;
@@ -1351,24 +1351,29 @@ impl CpState {
         let meta = LogEntry::meta(kind, cd, pred);
         const G: usize = MAX_CD as usize;
         let mut reqs: Vec<DispatchRequest, G> = Vec::new();
-        // The members in priority order: bit 0 of `m` is queue `q`. Each is checked,
-        // patched, booked and logged as it is read (one pass that knows where
-        // everything is); when a later one does not pass, or the dispatcher does not
-        // take them all, that is undone (`undo_members`). Every member's key is checked,
-        // the clean ones' too (a clean head's key is its shape's: a mismatch only sends
-        // the decision the general way).
+        // The queues of the range in priority order: bit 0 of `m` is queue `q` being a
+        // member, of `c` its key being due (dirty). A member is checked, patched, booked
+        // and logged as it is read, another dirty queue's head is set as its key holds
+        // (one pass that knows where everything is); when a later check fails, or the
+        // dispatcher does not take the whole group, the members' part is undone
+        // (`undo_members`; the heads set stay dirty: the general path sets them again).
+        // Every member's key is checked, the clean ones' too (a clean head's key is its
+        // shape's: a mismatch only sends the decision the general way).
         let mut failed = false;
         let mut m = chosen;
+        let mut c = rotate(check, start, n);
         let mut q = start;
-        while m != 0 {
-            let this = m & 1 != 0;
+        while m | c != 0 {
+            let member = m & 1 != 0;
+            let due = c & 1 != 0;
             let at = q;
             m >>= 1;
+            c >>= 1;
             q += 1;
             if q >= n {
                 q = 0;
             }
-            if !this {
+            if !(member || due) {
                 continue;
             }
             let Some(qs) = self.queues.get_mut(at) else {
@@ -1387,7 +1392,15 @@ impl CpState {
             if u32::from_le(header) != qs.key_word
                 || u32::from_le(e0) != qs.key_ext[0]
                 || u32::from_le(e1) != qs.key_ext[1]
-                || [u32::from_le(*k0), u32::from_le(*k1)] != own
+            {
+                failed = true;
+                break;
+            }
+            if !member {
+                qs.head = qs.last_shape;
+                continue;
+            }
+            if [u32::from_le(*k0), u32::from_le(*k1)] != own
                 // The completion signal must not overlap the rings (`rings_window`).
                 || (u32::from_le(s1) == ring_hi && u32::from_le(s0).wrapping_sub(ring_lo) < ring_len)
             {
@@ -1433,20 +1446,32 @@ impl CpState {
             self.pending = false;
             return Ok(Steady::No);
         }
-        // Every member's key held: they are classified, as the others. (The clean
-        // members' keys were read too: 3 words each.)
-        let key_visits = if unchecked == unrotated {
-            u32::from(cd)
+        // Every key held: the expected heads are the heads. The other dirty queues of the
+        // range are classified heads now, the members dispatched (or classified, below,
+        // when the dispatcher does not take them).
+        let others = check & !unrotated;
+        let ns = self.shapes.len().min(MAX_SHAPES);
+        for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
+            *heads |= others & last;
+        }
+        self.dirty &= !check;
+        self.waiting &= !check;
+        self.pending = todo & !check != 0;
+        // As the fast path counts them: 3 words per key read (the clean members' too),
+        // each dirty queue's a mapped visit and a packet inspected.
+        let members_clean = unrotated & !check;
+        let visits = if check == todo {
+            todo.count_ones()
         } else {
-            unchecked.count_ones()
+            check.count_ones()
         };
-        self.tally.count_key_visits(key_visits);
-        self.tally.reads = self
-            .tally
-            .reads
-            .wrapping_add(3 * (u32::from(cd).wrapping_sub(key_visits)));
-        self.dirty &= !unchecked;
-        self.waiting &= !unchecked;
+        self.tally.count_key_visits(visits);
+        if members_clean != 0 {
+            self.tally.reads = self
+                .tally
+                .reads
+                .wrapping_add(3 * members_clean.count_ones());
+        }
         let mut done = unrotated;
         // Counted and rotated as `dispatch_heads` does for a decision taken.
         self.work.decisions = self.work.decisions.saturating_add(1);
@@ -1507,21 +1532,12 @@ impl CpState {
         self.log.tail = self.log.tail.wrapping_sub(reqs.len() as u32);
     }
 
-    /// [`CpState::steady_group`]'s decision: the queue reads and the masks, no dispatch.
-    /// Returns the decision, its members whose keys are still to check (dirty ones in
-    /// the range) and the members' shape when they are all expected to be one.
+    /// [`CpState::steady_group`]'s decision on the expected heads: no queue read, no state
+    /// changed. Returns the decision, the dirty queues in its range (whose keys are to
+    /// be checked) and the members' shape when they are all expected to be one.
     #[allow(clippy::type_complexity)]
     #[inline(always)]
-    fn decide_steady<P: DeviceMemory>(
-        &mut self,
-        p: &P,
-        todo: u32,
-        n: usize,
-    ) -> Option<((u32, u8, u8), u32, Option<u8>)> {
-        let words = p
-            .mapped_words()
-            .filter(|&(base, _)| base == self.view_base)
-            .map(|(_, w)| w)?;
+    fn decide_steady(&self, todo: u32, n: usize) -> Option<((u32, u8, u8), u32, Option<u8>)> {
         let start = usize::from(self.rr_start);
         let ns = self.shapes.len().min(MAX_SHAPES);
         // The expected heads: every candidate, and the dirty queues with a key.
@@ -1587,39 +1603,7 @@ impl CpState {
             Some(d) => d,
             None => decide_first_size(all_r, group_r, pred)?,
         };
-        // The members' keys are checked where their packets are read (`steady_group`);
-        // the other queues' here, queue by queue: the header word and the record address
-        // at the head slot (the header is the publication: see `fast_scan`), each head
-        // set as its key holds. (When one does not, the heads set so far stay dirty: the
-        // general path's fast pass sets the same heads again, with their masks.)
         let members = rotate(decided.0, back, n);
-        let others = check & !members;
-        let mut visited = 0u32;
-        let mut m = others;
-        while m != 0 {
-            let qi = m.trailing_zeros() as usize;
-            m &= m.wrapping_sub(1);
-            let qs = self.queues.get_mut(qi)?;
-            let &[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _] = words
-                .get(qs.view_slot as usize..)
-                .and_then(|s| s.first_chunk::<PACKET_WORDS>())?;
-            if u32::from_le(header) != qs.key_word
-                || u32::from_le(e0) != qs.key_ext[0]
-                || u32::from_le(e1) != qs.key_ext[1]
-            {
-                return None;
-            }
-            qs.head = qs.last_shape;
-            visited += 1;
-        }
-        for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
-            *heads |= others & last;
-        }
-        self.dirty &= !others;
-        self.waiting &= !others;
-        self.pending |= todo & !check != 0;
-        // As the fast path counts them: 3 words per visit, every head a packet inspected.
-        self.tally.count_key_visits(visited);
         // The group is one shape (`first`'s, expected): its members' keys name it, or
         // their heads are classified as it.
         let uniform = self
@@ -1627,7 +1611,7 @@ impl CpState {
             .get(usize::from(first))
             .zip(self.last_masks.get(usize::from(first)))
             .is_some_and(|(&heads, &last)| members & !((heads & !todo) | (last & todo)) == 0);
-        Some((decided, check & members, uniform.then_some(first)))
+        Some((decided, check, uniform.then_some(first)))
     }
 
     /// Classifies the heads of the queues of `todo` (bit mask): the word-wise pass over
