@@ -314,8 +314,9 @@ impl Shape {
 
 /// What [`CpState::steady_group`] did.
 enum Steady {
-    /// Not the steady state: nothing decided, the general path classifies every dirty
-    /// queue.
+    /// Not the steady state, or it did not hold: nothing decided or dispatched, every
+    /// queue the lane looked at still dirty (a head it set is set again by the general
+    /// path, which classifies every dirty queue and decides).
     No,
     /// Decided and the group handed to the dispatcher.
     Dispatched,
@@ -1300,12 +1301,11 @@ impl CpState {
         };
         let (chosen, cd, pred) = d;
         let start = usize::from(self.rr_start);
-        // Until every member's key has held the decision rests on expected heads: any
+        // Until every key of the range has held the decision rests on expected heads: any
         // way out before that is `Steady::No` (the general path classifies what is still
-        // dirty, the members among them, and decides again).
+        // dirty, every queue of the range among them, and decides again).
         let (Some(first), Some([ring_lo, ring_hi, ring_len])) = (uniform, rings_window(self.rings))
         else {
-            self.pending = false;
             return Ok(Steady::No);
         };
         let (Some(shape), Some(words)) = (
@@ -1314,7 +1314,6 @@ impl CpState {
                 .filter(|&(base, _)| base == self.view_base)
                 .map(|(_, w)| w),
         ) else {
-            self.pending = false;
             return Ok(Steady::No);
         };
         // Room in the log for every member's record: the bookkeeping below is undone
@@ -1322,7 +1321,6 @@ impl CpState {
         if u32::from(cd)
             > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
         {
-            self.pending = false;
             return Ok(Steady::No);
         }
         let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
@@ -1338,11 +1336,9 @@ impl CpState {
             .and_then(|w| w.first_chunk::<2>())
             .map(|k| [u32::from_le(k[0]), u32::from_le(k[1])])
         else {
-            self.pending = false;
             return Ok(Steady::No);
         };
         let Some(ko) = shape.decide(join(own), cdi) else {
-            self.pending = false;
             return Ok(Steady::No);
         };
         let decided = [ko as u32, (ko >> 32) as u32];
@@ -1443,7 +1439,6 @@ impl CpState {
                     w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
                 }
             }
-            self.pending = false;
             return Ok(Steady::No);
         }
         // Every key held: the expected heads are the heads. The other dirty queues of the
@@ -1456,6 +1451,7 @@ impl CpState {
         }
         self.dirty &= !check;
         self.waiting &= !check;
+        // (The scan cleared `pending` just before calling the lane.)
         self.pending = todo & !check != 0;
         // As the fast path counts them: 3 words per key read (the clean members' too),
         // each dirty queue's a mapped visit and a packet inspected.
