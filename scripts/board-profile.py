@@ -15,6 +15,8 @@ follow-up event):
   1 cp_decision_32q_cold   2 cp_decision_32q     3 cp_decision_32q_followup
   4 cp_decision_2g_cold    5 cp_decision_2g      6/7 4g     8/9 8g     10/11 16g
   12 the heterogeneous warm-up (not reported)   13 cp_decision_hetero
+  14 the 32-queue warm-up of the next line (not reported)
+  15 cp_decision_32q_general (the same steady decision without the mapped view)
 The count printed is the report line's `instructions` plus the meter's own ~10.
 
 usage: scripts/board-profile.py [--elf PATH] [--occurrence N] [--annotate FUNCTION]

@@ -247,15 +247,15 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 401 * work.handlers
-            + 400 * work.decisions
-            + 41 * work.mapped_visits
-            + 538 * general
-            + 81 * work.mapped_dispatches
-            + 158 * (work.dispatches - work.mapped_dispatches)
-            + 10_970 * work.predictions
+            + 434 * work.handlers
+            + 348 * work.decisions
+            + 39 * work.mapped_visits
+            + 424 * general
+            + 86 * work.mapped_dispatches
+            + 189 * (work.dispatches - work.mapped_dispatches)
+            + 11_654 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 158 * work.completions
+            + 189 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -489,6 +489,12 @@ impl<'a> Board<'a> {
         self
     }
 
+    /// Offers the window as mapped words or not ([`Board::unmapped`] in place); returns
+    /// whether it did before.
+    pub fn set_mapped(&mut self, mapped: bool) -> bool {
+        core::mem::replace(&mut self.mapped, mapped)
+    }
+
     /// The same board with a clock of `hz` hertz (e.g. a HiFive1's core clock).
     #[must_use]
     pub fn with_clock_hz(mut self, hz: u64) -> Self {

@@ -301,7 +301,17 @@ pub fn run_cp(
     )?;
     let name = format_args!("cp_decision_hetero");
     run_cp_decision(fw, board, meter, blob, hetero, &mut done, false, name, out)?;
-    Ok(())
+    // The steady decision of the first line again, on the general path (no mapped view:
+    // every word through `read_u32`, as the emulator's CP reads): what the cost model
+    // charges a general visit and a general dispatch is measured here.
+    run_cp_decision(
+        fw, board, meter, blob, all, &mut done, true, nothing, discard,
+    )?;
+    let mapped = board.set_mapped(false);
+    let name = format_args!("cp_decision_{q}q_general");
+    let general = run_cp_decision(fw, board, meter, blob, all, &mut done, false, name, out);
+    board.set_mapped(mapped);
+    general
 }
 
 /// Which part of the canned CP scenario a decision runs: its queue count (`None`: the
@@ -962,7 +972,7 @@ mod tests {
                 })
                 .collect::<std::vec::Vec<_>>()
         };
-        assert_eq!(cp(&fast).len(), 11);
+        assert_eq!(cp(&fast).len(), 12);
         assert_eq!(cp(&fast), cp(&general));
     }
 
@@ -999,7 +1009,10 @@ mod tests {
             assert!(err <= 0.10, "{line}: model {modelled} vs board {measured}");
             n += 1;
         }
-        assert_eq!(n, 12, "every CP decision line checked, and the follow-up");
+        assert_eq!(
+            n, 13,
+            "every CP decision line checked, the follow-up and the general path's"
+        );
     }
 
     /// The NMC sequencer's cost model (`SequencerCostModel::default()`) against every
@@ -1297,14 +1310,14 @@ mod tests {
                 .collect()
         };
         let virt = decisions(include_str!("../expected/virt.txt"));
-        assert_eq!(virt.len(), 12);
+        assert_eq!(virt.len(), 13);
         assert_eq!(decisions(&out), virt, "host report:\n{out}");
         // And every functional field of the committed sifive_e run's CP lines.
         let sifive: std::vec::Vec<String> = functional(include_str!("../expected/sifive_e.txt"))
             .into_iter()
             .filter(|l| l.starts_with("cp_decision"))
             .collect();
-        assert_eq!(sifive.len(), 12);
+        assert_eq!(sifive.len(), 13);
         let host: std::vec::Vec<String> = functional(&out);
         assert_eq!(host, sifive, "host report:\n{out}");
     }

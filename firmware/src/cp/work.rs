@@ -130,8 +130,8 @@ pub struct CpCostModel {
     /// share of the dispatcher call).
     pub instr_per_mapped_dispatch: u64,
     /// Instructions per other dispatch (the general path's gather and checks, the
-    /// dispatcher call, the bookkeeping and the log; not fitted: stated from the last
-    /// board build whose steady decisions dispatched this way, docs/calibration.md).
+    /// dispatcher call, the bookkeeping and the log), fitted with the board's steady
+    /// decision on the general path (`cp_decision_32q_general`).
     pub instr_per_dispatch: u64,
     /// Instructions per GEMM shape learnt (its packet's full decode, the record's decode
     /// and checks, features and the prediction).
@@ -180,15 +180,15 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 401,
-            instr_per_decision: 400,
-            instr_per_mapped_visit: 41,
-            instr_per_visit: 538,
-            instr_per_mapped_dispatch: 81,
-            instr_per_dispatch: 158,
-            instr_per_shape: 10_970,
+            instr_per_handler: 434,
+            instr_per_decision: 348,
+            instr_per_mapped_visit: 39,
+            instr_per_visit: 424,
+            instr_per_mapped_dispatch: 86,
+            instr_per_dispatch: 189,
+            instr_per_shape: 11_654,
             instr_per_decode: 270,
-            instr_per_completion: 158,
+            instr_per_completion: 189,
         }
     }
 }
