@@ -178,6 +178,17 @@ impl LogEntry {
         meta: 0,
     };
 
+    /// The record of packet `id` dispatched with kernel object `ko` (`meta`: see
+    /// [`LogEntry`]).
+    #[inline(always)]
+    fn dispatch(id: u64, ko: u64, meta: u32) -> Self {
+        Self {
+            id: [id as u32, (id >> 32) as u32],
+            ko: [ko as u32, (ko >> 32) as u32],
+            meta,
+        }
+    }
+
     /// `meta` without the queue byte.
     #[inline(always)]
     fn meta(kind: u8, cd: u8, predicted: u8) -> u32 {
@@ -320,6 +331,16 @@ enum Steady {
     No,
     /// Decided and the group handed to the dispatcher.
     Dispatched,
+}
+
+/// [`CpState::decide_steady`]'s answer.
+struct SteadyDecision {
+    /// Chosen queues ([`rotate`]d), CD and prediction, as [`decide_first_size`]'s.
+    decided: (u32, u8, u8),
+    /// The dirty queues of the decision's range: their keys are to be checked.
+    check: u32,
+    /// The members' shape when they are all expected to be one.
+    shape: Option<u8>,
 }
 
 /// What a head packet needs.
@@ -546,6 +567,14 @@ fn rotate(m: u32, start: usize, n: usize) -> u32 {
     let lo = m.wrapping_shr(start as u32);
     let hi = m.wrapping_shl(n.wrapping_sub(start) as u32);
     (lo | hi) & active_mask(n)
+}
+
+/// A [`rotate`]d mask (from `start`, over `n` queues) back in queue order: bit `q` for
+/// queue `q`.
+#[inline(always)]
+fn unrotate_mask(m: u32, start: usize, n: usize) -> u32 {
+    let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
+    rotate(m, back, n)
 }
 
 /// The queue of bit `j` of a [`rotate`]d mask.
@@ -1296,7 +1325,12 @@ impl CpState {
         todo: u32,
         n: usize,
     ) -> Result<Steady, FirmwareError> {
-        let Some((d, check, uniform)) = self.decide_steady(todo, n) else {
+        let Some(SteadyDecision {
+            decided: d,
+            check,
+            shape: uniform,
+        }) = self.decide_steady(todo, n)
+        else {
             return Ok(Steady::No);
         };
         let (chosen, cd, pred) = d;
@@ -1323,12 +1357,13 @@ impl CpState {
         {
             return Ok(Steady::No);
         }
-        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
-        let unrotated = rotate(chosen, back, n);
+        let unrotated = unrotate_mask(chosen, start, n);
         let cdi = GemmExt::cd_index(cd);
+        // The group's first member (the first candidate; recomputed rather than kept
+        // from the decision: cheaper than holding it in a register across the set-up).
+        let q0 = unrotate(chosen.trailing_zeros() as usize, start, n);
         // The kernel object the members carry (the first's; every other must carry the
         // same) and the one decided for it.
-        let q0 = unrotate(chosen.trailing_zeros() as usize, start, n);
         let Some(own) = self
             .queues
             .get(q0)
@@ -1417,15 +1452,9 @@ impl CpState {
             }
             *k0 = decided[0].to_le();
             *k1 = decided[1].to_le();
-            qs.group_id = low_id(id);
-            qs.outstanding = qs.outstanding.wrapping_add(1);
-            qs.set_next(id.wrapping_add(1));
-            qs.head = HEAD_NONE;
-            self.log.push_with_room(LogEntry {
-                id: [id as u32, (id >> 32) as u32],
-                ko: decided,
-                meta: meta | at as u32,
-            });
+            qs.dispatched(id);
+            self.log
+                .push_with_room(LogEntry::dispatch(id, ko, meta | at as u32));
         }
         if failed {
             self.undo_members(&reqs, first);
@@ -1456,12 +1485,7 @@ impl CpState {
         // As the fast path counts them: 3 words per key read (the clean members' too),
         // each dirty queue's a mapped visit and a packet inspected.
         let members_clean = unrotated & !check;
-        let visits = if check == todo {
-            todo.count_ones()
-        } else {
-            check.count_ones()
-        };
-        self.tally.count_key_visits(visits);
+        self.tally.count_key_visits(check.count_ones());
         if members_clean != 0 {
             self.tally.reads = self
                 .tally
@@ -1529,11 +1553,9 @@ impl CpState {
     }
 
     /// [`CpState::steady_group`]'s decision on the expected heads: no queue read, no state
-    /// changed. Returns the decision, the dirty queues in its range (whose keys are to
-    /// be checked) and the members' shape when they are all expected to be one.
-    #[allow(clippy::type_complexity)]
+    /// changed.
     #[inline(always)]
-    fn decide_steady(&self, todo: u32, n: usize) -> Option<((u32, u8, u8), u32, Option<u8>)> {
+    fn decide_steady(&self, todo: u32, n: usize) -> Option<SteadyDecision> {
         let start = usize::from(self.rr_start);
         let ns = self.shapes.len().min(MAX_SHAPES);
         // The expected heads: every candidate, and the dirty queues with a key.
@@ -1590,8 +1612,7 @@ impl CpState {
                 early = Some((group_r & !(rest & rest.wrapping_sub(1)), pred, pred));
             }
         }
-        let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
-        let check = todo & rotate(active_mask(range), back, n);
+        let check = todo & unrotate_mask(active_mask(range), start, n);
         if check & !keyed != 0 {
             return None;
         }
@@ -1599,7 +1620,7 @@ impl CpState {
             Some(d) => d,
             None => decide_first_size(all_r, group_r, pred)?,
         };
-        let members = rotate(decided.0, back, n);
+        let members = unrotate_mask(decided.0, start, n);
         // The group is one shape (`first`'s, expected): its members' keys name it, or
         // their heads are classified as it.
         let uniform = self
@@ -1607,7 +1628,11 @@ impl CpState {
             .get(usize::from(first))
             .zip(self.last_masks.get(usize::from(first)))
             .is_some_and(|(&heads, &last)| members & !((heads & !todo) | (last & todo)) == 0);
-        Some((decided, check, uniform.then_some(first)))
+        Some(SteadyDecision {
+            decided,
+            check,
+            shape: uniform.then_some(first),
+        })
     }
 
     /// Classifies the heads of the queues of `todo` (bit mask): the word-wise pass over
@@ -2401,8 +2426,7 @@ impl CpState {
                 .queues
                 .get(unrotate(chosen.trailing_zeros() as usize, start, n))
                 .map_or(HEAD_NONE, |qs| qs.head);
-            let back = if start == 0 { 0 } else { n.wrapping_sub(start) };
-            let queues = rotate(chosen, back, n);
+            let queues = unrotate_mask(chosen, start, n);
             let uniform = self
                 .shapes
                 .get(usize::from(first))
@@ -2592,19 +2616,15 @@ impl CpState {
         for r in run {
             let qi = usize::from(r.queue);
             if let Some(qs) = self.queues.get_mut(qi) {
-                let id = r.dispatch_id;
-                qs.group_id = low_id(id);
-                qs.outstanding = qs.outstanding.wrapping_add(1);
-                qs.set_next(id.wrapping_add(1));
-                qs.head = HEAD_NONE;
+                qs.dispatched(r.dispatch_id);
             }
             let flags = LOG_DISPATCHED | LOG_GEMM | if swaps & 1 != 0 { LOG_SWAPPED } else { 0 };
             swaps >>= 1;
-            self.log_entry(LogEntry {
-                id: [r.dispatch_id as u32, (r.dispatch_id >> 32) as u32],
-                ko: [r.kernel_object as u32, (r.kernel_object >> 32) as u32],
-                meta: LogEntry::meta(flags, cd, predicted) | u32::from(r.queue),
-            });
+            self.log_entry(LogEntry::dispatch(
+                r.dispatch_id,
+                r.kernel_object,
+                LogEntry::meta(flags, cd, predicted) | u32::from(r.queue),
+            ));
             done |= bit(qi);
         }
         done

@@ -282,6 +282,16 @@ impl QueueState {
         let slot = (id as u32) & self.size_packets.wrapping_sub(1);
         self.view_slot = self.view_ring.wrapping_add(slot << 4);
     }
+
+    /// Its head packet `id` went to the dispatcher as a GEMM group member: the group's
+    /// id, one more outstanding kernel, the next packet, no classified head.
+    #[inline(always)]
+    pub fn dispatched(&mut self, id: u64) {
+        self.group_id = low_id(id);
+        self.outstanding = self.outstanding.wrapping_add(1);
+        self.set_next(id.wrapping_add(1));
+        self.head = HEAD_NONE;
+    }
 }
 
 impl QueueState {
