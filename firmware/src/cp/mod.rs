@@ -1213,6 +1213,15 @@ impl CpState {
         }
     }
 
+    /// Counts a GEMM decision taken from rotation `start` (the queue with the first
+    /// priority, `rr_start`) and moves the rotation on by one of the `n` queues.
+    #[inline(always)]
+    fn decision_taken(&mut self, start: usize, n: usize) {
+        self.work.decisions = self.work.decisions.saturating_add(1);
+        let next = start + 1;
+        self.rr_start = if next >= n { 0 } else { next as u8 };
+    }
+
     #[inline(always)]
     fn mark_waiting_dirty(&mut self) {
         self.dirty |= self.waiting;
@@ -1493,10 +1502,7 @@ impl CpState {
                 .wrapping_add(3 * members_clean.count_ones());
         }
         let mut done = unrotated;
-        // Counted and rotated as `dispatch_heads` does for a decision taken.
-        self.work.decisions = self.work.decisions.saturating_add(1);
-        let next = start + 1;
-        self.rr_start = if next >= n { 0 } else { next as u8 };
+        self.decision_taken(start, n);
         let len = reqs.len();
         let (accepted, result) = p.dispatch_group(&reqs);
         let accepted = if result.is_ok() {
@@ -2351,9 +2357,7 @@ impl CpState {
             // Nothing to decide: the packet runs with its own kernel object.
             (all, 0, 1)
         } else if let Some((chosen, cd, pred)) = self.first_size(start, n, all, all_queues) {
-            self.work.decisions = self.work.decisions.saturating_add(1);
-            let next = usize::from(self.rr_start) + 1;
-            self.rr_start = if next >= n { 0 } else { next as u8 };
+            self.decision_taken(start, n);
             (chosen, cd, pred)
         } else {
             let groups = self
@@ -2373,9 +2377,7 @@ impl CpState {
                     }
                 });
             let (chosen, cd, predicted, _) = decide_masks(all, groups);
-            self.work.decisions = self.work.decisions.saturating_add(1);
-            let next = usize::from(self.rr_start) + 1;
-            self.rr_start = if next >= n { 0 } else { next as u8 };
+            self.decision_taken(start, n);
             (chosen, cd, predicted)
         })
     }
