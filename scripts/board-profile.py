@@ -124,24 +124,20 @@ def main():
     for name, n in collections.Counter(symbol(p) for p in pcs).most_common(25):
         print(f"{n:7d}  {name}")
     uniq = sorted(set(pcs))
-    lines, loc, cur = {}, None, None
-    out = run(["llvm-addr2line", "-a", "-i", "-e", a.elf] + [hex(p) for p in uniq]).splitlines()
-    for l in out:
-        if l.startswith("0x"):
-            cur = int(l, 16)
-        elif cur is not None and cur not in lines:
-            lines[cur] = re.sub(r".*/((firmware|isa|board|core|heapless)[^/]*/)", r"\1", l)
-    # Per function of this project: the innermost inlined frame whose file is one of
-    # ours (core's and heapless' helpers count to the function that called them).
-    own_fn = {}
+    # One addr2line pass (function name, then file:line, per inlined frame, innermost
+    # first): the innermost frame's line, and the innermost frame whose file is one of
+    # ours for the per-function table (core's and heapless' helpers count to the
+    # function that called them).
+    lines, own_fn, cur, fn = {}, {}, None, None
     out = run(["llvm-addr2line", "-a", "-f", "-i", "-C", "-e", a.elf] + [hex(p) for p in uniq]).splitlines()
-    cur, fn = None, None
     for l in out:
         if l.startswith("0x"):
             cur, fn = int(l, 16), None
         elif fn is None:
             fn = re.sub(r"::h[0-9a-f]{16}$", "", l)
         else:
+            if cur not in lines:
+                lines[cur] = re.sub(r".*/((firmware|isa|board|core|heapless)[^/]*/)", r"\1", l)
             if cur not in own_fn and re.search(r"/(firmware|board|isa)/", l):
                 own_fn[cur] = symbol(cur) if fn.startswith(".L") else fn
             fn = None
