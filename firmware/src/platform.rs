@@ -203,6 +203,19 @@ pub struct DispatchRequest {
     pub kernel_object: u64,
 }
 
+/// [`KernelDispatcher::mapped_fifo`]: the mapped device memory and the dispatcher's
+/// request FIFO, borrowed together.
+#[derive(Debug)]
+pub struct MappedFifo<'a> {
+    /// Address of `words[0]` (as [`DeviceMemory::mapped_words_mut`]'s).
+    pub base: DevAddr,
+    /// The mapped words (little-endian values).
+    pub words: &'a mut [u32],
+    /// The dispatcher's request FIFO: the CP pushes the requests of a group, then calls
+    /// [`KernelDispatcher::dispatch_pushed`].
+    pub fifo: &'a mut heapless::VecView<DispatchRequest>,
+}
+
 /// The GPU's workgroup dispatcher and the queues' completion signals.
 pub trait KernelDispatcher {
     /// Starts dispatching the workgroups of the packet at the head of `req.queue`.
@@ -232,6 +245,29 @@ pub trait KernelDispatcher {
             }
         }
         (reqs.len(), Ok(()))
+    }
+
+    /// The mapped view of [`DeviceMemory::mapped_words_mut`] and the dispatcher's request
+    /// FIFO at once, for a CP that patches a group's packets and queues their requests
+    /// in the same pass (a hardware CP writes its dispatcher's memory-mapped FIFO; no
+    /// request is built on the side and copied). Requests pushed into `fifo` are not
+    /// dispatched until [`KernelDispatcher::dispatch_pushed`]. `None` (the default): no
+    /// such FIFO (or no mapped view); the CP then uses
+    /// [`KernelDispatcher::dispatch_group`].
+    fn mapped_fifo(&mut self) -> Option<MappedFifo<'_>> {
+        None
+    }
+
+    /// Dispatches, as one group and in order, the requests the CP pushed into the FIFO
+    /// of [`KernelDispatcher::mapped_fifo`] at positions `from..`: all of them, or none.
+    ///
+    /// # Errors
+    /// As [`KernelDispatcher::dispatch`], for the first request refused; nothing was
+    /// dispatched and the requests are still in the FIFO at `from..` (the CP takes
+    /// them back). The default: [`DispatchError::Unsupported`].
+    fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
+        let _ = from;
+        Err(DispatchError::Unsupported)
     }
 
     /// Completes the packet at the head of `queue` without running it (a packet the CP

@@ -12,8 +12,8 @@ use nmcp_firmware::cp::{CpConfig, CuResources, QueueConfig};
 use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, Stage1Program};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MapError, MemoryError, NmcController, NmcError, NmcTicket,
-    OutputMapController, TrackerController, TrackerError,
+    DmaError, KernelDispatcher, MapError, MappedFifo, MemoryError, NmcController, NmcError,
+    NmcTicket, OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
@@ -241,69 +241,12 @@ fn fnv_words(mut h: u32, bytes: &[u8]) -> u32 {
 pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
 
 /// Dispatches the board latches between two [`Board::settle`] calls before it reports
-/// `Busy`: 32 on virt; 16 on the HiFive1 build (16 KiB of RAM), where one handler
-/// dispatches at most one GEMM group (a CD of at most 16) of the board's all-GEMM
-/// scenarios and the harness settles after every handler.
-pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 16 } else { 32 };
-
-/// A dispatch request as the HiFive1 build latches it: 12 bytes instead of
-/// [`DispatchRequest`]'s 24 (the board keeps 32 of them in 16 KiB of RAM). The kernel
-/// object is an offset into the window (the CP dispatches only kernel objects inside
-/// its device range, which is the window) and the dispatch id fits 32 bits (the board's
-/// scenarios publish ids 0 and 1); a request outside these is refused (`Unsupported`).
-/// The conversion costs a few instructions per dispatch inside the measured region, so
-/// virt (whose CP budget has a 1 % margin) latches the request as it is.
-#[cfg(feature = "hifive1")]
-#[derive(Debug, Clone, Copy)]
-struct Latched {
-    kernel_object: u32,
-    dispatch_id: u32,
-    queue: u8,
-}
-
-#[cfg(feature = "hifive1")]
-impl Latched {
-    #[inline(always)]
-    fn new(req: &DispatchRequest) -> Result<Self, DispatchError> {
-        Ok(Self {
-            kernel_object: req
-                .kernel_object
-                .checked_sub(DEVICE_BASE)
-                .and_then(|o| u32::try_from(o).ok())
-                .ok_or(DispatchError::Unsupported)?,
-            dispatch_id: u32::try_from(req.dispatch_id).map_err(|_| DispatchError::Unsupported)?,
-            queue: req.queue,
-        })
-    }
-
-    fn request(&self) -> DispatchRequest {
-        DispatchRequest {
-            queue: self.queue,
-            dispatch_id: u64::from(self.dispatch_id),
-            kernel_object: DEVICE_BASE + u64::from(self.kernel_object),
-        }
-    }
-}
-
-#[cfg(not(feature = "hifive1"))]
-type Latched = DispatchRequest;
-
-#[cfg(not(feature = "hifive1"))]
-trait LatchedRequest: Sized {
-    fn new(req: &DispatchRequest) -> Result<Self, DispatchError>;
-    fn request(&self) -> DispatchRequest;
-}
-
-#[cfg(not(feature = "hifive1"))]
-impl LatchedRequest for DispatchRequest {
-    #[inline(always)]
-    fn new(req: &DispatchRequest) -> Result<Self, DispatchError> {
-        Ok(*req)
-    }
-    fn request(&self) -> DispatchRequest {
-        *self
-    }
-}
+/// `Busy`: its dispatcher's request FIFO, which the CP's steady lane fills in place
+/// ([`KernelDispatcher::mapped_fifo`]). 32 on virt; 8 on the HiFive1 build (16 KiB of
+/// RAM), where the harness settles after every handler and the board's scenarios
+/// dispatch groups of at most 8 (a larger group goes out in parts, as at any full FIFO:
+/// the CP keeps the rest for a later event).
+pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 8 } else { 32 };
 
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
@@ -324,7 +267,7 @@ pub struct Board<'a> {
     /// finds a packet's slot.
     ring_packets: u32,
     /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
-    dispatched: heapless::Vec<Latched, MAX_LATCHED_DISPATCHES>,
+    dispatched: heapless::Vec<DispatchRequest, MAX_LATCHED_DISPATCHES>,
     /// What the firmware asked for.
     pub stats: BoardStats,
 }
@@ -375,8 +318,7 @@ impl<'a> Board<'a> {
     /// Folds the dispatches latched since the last call into [`BoardStats`]
     /// (`dispatches`, `dispatch_hash`: FNV-1a over queue, dispatch id and kernel object).
     pub fn settle(&mut self) {
-        for latched in self.dispatched.iter() {
-            let req = latched.request();
+        for req in self.dispatched.iter() {
             let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
             h = fnv(h, &req.dispatch_id.to_le_bytes());
             self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
@@ -396,14 +338,10 @@ impl<'a> Board<'a> {
     /// costs the firmware nothing.
     ///
     /// # Errors
-    /// [`DispatchError::Busy`] when [`MAX_LATCHED_DISPATCHES`] are latched;
-    /// [`DispatchError::Unsupported`] on the HiFive1 build for a request its 12-byte
-    /// latch cannot hold.
+    /// [`DispatchError::Busy`] when [`MAX_LATCHED_DISPATCHES`] are latched.
     #[inline(always)]
     fn latch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
-        self.dispatched
-            .push(Latched::new(req)?)
-            .map_err(|_| DispatchError::Busy)
+        self.dispatched.push(*req).map_err(|_| DispatchError::Busy)
     }
 
     /// Forgets latched dispatches and zeroes the counters (the window stays).
@@ -883,6 +821,29 @@ impl KernelDispatcher for Board<'_> {
 
     fn take_doorbells(&mut self) -> u32 {
         core::mem::take(&mut self.doorbells)
+    }
+
+    /// The window as words and the latch FIFO, which the CP's steady lane fills in place.
+    #[inline]
+    fn mapped_fifo(&mut self) -> Option<MappedFifo<'_>> {
+        let base = DEVICE_BASE + self.backed_from();
+        // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
+        let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
+        (self.mapped && pre.is_empty()).then_some(MappedFifo {
+            base,
+            words,
+            fifo: &mut self.dispatched,
+        })
+    }
+
+    /// Accepts the pushed group when every request names one of the board's queues.
+    #[inline]
+    fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
+        match self.dispatched.get(from..) {
+            Some(group) if group.iter().all(|r| usize::from(r.queue) < BOARD_QUEUES) => Ok(()),
+            Some(_) => Err(DispatchError::NoSuchQueue),
+            None => Err(DispatchError::Unsupported),
+        }
     }
 
     /// Stores `value` into the queue's completion-signal word and advances its read

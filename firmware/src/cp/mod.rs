@@ -38,7 +38,8 @@ use nmcp_isa::gemm_ext::{
 };
 
 use crate::platform::{
-    DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MemoryError,
+    DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MappedFifo,
+    MemoryError,
 };
 use crate::{Event, FirmwareError};
 use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
@@ -1258,7 +1259,7 @@ impl CpState {
             && self.gemm_group_in_flight == 0
             && self.kernel_heads == 0
         {
-            self.steady_group(cfg, p, todo, n)?
+            self.steady_group(p, todo, n)?
         } else {
             Steady::No
         };
@@ -1329,7 +1330,6 @@ impl CpState {
     #[inline(never)]
     fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
-        cfg: &CpConfig,
         p: &mut P,
         todo: u32,
         n: usize,
@@ -1351,16 +1351,16 @@ impl CpState {
         else {
             return Ok(Steady::No);
         };
-        let (Some(shape), Some(words)) = (
-            self.shapes.get(usize::from(first)),
-            p.mapped_words_mut()
-                .filter(|&(base, _)| base == self.view_base)
-                .map(|(_, w)| w),
-        ) else {
+        let (Some(shape), Some(MappedFifo { base, words, fifo })) =
+            (self.shapes.get(usize::from(first)), p.mapped_fifo())
+        else {
             return Ok(Steady::No);
         };
+        if base != self.view_base {
+            return Ok(Steady::No);
+        }
         // Room in the log for every member's record: the bookkeeping below is undone
-        // when the group does not go out whole, and a dropped record could not be.
+        // when the group does not go out, and a dropped record could not be.
         if u32::from(cd)
             > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
         {
@@ -1389,66 +1389,57 @@ impl CpState {
         let swapped = decided != own;
         let kind = LOG_DISPATCHED | LOG_GEMM | if swapped { LOG_SWAPPED } else { 0 };
         let meta = LogEntry::meta(kind, cd, pred);
-        const G: usize = MAX_CD as usize;
-        let mut reqs: Vec<DispatchRequest, G> = Vec::new();
+        // Where this group's requests start in the dispatcher's FIFO.
+        let from = fifo.len();
         // The queues of the range in priority order: bit 0 of `m` is queue `q` being a
-        // member, of `c` its key being due (dirty). A member is checked, patched, booked
-        // and logged as it is read, another dirty queue's head is set as its key holds
-        // (one pass that knows where everything is); when a later check fails, or the
-        // dispatcher does not take the whole group, the members' part is undone
-        // (`undo_members`; the heads set stay dirty: the general path sets them again).
+        // member, of `c` its key being due (dirty). A member is checked, patched, booked,
+        // logged and its request pushed into the dispatcher's FIFO as it is read, another
+        // dirty queue's head is set as its key holds (one pass that knows where
+        // everything is); when a later check fails, the members' part is undone
+        // (`undo_steady`; the heads set stay dirty: the general path sets them again).
         // Every member's key is checked, the clean ones' too (a clean head's key is its
         // shape's: a mismatch only sends the decision the general way).
-        let mut failed = false;
-        let mut m = chosen;
-        let mut c = rotate(check, start, n);
-        let mut q = start;
-        while m | c != 0 {
-            let member = m & 1 != 0;
-            let due = c & 1 != 0;
-            let at = q;
-            m >>= 1;
-            c >>= 1;
-            q += 1;
-            if q >= n {
-                q = 0;
-            }
-            if !(member || due) {
-                continue;
-            }
-            let Some(qs) = self.queues.get_mut(at) else {
-                failed = true;
-                break;
-            };
+        // (Through `black_box`: where the table sits more than 2 KiB into the state, as
+        // on the HiFive1 build, LLVM's loop strength reduction otherwise gives every field
+        // the walks touch an induction variable of its own, a dozen adds per queue and
+        // the rest spilled.)
+        let Some((wrapped, first_part)) = core::hint::black_box(self.queues.get_mut(..n))
+            .and_then(|qs| qs.split_at_mut_checked(start))
+        else {
+            return Ok(Steady::No);
+        };
+        let log = &mut self.log;
+        // Queue `at`'s part (`member` or only due); `false` when a check fails. (A macro:
+        // both walks below inline it.)
+        macro_rules! visit { ($qs:expr, $at:expr, $member:expr) => {{
+            let (qs, at, member): (&mut QueueState, usize, bool) = ($qs, $at, $member);
+            'visit: {
             let Some(
                 &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
             ) = words
                 .get_mut(qs.view_slot as usize..)
                 .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>())
             else {
-                failed = true;
-                break;
+                break 'visit false;
             };
             if u32::from_le(header) != qs.key_word
                 || u32::from_le(e0) != qs.key_ext[0]
                 || u32::from_le(e1) != qs.key_ext[1]
             {
-                failed = true;
-                break;
+                break 'visit false;
             }
             if !member {
                 qs.head = qs.last_shape;
-                continue;
+                break 'visit true;
             }
             if [u32::from_le(*k0), u32::from_le(*k1)] != own
                 // The completion signal must not overlap the rings (`rings_window`).
                 || (u32::from_le(s1) == ring_hi && u32::from_le(s0).wrapping_sub(ring_lo) < ring_len)
             {
-                failed = true;
-                break;
+                break 'visit false;
             }
             let id = qs.next_id;
-            if reqs
+            if fifo
                 .push(DispatchRequest {
                     queue: at as u8,
                     dispatch_id: id,
@@ -1456,38 +1447,83 @@ impl CpState {
                 })
                 .is_err()
             {
-                failed = true;
-                break;
+                break 'visit false;
             }
             *k0 = decided[0].to_le();
             *k1 = decided[1].to_le();
             qs.dispatched(id);
-            self.log
-                .push_with_room(LogEntry::dispatch(id, ko, meta | at as u32));
-        }
-        if failed {
-            self.undo_members(&reqs, first);
-            for r in &reqs {
-                let slot = self
-                    .queues
-                    .get(usize::from(r.queue))
-                    .map_or(usize::MAX, |qs| qs.view_slot as usize);
-                if let Some(w) = words.get_mut(slot.wrapping_add(W_KO)..slot.wrapping_add(W_KO + 2))
-                {
-                    w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
+            log.push_with_room(LogEntry::dispatch(id, ko, meta | at as u32));
+            true
+            }
+        }}}
+        // The queues of the range in priority order, from `start` to the last queue and
+        // then from queue 0 (two plain walks: no wrap-around per step): bit 0 of `m` is
+        // the queue being a member, of `c` its key being due (dirty). A member is
+        // checked, patched, booked, logged and its request pushed into the dispatcher's
+        // FIFO as it is read, another dirty queue's head is set as its key holds (one
+        // pass that knows where everything is); when a later check fails, the members'
+        // part is undone (`undo_steady`; the heads set stay dirty: the general path sets
+        // them again). Every member's key is checked, the clean ones' too (a clean head's
+        // key is its shape's: a mismatch only sends the decision the general way).
+        let mut m = chosen;
+        let mut c = rotate(check, start, n);
+        let mut failed = false;
+        'walk: {
+            for (i, qs) in first_part.iter_mut().enumerate() {
+                if m | c == 0 {
+                    break 'walk;
+                }
+                let (member, due) = (m & 1 != 0, c & 1 != 0);
+                m >>= 1;
+                c >>= 1;
+                if (member || due) && !visit!(qs, start + i, member) {
+                    failed = true;
+                    break 'walk;
                 }
             }
+            for (at, qs) in wrapped.iter_mut().enumerate() {
+                if m | c == 0 {
+                    break 'walk;
+                }
+                let (member, due) = (m & 1 != 0, c & 1 != 0);
+                m >>= 1;
+                c >>= 1;
+                if (member || due) && !visit!(qs, at, member) {
+                    failed = true;
+                    break 'walk;
+                }
+            }
+        }
+        let pushed = fifo.len().wrapping_sub(from);
+        if failed {
+            let booked = fifo
+                .get(from..)
+                .unwrap_or_default()
+                .iter()
+                .fold(0, |b, r| b | bit(usize::from(r.queue)));
+            fifo.truncate(from);
+            self.undo_steady(booked, first, Some(words), own);
+            return Ok(Steady::No);
+        }
+        if p.dispatch_pushed(from).is_err() {
+            // Refused whole: taken back, and the decision goes the general way (which
+            // meets the refusal again and handles it as at any dispatch).
+            let view = p.mapped_fifo();
+            let words = view.map(|MappedFifo { words, fifo, .. }| {
+                fifo.truncate(from);
+                words
+            });
+            self.undo_steady(unrotated, first, words, own);
             return Ok(Steady::No);
         }
         // Every key held: the expected heads are the heads. The other dirty queues of the
-        // range are classified heads now, the members dispatched (or classified, below,
-        // when the dispatcher does not take them).
+        // range are classified heads now, the members dispatched.
         let others = check & !unrotated;
         let ns = self.shapes.len().min(MAX_SHAPES);
         for (heads, &last) in self.shape_heads.iter_mut().zip(&self.last_masks).take(ns) {
             *heads |= others & last;
         }
-        self.dirty &= !check;
+        self.dirty = (self.dirty & !check) | unrotated;
         self.waiting &= !check;
         // (The scan cleared `pending` just before calling the lane.)
         self.pending = todo & !check != 0;
@@ -1495,67 +1531,52 @@ impl CpState {
         // each dirty queue's a mapped visit and a packet inspected.
         let members_clean = unrotated & !check;
         self.tally.count_key_visits(check.count_ones());
-        if members_clean != 0 {
-            self.tally.reads = self
-                .tally
-                .reads
-                .wrapping_add(3 * members_clean.count_ones());
-        }
-        let mut done = unrotated;
-        self.decision_taken(start, n);
-        let len = reqs.len();
-        let (accepted, result) = p.dispatch_group(&reqs);
-        let accepted = if result.is_ok() {
-            len
-        } else {
-            accepted.min(len)
-        };
-        let rest = reqs.get(accepted..).unwrap_or_default();
-        if !rest.is_empty() {
-            // Not taken whole: the rest is unbooked and goes the general way.
-            self.undo_members(rest, first);
-            for r in rest {
-                done &= !bit(usize::from(r.queue));
-            }
-        }
         // As `dispatch_requests` counts: per member 4 words read, per swap 2 written.
-        let count = accepted as u32;
+        let count = pushed as u32;
         let t = &mut self.tally;
-        t.reads = t.reads.wrapping_add(4 * count);
+        t.reads = t
+            .reads
+            .wrapping_add(3 * members_clean.count_ones() + 4 * count);
         if swapped {
             t.writes = t.writes.wrapping_add(2 * count);
         }
         t.dispatches = t.dispatches.wrapping_add(count);
         t.mapped_dispatches = t.mapped_dispatches.wrapping_add(count);
+        self.decision_taken(start, n);
         if let Some(h) = self.shape_heads.get_mut(usize::from(first)) {
-            // (The members not taken are heads of this shape.)
-            *h = (*h | unrotated) & !done;
+            *h &= !unrotated;
         }
-        self.dispatching |= done;
-        self.dirty |= done;
-        self.in_group |= done;
+        self.dispatching |= unrotated;
+        self.in_group |= unrotated;
         self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
-        if !rest.is_empty() {
-            let swaps = if swapped { active_mask(rest.len()) } else { 0 };
-            self.dispatch_requests(cfg, p, rest, swaps, 0, cd, pred)?;
-        }
         Ok(Steady::Dispatched)
     }
 
-    /// Undoes [`CpState::steady_group`]'s bookkeeping of the members `reqs`, the last
-    /// records it logged: each queue's next packet, outstanding count and classified
-    /// head (`head`, the group's shape) as they were. Rare: a member that fails the
-    /// checks, or a dispatcher that does not take the whole group.
+    /// Undoes [`CpState::steady_group`]'s bookkeeping of the members `booked` (bit mask),
+    /// the last records it logged: each queue's next packet, outstanding count and
+    /// classified head (`head`, the group's shape) as they were, and its packet's kernel
+    /// object back to `own` when the view is given. Rare: a member that fails the
+    /// checks, or a dispatcher that refuses the group.
     #[inline(never)]
-    fn undo_members(&mut self, reqs: &[DispatchRequest], head: u8) {
-        for r in reqs {
-            if let Some(qs) = self.queues.get_mut(usize::from(r.queue)) {
+    fn undo_steady(&mut self, booked: u32, head: u8, mut words: Option<&mut [u32]>, own: [u32; 2]) {
+        let mut b = booked;
+        while b != 0 {
+            let q = b.trailing_zeros() as usize;
+            b &= b.wrapping_sub(1);
+            if let Some(qs) = self.queues.get_mut(q) {
                 qs.outstanding = qs.outstanding.wrapping_sub(1);
-                qs.set_next(r.dispatch_id);
+                qs.set_next(qs.next_id.wrapping_sub(1));
                 qs.head = head;
+                let slot = qs.view_slot as usize;
+                if let Some(w) = words
+                    .as_deref_mut()
+                    .and_then(|w| w.get_mut(slot.wrapping_add(W_KO)..slot.wrapping_add(W_KO + 2)))
+                {
+                    w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
+                }
             }
         }
-        self.log.tail = self.log.tail.wrapping_sub(reqs.len() as u32);
+        self.log.tail = self.log.tail.wrapping_sub(booked.count_ones());
     }
 
     /// [`CpState::steady_group`]'s decision on the expected heads: no queue read, no state
