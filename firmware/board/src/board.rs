@@ -87,8 +87,12 @@ pub mod map {
     pub const WRITE_INDEX: usize = 8;
     /// Offset of the completion signal in a queue's words.
     pub const SIGNAL: usize = if SMALL { 16 } else { 24 };
-    /// GEMM extension records, one per shape (shared by the queues running it).
-    pub const GEMM_EXTS: usize = QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE;
+    /// End of the queues' words.
+    const QUEUE_WORDS_END: usize = QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE;
+    /// GEMM extension records, one per shape (shared by the queues running it): after
+    /// the queue words on virt, after the rings on the HiFive1 build (whose records, 104
+    /// bytes each, would leave the rings off a 64-byte boundary).
+    pub const GEMM_EXTS: usize = QUEUE_WORDS_END + if SMALL { RING_BYTES } else { 0 };
     /// Extension records the window holds: the scenario's maximum on virt, 2 on the
     /// HiFive1 build (the canned scenario's two shapes; a scenario with more does not
     /// lay out there: [`LayoutError::NoShapes`]).
@@ -99,13 +103,19 @@ pub mod map {
     };
     /// Bytes reserved per extension record.
     pub const GEMM_EXT_STRIDE: usize = if SMALL { super::GEMM_EXT_BYTES } else { 128 };
-    /// Queue rings.
-    pub const RINGS: usize = GEMM_EXTS + RECORD_SLOTS * GEMM_EXT_STRIDE;
+    /// Queue rings, on a 64-byte boundary as AQL requires (the CP maps a ring only
+    /// when it is).
+    pub const RINGS: usize = QUEUE_WORDS_END
+        + if SMALL {
+            0
+        } else {
+            RECORD_SLOTS * GEMM_EXT_STRIDE
+        };
     /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
     pub const RING_BYTES: usize = if SMALL { 0x800 } else { 0x1000 };
     /// HiFive1: the queues' doorbell words, 8 bytes each, after the rings and not backed
     /// by RAM (virt keeps each in its queue's words).
-    pub const DOORBELLS: usize = RINGS + RING_BYTES;
+    pub const DOORBELLS: usize = QUEUE_WORDS_END + RING_BYTES + RECORD_SLOTS * GEMM_EXT_STRIDE;
 
     /// Window offset of queue `q`'s doorbell word.
     pub const fn doorbell(q: usize) -> usize {
@@ -130,6 +140,7 @@ pub mod map {
     const _: () = assert!(SIGNAL + 8 <= QUEUE_WORDS_STRIDE && WRITE_INDEX + 8 <= SIGNAL);
     const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE && GEMM_EXT_STRIDE % 8 == 0);
     const _: () = assert!(LAMB_WINDOW_BYTES <= BACKED_WINDOW_BYTES);
+    const _: () = assert!(RINGS % 64 == 0 && GEMM_EXTS % 8 == 0);
     // Virt's layout is the one its expected output was recorded with.
     const _: () = assert!(SMALL || (GEMM_EXTS == 0x900 && RINGS == 0xB00));
 }

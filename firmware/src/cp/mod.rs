@@ -761,8 +761,8 @@ impl CommandProcessor {
         let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };
+        // (The handler is counted by the scan, in the tally.)
         let s = &mut self.state;
-        s.work.handlers = s.work.handlers.wrapping_add(1);
         match *event {
             Event::Doorbell { queue } => {
                 // Only the rung queues: this one and those in the platform's doorbell
@@ -826,6 +826,9 @@ fn read<P: DeviceMemory>(
 /// a count could wrap.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
+    /// Event handlers run (by a configured CP; [`CpState::scan`] counts them and folds
+    /// the tally every 2^12).
+    handlers: u32,
     /// 32-bit device-memory reads.
     reads: u32,
     /// Queue heads looked at on the general path.
@@ -854,6 +857,7 @@ impl Tally {
     }
 
     fn fold_into(&mut self, work: &mut CpWork) {
+        work.handlers = work.handlers.saturating_add(u64::from(self.handlers));
         work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.reads));
         work.bytes_read = work.bytes_read.saturating_add(4 * u64::from(self.reads));
         work.queue_visits = work
@@ -953,11 +957,15 @@ fn map_queue(qs: &mut QueueState, qc: Option<&QueueConfig>, base: DevAddr, words
         return false;
     };
     let ring_end = ring.saturating_add(qc.size_packets as usize * PACKET_WORDS);
-    if ring_end > words.len() || wi >= words.len() || ring_end > u32::MAX as usize {
+    if ring_end > words.len()
+        || wi >= words.len()
+        || ring_end > u32::MAX as usize
+        || ring % PACKET_WORDS != 0
+    {
         return false;
     }
     qs.view_write = wi as u32;
-    qs.view_ring = ring as u32;
+    qs.view_ring = (ring / PACKET_WORDS) as u32;
     qs.size_packets = qc.size_packets;
     let mut next = qs.next_id;
     if !qs.synced {
@@ -1014,8 +1022,11 @@ fn gather_members(
         let packet = view
             .as_mut()
             .filter(|_| mapped & bit(q) != 0)
-            .and_then(|v| v.get_mut(qs.view_slot as usize..))
-            .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
+            .and_then(|v| {
+                v.as_chunks_mut::<PACKET_WORDS>()
+                    .0
+                    .get_mut(qs.view_slot as usize)
+            });
         let mut kernel_object = 0;
         if let Some(pk) = packet {
             let (ok, swapped, ko) =
@@ -1067,8 +1078,9 @@ fn gather_uniform(
             continue;
         };
         let packet = words
-            .get_mut(qs.view_slot as usize..)
-            .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>());
+            .as_chunks_mut::<PACKET_WORDS>()
+            .0
+            .get_mut(qs.view_slot as usize);
         let mut kernel_object = 0;
         if let Some(pk) = packet {
             let (ok, swapped, ko) = check_member(pk, shape, cdi, &mut listed, |s| {
@@ -1249,51 +1261,55 @@ impl CpState {
     ) -> Result<(), FirmwareError> {
         self.pending = false;
         self.completions_this_scan = 0;
+        // A handler adds far less than 2^18 to any tally count (a few thousand words at
+        // most), so folding every 2^12 handlers keeps every count below 2^30.
+        self.tally.handlers = self.tally.handlers.wrapping_add(1);
+        if self.tally.handlers >= 1 << 12 {
+            let mut tally = self.tally;
+            tally.fold_into(&mut self.work);
+            self.tally = tally;
+        }
         let n = cfg.queues.len().min(MAX_QUEUES);
         let todo = self.dirty & !self.dispatching & active_mask(n);
-        let mut budget = MAX_PACKETS_PER_EVENT;
         // The steady state, on mapped memory: the decision from the queues' cached keys,
-        // checked only as far as it depends on them (`steady_group`).
-        let steady = if todo != 0
+        // checked only as far as it depends on them (`steady_group`). It completes no
+        // packet, so no barrier needs another look.
+        if todo != 0
             && todo & !self.mapped == 0
             && self.gemm_group_in_flight == 0
             && self.kernel_heads == 0
         {
-            self.steady_group(p, todo, n)?
-        } else {
-            Steady::No
-        };
-        if let Steady::No = steady {
-            // Everything dirty.
-            let todo = self.dirty & !self.dispatching & active_mask(n);
-            self.classify_queues(cfg, p, todo, n, &mut budget)?;
+            if let Steady::Dispatched = self.steady_group(p, todo, n)? {
+                return Ok(());
+            }
         }
+        self.scan_general(cfg, p, n)
+    }
+
+    /// The rest of a scan ([`CpState::scan`]): every dirty queue classified, then the
+    /// decision and the dispatches. Out of line: the steady lane's handler does not
+    /// save the registers it needs.
+    #[inline(never)]
+    fn scan_general<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+        n: usize,
+    ) -> Result<(), FirmwareError> {
+        let mut budget = MAX_PACKETS_PER_EVENT;
+        let todo = self.dirty & !self.dispatching & active_mask(n);
+        self.classify_queues(cfg, p, todo, n, &mut budget)?;
         if self.completions_this_scan > 0 && self.waiting != 0 {
             // This scan completed packets whose signals a barrier (possibly in a queue
             // already visited) may wait on: look again in a follow-up event.
             self.mark_waiting_dirty();
             self.pending = true;
         }
-        let r = match steady {
-            Steady::Dispatched => Ok(()),
-            Steady::No => self.dispatch_heads(cfg, p, n),
-        };
-        let t = &self.tally;
-        // One event adds far less than 2^30 to any count.
-        if (t.reads
-            | t.visits
-            | t.mapped_visits
-            | t.inspected
-            | t.writes
-            | t.dispatches
-            | t.mapped_dispatches)
-            >= 1 << 30
-        {
-            let mut tally = self.tally;
-            tally.fold_into(&mut self.work);
-            self.tally = tally;
+        if self.kernel_heads == 0 && self.gemm_group_in_flight > 0 {
+            // Nothing `dispatch_heads` could start (its first two steps).
+            return Ok(());
         }
-        r
+        self.dispatch_heads(cfg, p, n)
     }
 
     /// The GEMM decision and its dispatch in the steady state, on directly mapped
@@ -1359,6 +1375,7 @@ impl CpState {
         if base != self.view_base {
             return Ok(Steady::No);
         }
+        let packets = words.as_chunks_mut::<PACKET_WORDS>().0;
         // Room in the log for every member's record: the bookkeeping below is undone
         // when the group does not go out, and a dropped record could not be.
         if u32::from(cd)
@@ -1376,9 +1393,8 @@ impl CpState {
         let Some(own) = self
             .queues
             .get(q0)
-            .and_then(|qs| words.get((qs.view_slot as usize).wrapping_add(W_KO)..))
-            .and_then(|w| w.first_chunk::<2>())
-            .map(|k| [u32::from_le(k[0]), u32::from_le(k[1])])
+            .and_then(|qs| packets.get(qs.view_slot as usize))
+            .map(|pk| [u32::from_le(pk[W_KO]), u32::from_le(pk[W_KO + 1])])
         else {
             return Ok(Steady::No);
         };
@@ -1416,9 +1432,7 @@ impl CpState {
             'visit: {
             let Some(
                 &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
-            ) = words
-                .get_mut(qs.view_slot as usize..)
-                .and_then(|s| s.first_chunk_mut::<PACKET_WORDS>())
+            ) = packets.get_mut(qs.view_slot as usize)
             else {
                 break 'visit false;
             };
@@ -1502,18 +1516,18 @@ impl CpState {
                 .iter()
                 .fold(0, |b, r| b | bit(usize::from(r.queue)));
             fifo.truncate(from);
-            self.undo_steady(booked, first, Some(words), own);
+            self.undo_steady(booked, first, Some(packets), own);
             return Ok(Steady::No);
         }
         if p.dispatch_pushed(from).is_err() {
             // Refused whole: taken back, and the decision goes the general way (which
             // meets the refusal again and handles it as at any dispatch).
             let view = p.mapped_fifo();
-            let words = view.map(|MappedFifo { words, fifo, .. }| {
+            let packets = view.map(|MappedFifo { words, fifo, .. }| {
                 fifo.truncate(from);
-                words
+                words.as_chunks_mut::<PACKET_WORDS>().0
             });
-            self.undo_steady(unrotated, first, words, own);
+            self.undo_steady(unrotated, first, packets, own);
             return Ok(Steady::No);
         }
         // Every key held: the expected heads are the heads. The other dirty queues of the
@@ -1558,7 +1572,13 @@ impl CpState {
     /// object back to `own` when the view is given. Rare: a member that fails the
     /// checks, or a dispatcher that refuses the group.
     #[inline(never)]
-    fn undo_steady(&mut self, booked: u32, head: u8, mut words: Option<&mut [u32]>, own: [u32; 2]) {
+    fn undo_steady(
+        &mut self,
+        booked: u32,
+        head: u8,
+        mut packets: Option<&mut [[u32; PACKET_WORDS]]>,
+        own: [u32; 2],
+    ) {
         let mut b = booked;
         while b != 0 {
             let q = b.trailing_zeros() as usize;
@@ -1567,12 +1587,12 @@ impl CpState {
                 qs.outstanding = qs.outstanding.wrapping_sub(1);
                 qs.set_next(qs.next_id.wrapping_sub(1));
                 qs.head = head;
-                let slot = qs.view_slot as usize;
-                if let Some(w) = words
+                if let Some(pk) = packets
                     .as_deref_mut()
-                    .and_then(|w| w.get_mut(slot.wrapping_add(W_KO)..slot.wrapping_add(W_KO + 2)))
+                    .and_then(|pk| pk.get_mut(qs.view_slot as usize))
                 {
-                    w.copy_from_slice(&[own[0].to_le(), own[1].to_le()]);
+                    pk[W_KO] = own[0].to_le();
+                    pk[W_KO + 1] = own[1].to_le();
                 }
             }
         }
@@ -1715,6 +1735,7 @@ impl CpState {
     /// Returns the queues (bit mask) that need the general path: anything else at the
     /// head, or words outside the view.
     fn fast_scan(&mut self, cfg: &CpConfig, base: DevAddr, words: &[u32], todo: u32) -> u32 {
+        let packets = words.as_chunks::<PACKET_WORDS>().0;
         let mut slow = 0u32;
         // GEMM heads classified here, queues waiting (unpublished slot or barrier bit),
         // queues with nothing published.
@@ -1773,9 +1794,8 @@ impl CpState {
             };
             // Inside the ring, which lies inside the view (checked when the indices
             // were computed).
-            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
-                .get(qs.view_slot as usize..)
-                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) =
+                packets.get(qs.view_slot as usize)
             else {
                 rare |= b;
                 continue;
@@ -1820,9 +1840,8 @@ impl CpState {
                 // Classified before (not by its key) and still at the head.
                 continue;
             }
-            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) = words
-                .get(qs.view_slot as usize..)
-                .and_then(|s| s.first_chunk::<PACKET_WORDS>())
+            let Some(&[header, _, _, _, _, _, _, _, _, _, _, _, e0, e1, _, _]) =
+                packets.get(qs.view_slot as usize)
             else {
                 slow |= b;
                 continue;
@@ -2296,7 +2315,9 @@ impl CpState {
     /// still running. The decision is [`decide_by_problem`]'s rule over the candidates
     /// in priority order (the rotation), computed on the head masks: one mask per GEMM
     /// problem, so a homogeneous set costs a few word operations, not a pass over
-    /// per-queue records.
+    /// per-queue records. Out of line: its group's requests are not on the stack while
+    /// the queues are classified.
+    #[inline(never)]
     fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,

@@ -239,11 +239,13 @@ pub(crate) struct QueueState {
     /// Word index of the write index in the platform's mapped view
     /// ([`crate::platform::DeviceMemory::mapped_words`]); `u32::MAX` until computed.
     pub view_write: u32,
-    /// Word index of ring slot 0 in the mapped view.
+    /// Packet index of ring slot 0 in the mapped view taken as 16-word packets
+    /// (`words.as_chunks::<16>()`: the ring starts on a 64-byte boundary of the view, as
+    /// AQL rings are aligned, or the queue is not mapped).
     pub view_ring: u32,
     /// Ring size in packets (the configuration's, copied with the view indices).
     pub size_packets: u32,
-    /// Word index in the mapped view of the slot of packet `next_id` (kept by
+    /// Packet index in the mapped view of the slot of packet `next_id` (kept by
     /// [`QueueState::set_next`]; meaningful once `view_write` is computed).
     pub view_slot: u32,
     /// The classified head: [`HEAD_NONE`], [`HEAD_KERNEL`] or the index of its GEMM
@@ -280,7 +282,7 @@ impl QueueState {
     pub fn set_next(&mut self, id: u64) {
         self.next_id = id;
         let slot = (id as u32) & self.size_packets.wrapping_sub(1);
-        self.view_slot = self.view_ring.wrapping_add(slot << 4);
+        self.view_slot = self.view_ring.wrapping_add(slot);
     }
 
     /// Its head packet `id` went to the dispatcher as a GEMM group member: the group's
