@@ -311,6 +311,13 @@ impl Shape {
     /// `cdi` (its own for none), or `None` when the record does not list `own`.
     #[inline(never)]
     fn decide(&self, own: u64, cdi: usize) -> Option<u64> {
+        self.decide_inline(own, cdi)
+    }
+
+    /// [`Shape::decide`] where it is taken once per handler (the steady lane): inline,
+    /// no call and no result through memory.
+    #[inline(always)]
+    fn decide_inline(&self, own: u64, cdi: usize) -> Option<u64> {
         self.lists(own)
             .then(|| self.ko_per_cd.get(cdi).copied().unwrap_or(own))
     }
@@ -340,6 +347,8 @@ struct SteadyDecision {
     decided: (u32, u8, u8),
     /// The dirty queues of the decision's range: their keys are to be checked.
     check: u32,
+    /// The chosen queues in queue order.
+    members: u32,
     /// The members' shape when they are all expected to be one.
     shape: Option<u8>,
 }
@@ -829,6 +838,8 @@ struct Tally {
     /// Event handlers run (by a configured CP; [`CpState::scan`] counts them and folds
     /// the tally every 2^12).
     handlers: u32,
+    /// GEMM decisions taken.
+    decisions: u32,
     /// 32-bit device-memory reads.
     reads: u32,
     /// Queue heads looked at on the general path.
@@ -858,6 +869,7 @@ impl Tally {
 
     fn fold_into(&mut self, work: &mut CpWork) {
         work.handlers = work.handlers.saturating_add(u64::from(self.handlers));
+        work.decisions = work.decisions.saturating_add(u64::from(self.decisions));
         work.mem_accesses = work.mem_accesses.saturating_add(u64::from(self.reads));
         work.bytes_read = work.bytes_read.saturating_add(4 * u64::from(self.reads));
         work.queue_visits = work
@@ -1230,7 +1242,7 @@ impl CpState {
     /// priority, `rr_start`) and moves the rotation on by one of the `n` queues.
     #[inline(always)]
     fn decision_taken(&mut self, start: usize, n: usize) {
-        self.work.decisions = self.work.decisions.saturating_add(1);
+        self.tally.decisions = self.tally.decisions.wrapping_add(1);
         let next = start + 1;
         self.rr_start = if next >= n { 0 } else { next as u8 };
     }
@@ -1279,7 +1291,7 @@ impl CpState {
             && self.gemm_group_in_flight == 0
             && self.kernel_heads == 0
         {
-            if let Steady::Dispatched = self.steady_group(p, todo, n)? {
+            if let Steady::Dispatched = self.steady_group(p, todo, n) {
                 return Ok(());
             }
         }
@@ -1349,14 +1361,15 @@ impl CpState {
         p: &mut P,
         todo: u32,
         n: usize,
-    ) -> Result<Steady, FirmwareError> {
+    ) -> Steady {
         let Some(SteadyDecision {
             decided: d,
             check,
+            members: unrotated,
             shape: uniform,
         }) = self.decide_steady(todo, n)
         else {
-            return Ok(Steady::No);
+            return Steady::No;
         };
         let (chosen, cd, pred) = d;
         let start = usize::from(self.rr_start);
@@ -1365,15 +1378,15 @@ impl CpState {
         // dirty, every queue of the range among them, and decides again).
         let (Some(first), Some([ring_lo, ring_hi, ring_len])) = (uniform, rings_window(self.rings))
         else {
-            return Ok(Steady::No);
+            return Steady::No;
         };
         let (Some(shape), Some(MappedFifo { base, words, fifo })) =
             (self.shapes.get(usize::from(first)), p.mapped_fifo())
         else {
-            return Ok(Steady::No);
+            return Steady::No;
         };
         if base != self.view_base {
-            return Ok(Steady::No);
+            return Steady::No;
         }
         let packets = words.as_chunks_mut::<PACKET_WORDS>().0;
         // Room in the log for every member's record: the bookkeeping below is undone
@@ -1381,9 +1394,8 @@ impl CpState {
         if u32::from(cd)
             > (LOG_CAPACITY as u32).wrapping_sub(self.log.tail.wrapping_sub(self.log.head))
         {
-            return Ok(Steady::No);
+            return Steady::No;
         }
-        let unrotated = unrotate_mask(chosen, start, n);
         let cdi = GemmExt::cd_index(cd);
         // The group's first member (the first candidate; recomputed rather than kept
         // from the decision: cheaper than holding it in a register across the set-up).
@@ -1396,10 +1408,10 @@ impl CpState {
             .and_then(|qs| packets.get(qs.view_slot as usize))
             .map(|pk| [u32::from_le(pk[W_KO]), u32::from_le(pk[W_KO + 1])])
         else {
-            return Ok(Steady::No);
+            return Steady::No;
         };
-        let Some(ko) = shape.decide(join(own), cdi) else {
-            return Ok(Steady::No);
+        let Some(ko) = shape.decide_inline(join(own), cdi) else {
+            return Steady::No;
         };
         let decided = [ko as u32, (ko >> 32) as u32];
         let swapped = decided != own;
@@ -1422,9 +1434,12 @@ impl CpState {
         let Some((wrapped, first_part)) = core::hint::black_box(self.queues.get_mut(..n))
             .and_then(|qs| qs.split_at_mut_checked(start))
         else {
-            return Ok(Steady::No);
+            return Steady::No;
         };
-        let log = &mut self.log;
+        // The log's records go in at `tail`, written back after the walks (the room was
+        // checked above).
+        let log = &mut self.log.buf;
+        let mut tail = self.log.tail;
         // Queue `at`'s part (`member` or only due); `false` when a check fails. (A macro:
         // both walks below inline it.)
         macro_rules! visit { ($qs:expr, $at:expr, $member:expr) => {{
@@ -1466,7 +1481,10 @@ impl CpState {
             *k0 = decided[0].to_le();
             *k1 = decided[1].to_le();
             qs.dispatched(id);
-            log.push_with_room(LogEntry::dispatch(id, ko, meta | at as u32));
+            if let Some(slot) = log.get_mut(tail as usize & (LOG_CAPACITY - 1)) {
+                *slot = LogEntry::dispatch(id, ko, meta | at as u32);
+            }
+            tail = tail.wrapping_add(1);
             true
             }
         }}}
@@ -1508,6 +1526,7 @@ impl CpState {
                 }
             }
         }
+        self.log.tail = tail;
         let pushed = fifo.len().wrapping_sub(from);
         if failed {
             let booked = fifo
@@ -1517,7 +1536,7 @@ impl CpState {
                 .fold(0, |b, r| b | bit(usize::from(r.queue)));
             fifo.truncate(from);
             self.undo_steady(booked, first, Some(packets), own);
-            return Ok(Steady::No);
+            return Steady::No;
         }
         if p.dispatch_pushed(from).is_err() {
             // Refused whole: taken back, and the decision goes the general way (which
@@ -1528,7 +1547,7 @@ impl CpState {
                 words.as_chunks_mut::<PACKET_WORDS>().0
             });
             self.undo_steady(unrotated, first, packets, own);
-            return Ok(Steady::No);
+            return Steady::No;
         }
         // Every key held: the expected heads are the heads. The other dirty queues of the
         // range are classified heads now, the members dispatched.
@@ -1543,14 +1562,20 @@ impl CpState {
         self.pending = todo & !check != 0;
         // As the fast path counts them: 3 words per key read (the clean members' too),
         // each dirty queue's a mapped visit and a packet inspected.
-        let members_clean = unrotated & !check;
-        self.tally.count_key_visits(check.count_ones());
-        // As `dispatch_requests` counts: per member 4 words read, per swap 2 written.
+        // (Every member is due or clean: the keys read are the due queues' and the clean
+        // members'.)
         let count = pushed as u32;
+        let due = check.count_ones();
+        // (Usually every member is due.)
+        let clean_members = if unrotated & !check == 0 {
+            0
+        } else {
+            (unrotated & !check).count_ones()
+        };
+        self.tally.count_key_visits(due);
+        // As `dispatch_requests` counts: per member 4 words read, per swap 2 written.
         let t = &mut self.tally;
-        t.reads = t
-            .reads
-            .wrapping_add(3 * members_clean.count_ones() + 4 * count);
+        t.reads = t.reads.wrapping_add(3 * clean_members + 4 * count);
         if swapped {
             t.writes = t.writes.wrapping_add(2 * count);
         }
@@ -1562,8 +1587,9 @@ impl CpState {
         }
         self.dispatching |= unrotated;
         self.in_group |= unrotated;
-        self.gemm_group_in_flight = self.gemm_group_in_flight.saturating_add(count as u8);
-        Ok(Steady::Dispatched)
+        // (No group was in flight: the scan's condition for the lane.)
+        self.gemm_group_in_flight = count as u8;
+        Steady::Dispatched
     }
 
     /// Undoes [`CpState::steady_group`]'s bookkeeping of the members `booked` (bit mask),
@@ -1678,6 +1704,7 @@ impl CpState {
         Some(SteadyDecision {
             decided,
             check,
+            members,
             shape: uniform.then_some(first),
         })
     }
