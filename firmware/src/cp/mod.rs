@@ -296,6 +296,8 @@ struct Shape {
     /// Index of the first shape of the same GEMM problem (the heterogeneous rule's
     /// "same size").
     problem_id: u8,
+    /// No other shape has this one's problem (its candidates are its problem's).
+    sole: bool,
     /// Kernel objects the record lists (`kos[..n_kos]`).
     kos: [u64; MAX_KERNEL_OBJECTS],
     n_kos: u8,
@@ -1631,39 +1633,59 @@ impl CpState {
     fn decide_steady(&self, todo: u32, n: usize) -> Option<SteadyDecision> {
         let start = usize::from(self.rr_start);
         let ns = self.shapes.len().min(MAX_SHAPES);
-        // The expected heads: every candidate, and the dirty queues with a key.
+        // A shape's expected heads: its classified heads that stay, and the dirty queues
+        // its key names.
+        let expected = |heads: u32, last: u32| (heads & !todo) | (last & todo);
+        // Every candidate, and the dirty queues with a key.
         let mut all = 0u32;
         let mut keyed = 0u32;
         for (&heads, &last) in self.shape_heads.iter().zip(&self.last_masks).take(ns) {
-            all |= (heads & !todo) | (last & todo);
+            all |= expected(heads, last);
             keyed |= last;
         }
-        let all_r = rotate(all, start, n);
-        let q = unrotate(all_r.trailing_zeros() as usize, start, n);
-        let first_b = bit(q);
-        // (A lone candidate runs its own kernel object: `decide_now`'s.)
-        let two = all_r & all_r.wrapping_sub(1) != 0;
-        let first = self.queues.get(q).filter(|_| two).map(|qs| {
-            if todo & first_b != 0 {
+        // The first candidate in priority order: the first at or after `start`, else the
+        // first from queue 0. (A lone candidate runs its own kernel object:
+        // `decide_now`'s.)
+        let after = all & !active_mask(start);
+        let q = if after != 0 { after } else { all }.trailing_zeros() as usize;
+        if all & all.wrapping_sub(1) == 0 {
+            return None;
+        }
+        let first = self.queues.get(q).map(|qs| {
+            if todo & bit(q) != 0 {
                 qs.last_shape
             } else {
                 qs.head
             }
         })?;
-        let shape = self.shapes.get(usize::from(first))?;
-        let (pid, pred) = (shape.problem_id, shape.predicted);
-        let mut group = 0u32;
-        for ((sh, &heads), &last) in self
-            .shapes
-            .iter()
-            .zip(&self.shape_heads)
-            .zip(&self.last_masks)
-            .take(ns)
-        {
-            if sh.problem_id == pid {
-                group |= (heads & !todo) | (last & todo);
+        let fi = usize::from(first);
+        let (shape, &heads, &last) = (
+            self.shapes.get(fi)?,
+            self.shape_heads.get(fi)?,
+            self.last_masks.get(fi)?,
+        );
+        let pred = shape.predicted;
+        let own = expected(heads, last);
+        // The candidates of the first's problem (its own, when no other shape shares it).
+        let group = if shape.sole {
+            own
+        } else {
+            let pid = shape.problem_id;
+            let mut group = 0u32;
+            for ((sh, &heads), &last) in self
+                .shapes
+                .iter()
+                .zip(&self.shape_heads)
+                .zip(&self.last_masks)
+                .take(ns)
+            {
+                if sh.problem_id == pid {
+                    group |= expected(heads, last);
+                }
             }
-        }
+            group
+        };
+        let all_r = rotate(all, start, n);
         let group_r = if group == all {
             all_r
         } else {
@@ -1695,12 +1717,8 @@ impl CpState {
         };
         let members = unrotate_mask(decided.0, start, n);
         // The group is one shape (`first`'s, expected): its members' keys name it, or
-        // their heads are classified as it.
-        let uniform = self
-            .shape_heads
-            .get(usize::from(first))
-            .zip(self.last_masks.get(usize::from(first)))
-            .is_some_and(|(&heads, &last)| members & !((heads & !todo) | (last & todo)) == 0);
+        // their heads are classified as it (so when the problem is the shape's alone).
+        let uniform = shape.sole || members & !own == 0;
         Some(SteadyDecision {
             decided,
             check,
@@ -2252,6 +2270,7 @@ impl CpState {
             ext_addr,
             packet_word: 0,
             problem_id: 0,
+            sole: true,
             kos,
             n_kos: ext.kernels.len() as u8,
             ko_per_cd: cand.ko_per_cd,
@@ -2303,8 +2322,10 @@ impl CpState {
                 .iter()
                 .position(|s| s.problem == problem)
                 .unwrap_or(i);
+            let others = self.shapes.iter().filter(|s| s.problem == problem).count() > 1;
             if let Some(s) = self.shapes.get_mut(i) {
                 s.problem_id = first as u8;
+                s.sole = !others;
             }
         }
         Ok(index)
