@@ -1421,14 +1421,6 @@ impl CpState {
         let meta = LogEntry::meta(kind, cd, pred);
         // Where this group's requests start in the dispatcher's FIFO.
         let from = fifo.len();
-        // The queues of the range in priority order: bit 0 of `m` is queue `q` being a
-        // member, of `c` its key being due (dirty). A member is checked, patched, booked,
-        // logged and its request pushed into the dispatcher's FIFO as it is read, another
-        // dirty queue's head is set as its key holds (one pass that knows where
-        // everything is); when a later check fails, the members' part is undone
-        // (`undo_steady`; the heads set stay dirty: the general path sets them again).
-        // Every member's key is checked, the clean ones' too (a clean head's key is its
-        // shape's: a mismatch only sends the decision the general way).
         // (Through `black_box`: where the table sits more than 2 KiB into the state, as
         // on the HiFive1 build, LLVM's loop strength reduction otherwise gives every field
         // the walks touch an induction variable of its own, a dozen adds per queue and
@@ -1444,85 +1436,88 @@ impl CpState {
         let mut tail = self.log.tail;
         // Queue `at`'s part (`member` or only due); `false` when a check fails. (A macro:
         // both walks below inline it.)
-        macro_rules! visit { ($qs:expr, $at:expr, $member:expr) => {{
-            let (qs, at, member): (&mut QueueState, usize, bool) = ($qs, $at, $member);
-            'visit: {
-            let Some(
-                &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
-            ) = packets.get_mut(qs.view_slot as usize)
-            else {
-                break 'visit false;
-            };
-            if u32::from_le(header) != qs.key_word
-                || u32::from_le(e0) != qs.key_ext[0]
-                || u32::from_le(e1) != qs.key_ext[1]
-            {
-                break 'visit false;
-            }
-            if !member {
-                qs.head = qs.last_shape;
-                break 'visit true;
-            }
-            if [u32::from_le(*k0), u32::from_le(*k1)] != own
-                // The completion signal must not overlap the rings (`rings_window`).
-                || (u32::from_le(s1) == ring_hi && u32::from_le(s0).wrapping_sub(ring_lo) < ring_len)
-            {
-                break 'visit false;
-            }
-            let id = qs.next_id;
-            if fifo
-                .push(DispatchRequest {
-                    queue: at as u8,
-                    dispatch_id: id,
-                    kernel_object: ko,
-                })
-                .is_err()
-            {
-                break 'visit false;
-            }
-            *k0 = decided[0].to_le();
-            *k1 = decided[1].to_le();
-            qs.dispatched(id);
-            if let Some(slot) = log.get_mut(tail as usize & (LOG_CAPACITY - 1)) {
-                *slot = LogEntry::dispatch(id, ko, meta | at as u32);
-            }
-            tail = tail.wrapping_add(1);
-            true
-            }
-        }}}
+        macro_rules! visit {
+            ($qs:expr, $at:expr, $member:expr) => {{
+                let (qs, at, member): (&mut QueueState, usize, bool) = ($qs, $at, $member);
+                'visit: {
+                    let Some(
+                        &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
+                    ) = packets.get_mut(qs.view_slot as usize)
+                    else {
+                        break 'visit false;
+                    };
+                    if u32::from_le(header) != qs.key_word
+                        || u32::from_le(e0) != qs.key_ext[0]
+                        || u32::from_le(e1) != qs.key_ext[1]
+                    {
+                        break 'visit false;
+                    }
+                    if !member {
+                        qs.head = qs.last_shape;
+                        break 'visit true;
+                    }
+                    if [u32::from_le(*k0), u32::from_le(*k1)] != own
+                        // The completion signal must not overlap the rings (`rings_window`).
+                        || (u32::from_le(s1) == ring_hi && u32::from_le(s0).wrapping_sub(ring_lo) < ring_len)
+                    {
+                        break 'visit false;
+                    }
+                    let id = qs.next_id;
+                    if fifo
+                        .push(DispatchRequest {
+                            queue: at as u8,
+                            dispatch_id: id,
+                            kernel_object: ko,
+                        })
+                        .is_err()
+                    {
+                        break 'visit false;
+                    }
+                    *k0 = decided[0].to_le();
+                    *k1 = decided[1].to_le();
+                    qs.dispatched(id);
+                    if let Some(slot) = log.get_mut(tail as usize & (LOG_CAPACITY - 1)) {
+                        *slot = LogEntry::dispatch(id, ko, meta | at as u32);
+                    }
+                    tail = tail.wrapping_add(1);
+                    true
+                }
+            }};
+        }
         // The queues of the range in priority order, from `start` to the last queue and
-        // then from queue 0 (two plain walks: no wrap-around per step): bit 0 of `m` is
-        // the queue being a member, of `c` its key being due (dirty). A member is
-        // checked, patched, booked, logged and its request pushed into the dispatcher's
-        // FIFO as it is read, another dirty queue's head is set as its key holds (one
-        // pass that knows where everything is); when a later check fails, the members'
-        // part is undone (`undo_steady`; the heads set stay dirty: the general path sets
-        // them again). Every member's key is checked, the clean ones' too (a clean head's
-        // key is its shape's: a mismatch only sends the decision the general way).
+        // then from queue 0 (two plain walks: no wrap-around per step): bit 0 of `v` is
+        // the queue being visited (a member, or its key due: dirty), of `m` its being a
+        // member. A member is checked, patched, booked, logged and its request pushed
+        // into the dispatcher's FIFO as it is read, another dirty queue's head is set as
+        // its key holds (one pass that knows where everything is); when a later check
+        // fails, the members' part is undone (`undo_steady`; the heads set stay dirty:
+        // the general path sets them again). Every member's key is checked, the clean
+        // ones' too (a clean head's key is its shape's: a mismatch only sends the
+        // decision the general way).
         let mut m = chosen;
-        let mut c = rotate(check, start, n);
+        let mut v = m | rotate(check, start, n);
         let mut failed = false;
         'walk: {
             for (i, qs) in first_part.iter_mut().enumerate() {
-                if m | c == 0 {
+                if v == 0 {
                     break 'walk;
                 }
-                let (member, due) = (m & 1 != 0, c & 1 != 0);
+                let (visited, member) = (v & 1 != 0, m & 1 != 0);
+                v >>= 1;
                 m >>= 1;
-                c >>= 1;
-                if (member || due) && !visit!(qs, start + i, member) {
+                if visited && !visit!(qs, start + i, member) {
                     failed = true;
                     break 'walk;
                 }
             }
             for (at, qs) in wrapped.iter_mut().enumerate() {
-                if m | c == 0 {
+                if v == 0 {
                     break 'walk;
                 }
-                let (member, due) = (m & 1 != 0, c & 1 != 0);
+                let (visited, member) = (v & 1 != 0, m & 1 != 0);
+                v >>= 1;
                 m >>= 1;
-                c >>= 1;
-                if (member || due) && !visit!(qs, at, member) {
+                if visited && !visit!(qs, at, member) {
                     failed = true;
                     break 'walk;
                 }
