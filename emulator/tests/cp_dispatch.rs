@@ -247,15 +247,15 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 434 * work.handlers
-            + 348 * work.decisions
-            + 39 * work.mapped_visits
-            + 424 * general
-            + 86 * work.mapped_dispatches
-            + 189 * (work.dispatches - work.mapped_dispatches)
-            + 11_654 * work.predictions
+            + 523 * work.handlers
+            + 142 * work.decisions
+            + 30 * work.mapped_visits
+            + 404 * general
+            + 63 * work.mapped_dispatches
+            + 179 * (work.dispatches - work.mapped_dispatches)
+            + 11_515 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 189 * work.completions
+            + 179 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);
