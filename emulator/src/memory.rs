@@ -216,7 +216,7 @@ impl DeviceMemory {
             DType::F16 | DType::Bf16 => 2,
             DType::F32 | DType::I32 => 4,
         };
-        if data.len() % lane != 0 {
+        if !data.len().is_multiple_of(lane) {
             return Err(MemoryError::Misaligned);
         }
         let mut old = vec![0u8; data.len()];

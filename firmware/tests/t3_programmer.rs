@@ -189,7 +189,9 @@ fn check_complete(job: &T3Job, p: &Mock) {
     assert_eq!(p.entries.len(), expect);
     let tiles: HashSet<_> = p.entries.iter().map(|e| (e.wg_id, e.wf_id)).collect();
     assert_eq!(tiles.len(), expect, "an entry programmed twice");
-    if job.tile_m % u16::from(job.wfs_per_wg) == 0 && job.m % u32::from(job.tile_m) == 0 {
+    if job.tile_m.is_multiple_of(u16::from(job.wfs_per_wg))
+        && job.m.is_multiple_of(u32::from(job.tile_m))
+    {
         assert_eq!(p.dmas.len(), dmas);
     }
     for (_, d) in &p.dmas {

@@ -137,7 +137,7 @@ impl QueueDump {
     /// [`DumpError`] naming the offset.
     pub fn parse(data: &[u8]) -> Result<Self, DumpError> {
         let len = data.len() as u64;
-        if data.len() % AQL_PACKET_BYTES != 0 {
+        if !data.len().is_multiple_of(AQL_PACKET_BYTES) {
             return Err(DumpError::Length {
                 len,
                 offset: len - len % AQL_PACKET_BYTES as u64,

@@ -362,7 +362,7 @@ impl HbmPreset {
             return Err(rule("name", "must not be empty".into()));
         }
         let sa = self.subarrays.per_bank;
-        if sa == 0 || sa > 64 || o.rows % sa != 0 {
+        if sa == 0 || sa > 64 || !o.rows.is_multiple_of(sa) {
             return Err(rule(
                 "subarrays.per_bank",
                 format!(
@@ -407,7 +407,7 @@ impl HbmPreset {
                 ),
             ));
         }
-        if o.bus_width_bits == 0 || o.bus_width_bits % 8 != 0 {
+        if o.bus_width_bits == 0 || !o.bus_width_bits.is_multiple_of(8) {
             return Err(rule(
                 "organisation.bus_width_bits",
                 format!("is {}; must be a positive multiple of 8", o.bus_width_bits),

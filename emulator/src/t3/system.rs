@@ -672,7 +672,7 @@ impl T3System {
             ));
         }
         let l = &cfg.layout;
-        let aligned = |bytes: u64| bytes % REQ_BYTES == 0;
+        let aligned = |bytes: u64| bytes.is_multiple_of(REQ_BYTES);
         if cfg.shortcut
             && !(aligned(u64::from(l.n) * u64::from(l.elem))
                 && (0..l.gpus)

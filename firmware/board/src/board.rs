@@ -138,9 +138,10 @@ pub mod map {
             <= QUEUE_WORDS
     );
     const _: () = assert!(SIGNAL + 8 <= QUEUE_WORDS_STRIDE && WRITE_INDEX + 8 <= SIGNAL);
-    const _: () = assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE && GEMM_EXT_STRIDE % 8 == 0);
+    const _: () =
+        assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE && GEMM_EXT_STRIDE.is_multiple_of(8));
     const _: () = assert!(LAMB_WINDOW_BYTES <= BACKED_WINDOW_BYTES);
-    const _: () = assert!(RINGS % 64 == 0 && GEMM_EXTS % 8 == 0);
+    const _: () = assert!(RINGS.is_multiple_of(64) && GEMM_EXTS.is_multiple_of(8));
     // Virt's layout is the one its expected output was recorded with.
     const _: () = assert!(SMALL || (GEMM_EXTS == 0x900 && RINGS == 0xB00));
 }

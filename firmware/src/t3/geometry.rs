@@ -252,7 +252,7 @@ impl T3Geometry {
             return Err(T3JobError::SplitK(j.split_k));
         }
         let b = j.wf_tiles_per_dma_block;
-        if b == 0 || j.wfs_per_wg % b != 0 {
+        if b == 0 || !j.wfs_per_wg.is_multiple_of(b) {
             return Err(T3JobError::DmaBlock(b));
         }
         let tiles_m = ceil_div(j.m, u32::from(j.tile_m));

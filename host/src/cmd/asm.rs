@@ -245,7 +245,7 @@ pub fn disassemble(bytes: &[u8], out: &mut String) -> Result<(), String> {
             })?;
         match kind {
             KIND_WORDS => {
-                if len % INSTR_BYTES != 0 {
+                if !len.is_multiple_of(INSTR_BYTES) {
                     return Err(format!(
                         "offset {}: record {rec}: {len} bytes is not a whole number of instruction words",
                         at + 4

@@ -427,7 +427,7 @@ pub fn run(args: MemArgs) -> CmdResult {
                 .every(),
         );
         let hook = |sys: &MemorySystem, accepted: u64| {
-            if accepted % every != 0 {
+            if !accepted.is_multiple_of(every) {
                 return true;
             }
             let saved = sys
