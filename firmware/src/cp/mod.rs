@@ -1497,31 +1497,27 @@ impl CpState {
         let mut m = chosen;
         let mut v = m | rotate(check, start, n);
         let mut failed = false;
+        // One walk over a part of the table whose first queue is `$first` (`$done`: the
+        // label to leave both walks by).
+        macro_rules! walk {
+            ($done:lifetime, $part:expr, $first:expr) => {
+                for (i, qs) in $part.iter_mut().enumerate() {
+                    if v == 0 {
+                        break $done;
+                    }
+                    let (visited, member) = (v & 1 != 0, m & 1 != 0);
+                    v >>= 1;
+                    m >>= 1;
+                    if visited && !visit!(qs, $first + i, member) {
+                        failed = true;
+                        break $done;
+                    }
+                }
+            };
+        }
         'walk: {
-            for (i, qs) in first_part.iter_mut().enumerate() {
-                if v == 0 {
-                    break 'walk;
-                }
-                let (visited, member) = (v & 1 != 0, m & 1 != 0);
-                v >>= 1;
-                m >>= 1;
-                if visited && !visit!(qs, start + i, member) {
-                    failed = true;
-                    break 'walk;
-                }
-            }
-            for (at, qs) in wrapped.iter_mut().enumerate() {
-                if v == 0 {
-                    break 'walk;
-                }
-                let (visited, member) = (v & 1 != 0, m & 1 != 0);
-                v >>= 1;
-                m >>= 1;
-                if visited && !visit!(qs, at, member) {
-                    failed = true;
-                    break 'walk;
-                }
-            }
+            walk!('walk, first_part, start);
+            walk!('walk, wrapped, 0);
         }
         self.log.tail = tail;
         let pushed = fifo.len().wrapping_sub(from);
