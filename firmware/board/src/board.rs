@@ -280,6 +280,11 @@ pub struct Board<'a> {
     ring_packets: u32,
     /// Dispatch requests not yet folded into `stats` ([`Board::settle`]).
     dispatched: heapless::Vec<DispatchRequest, MAX_LATCHED_DISPATCHES>,
+    /// Pushed groups ([`KernelDispatcher::dispatch_pushed`]) still to refuse with `Busy`
+    /// ([`Board::refuse_pushed`]; host tests only: the board binary's dispatcher never
+    /// refuses a valid group, and pays nothing for the hook).
+    #[cfg(test)]
+    refuse_pushed: u32,
     /// What the firmware asked for.
     pub stats: BoardStats,
 }
@@ -319,6 +324,8 @@ impl<'a> Board<'a> {
             backed_from: 0,
             ring_packets: 1,
             dispatched: heapless::Vec::new(),
+            #[cfg(test)]
+            refuse_pushed: 0,
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
                 nmc_hash: FNV_OFFSET,
@@ -337,6 +344,14 @@ impl<'a> Board<'a> {
             self.stats.dispatches = self.stats.dispatches.saturating_add(1);
         }
         self.dispatched.clear();
+    }
+
+    /// Makes the dispatcher refuse (`Busy`) the next `groups` groups the CP pushes into
+    /// its FIFO ([`KernelDispatcher::dispatch_pushed`]): fault injection for the CP's
+    /// undo of a refused group (host tests).
+    #[cfg(test)]
+    pub(crate) fn refuse_pushed(&mut self, groups: u32) {
+        self.refuse_pushed = groups;
     }
 
     /// Rings the doorbells of the queues in `mask` (one bit per queue): the CP sees them
@@ -851,6 +866,11 @@ impl KernelDispatcher for Board<'_> {
     /// Accepts the pushed group when every request names one of the board's queues.
     #[inline]
     fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
+        #[cfg(test)]
+        if self.refuse_pushed > 0 {
+            self.refuse_pushed -= 1;
+            return Err(DispatchError::Busy);
+        }
         match self.dispatched.get(from..) {
             Some(group) if group.iter().all(|r| usize::from(r.queue) < BOARD_QUEUES) => Ok(()),
             Some(_) => Err(DispatchError::NoSuchQueue),

@@ -1432,13 +1432,16 @@ mod tests {
     /// dispatched kernel placed and completed, every pending follow-up sent, and then
     /// every doorbell rung once more. On the mapped view or the general path. The
     /// dispatcher's latch holds `busy` other requests at the first doorbell, so it
-    /// refuses (`Busy`) what does not fit until the next event.
+    /// refuses (`Busy`) what does not fit until the next event; and it refuses the first
+    /// `refusals` groups pushed into its FIFO whole (only the mapped view's steady lane
+    /// pushes; the general path never sees these refusals).
     pub(crate) fn records_of(
         mapped: bool,
         twists: &[Twist],
         rotation: u8,
         rung: u32,
         busy: usize,
+        refusals: u32,
     ) -> std::vec::Vec<(u8, u64, String)> {
         use nmcp_firmware::platform::{DeviceMemory, KernelDispatcher};
         use nmcp_isa::aql::{self, AQL_PACKET_BYTES};
@@ -1492,6 +1495,7 @@ mod tests {
         }
         fw.cp.set_rotation(rotation);
         board.ring(rung);
+        board.refuse_pushed(refusals);
         for _ in 0..busy {
             let other = nmcp_firmware::platform::DispatchRequest {
                 queue: 0,
@@ -1553,8 +1557,9 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
         /// The mapped view's fast paths (the steady-state decision on cached keys and its
         /// one-pass gather among them) against the general path (reads through the
-        /// trait): on random twists of the queues' packets, rotations, doorbell sets and
-        /// a dispatcher that refuses part of a group, the same records for every queue,
+        /// trait): on random twists of the queues' packets, rotations, doorbell sets, a
+        /// dispatcher that refuses part of a group and one that refuses pushed groups
+        /// whole, the same records for every queue,
         /// in the same order per queue, with the same CDs, predictions and kernel objects,
         /// and the same requests taken by the dispatcher, in the same order.
         #[test]
@@ -1574,6 +1579,8 @@ mod tests {
                 proptest::strategy::Just(0usize),
                 20usize..32,
             ],
+            // Groups the FIFO refuses whole (the lane's undo after a refusal).
+            refusals in 0u32..3,
         ) {
             let mut twists = [Twist::None; 32];
             for &(q, t) in &twisted {
@@ -1584,8 +1591,8 @@ mod tests {
                 r.sort_by_key(|x| x.0);
                 r
             };
-            let fast = records_of(true, &twists, rotation, rung, busy);
-            let general = records_of(false, &twists, rotation, rung, busy);
+            let fast = records_of(true, &twists, rotation, rung, busy, refusals);
+            let general = records_of(false, &twists, rotation, rung, busy, refusals);
             // Every published packet has an outcome.
             let published = twists.iter().filter(|t| !matches!(t, Twist::Unpublished)).count();
             proptest::prop_assert!(fast.len() >= published, "{fast:?}");
