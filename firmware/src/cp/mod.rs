@@ -242,12 +242,19 @@ impl LogRing {
         e
     }
 
+    /// Writes `e` at position `tail` of the ring `buf` (the caller knows there is room
+    /// and moves the tail; the steady lane keeps it in a register across a group).
+    #[inline(always)]
+    fn put(buf: &mut [LogEntry; LOG_CAPACITY], tail: u32, e: LogEntry) {
+        if let Some(slot) = buf.get_mut(tail as usize & (LOG_CAPACITY - 1)) {
+            *slot = e;
+        }
+    }
+
     /// Appends `e` when the caller knows the ring has room (it drops nothing).
     #[inline(always)]
     fn push_with_room(&mut self, e: LogEntry) {
-        if let Some(slot) = self.buf.get_mut(self.tail as usize & (LOG_CAPACITY - 1)) {
-            *slot = e;
-        }
+        Self::put(&mut self.buf, self.tail, e);
         self.tail = self.tail.wrapping_add(1);
     }
 
@@ -1311,6 +1318,8 @@ impl CpState {
         n: usize,
     ) -> Result<(), FirmwareError> {
         let mut budget = MAX_PACKETS_PER_EVENT;
+        // (The dirty queues again, rather than the scan's mask kept live across the
+        // steady lane: that costs the steady decision more than this costs here.)
         let todo = self.dirty & !self.dispatching & active_mask(n);
         self.classify_queues(cfg, p, todo, n, &mut budget)?;
         if self.completions_this_scan > 0 && self.waiting != 0 {
@@ -1348,15 +1357,17 @@ impl CpState {
     /// [`decide_first_size`] takes those `p` whatever the later queues hold.
     ///
     /// The members (one shape, one kernel object, checked as at any dispatch) are
-    /// patched, booked and logged as they are read, then go to the dispatcher in one
-    /// call; what it does not take is unbooked (`undo_members`) and goes the general
-    /// way ([`CpState::dispatch_requests`]). [`Steady::No`] when anything else holds
-    /// (a key, the general rule [`decide_masks`], members of several shapes or kernel
-    /// objects, a member failing its checks, no room in the log): whatever was done to
-    /// the members is undone, the queues settled so far stay settled, and the general
-    /// path classifies every queue still dirty and decides. The caller checks that no
-    /// group is in flight, no non-GEMM head waits, and every queue of `todo` is in the
-    /// view. Out of line: the common scan does not carry its state.
+    /// patched, booked, logged and their requests written into the dispatcher's FIFO
+    /// ([`KernelDispatcher::mapped_fifo`]) as they are read; the dispatcher then takes
+    /// the group whole ([`KernelDispatcher::dispatch_pushed`]) or refuses it.
+    /// [`Steady::No`] when anything else holds (no FIFO, a key, the general rule
+    /// [`decide_masks`], members of several shapes or kernel objects, a member failing
+    /// its checks, no room in the log or the FIFO, a refused group): whatever was done
+    /// to the members is undone ([`CpState::undo_steady`]), the queues settled so far
+    /// stay settled, and the general path classifies every queue still dirty and
+    /// decides. The caller checks that no group is in flight, no non-GEMM head waits,
+    /// and every queue of `todo` is in the view. Out of line: the common scan does not
+    /// carry its state.
     #[inline(never)]
     fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
@@ -1476,9 +1487,7 @@ impl CpState {
                     *k0 = decided[0].to_le();
                     *k1 = decided[1].to_le();
                     qs.dispatched(id);
-                    if let Some(slot) = log.get_mut(tail as usize & (LOG_CAPACITY - 1)) {
-                        *slot = LogEntry::dispatch(id, ko, meta | at as u32);
-                    }
+                    LogRing::put(log, tail, LogEntry::dispatch(id, ko, meta | at as u32));
                     tail = tail.wrapping_add(1);
                     true
                 }
