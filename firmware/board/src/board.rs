@@ -199,6 +199,11 @@ enum NmcPending {
 pub struct BoardStats {
     /// Kernels dispatched.
     pub dispatches: u32,
+    /// Requests the CP wrote into the dispatcher's FIFO ([`KernelDispatcher::mapped_fifo`])
+    /// naming a queue the board does not have: found when the dispatcher takes the
+    /// entries ([`Board::settle`]), as a hardware FIFO would, neither hashed nor counted
+    /// as dispatches. Any is a firmware fault the report refuses.
+    pub stray_requests: u32,
     /// Packets completed without a dispatch.
     pub completions: u32,
     /// Macro-commands accepted.
@@ -263,6 +268,10 @@ pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 8 } else { 32 };
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
     mem: &'a mut [u8],
+    /// `mem` starts on a 4-byte boundary (always on the board; a host test's buffer may
+    /// not), so it can be offered as words ([`Board::words_mut`]). Found once: a
+    /// hardware CP knows its memory map, and the board should not make it pay per call.
+    word_aligned: bool,
     clock: fn() -> Cycle,
     clock_hz: u64,
     nmc: Deque<NmcPending, NMC_QUEUE_DEPTH>,
@@ -314,6 +323,7 @@ impl<'a> Board<'a> {
     /// `clock`.
     pub fn new(mem: &'a mut [u8], clock: fn() -> Cycle) -> Self {
         Self {
+            word_aligned: mem.as_ptr().align_offset(4) == 0,
             mem,
             clock,
             clock_hz: DEFAULT_CLOCK_HZ,
@@ -338,6 +348,10 @@ impl<'a> Board<'a> {
     /// (`dispatches`, `dispatch_hash`: FNV-1a over queue, dispatch id and kernel object).
     pub fn settle(&mut self) {
         for req in self.dispatched.iter() {
+            if usize::from(req.queue) >= BOARD_QUEUES {
+                self.stats.stray_requests = self.stats.stray_requests.saturating_add(1);
+                continue;
+            }
             let mut h = fnv(self.stats.dispatch_hash, &[req.queue]);
             h = fnv(h, &req.dispatch_id.to_le_bytes());
             self.stats.dispatch_hash = fnv(h, &req.kernel_object.to_le_bytes());
@@ -358,6 +372,22 @@ impl<'a> Board<'a> {
     /// through `KernelDispatcher::take_doorbells` with the next `Doorbell` event.
     pub fn ring(&mut self, mask: u32) {
         self.doorbells |= mask;
+    }
+
+    /// The window as words, while it is offered as mapped memory.
+    #[inline]
+    fn words_mut(&mut self) -> Option<&mut [u32]> {
+        (self.mapped && self.word_aligned).then(|| {
+            // SAFETY: `mem` starts on a 4-byte boundary (`word_aligned`), the words
+            // cover only its bytes, every bit pattern is a valid u32, and the borrow of
+            // `self` keeps `mem` borrowed for the slice's lifetime.
+            unsafe {
+                core::slice::from_raw_parts_mut(
+                    self.mem.as_mut_ptr().cast::<u32>(),
+                    self.mem.len() / 4,
+                )
+            }
+        })
     }
 
     /// Latches an accepted dispatch request: what a dispatcher's doorbell register would
@@ -808,19 +838,23 @@ impl DeviceMemory for Board<'_> {
     /// buffer may not be, and then the CP reads word by word).
     #[inline]
     fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
-        // SAFETY: every bit pattern is a valid u32; `align_to` keeps the lifetimes.
-        let (pre, words, _) = unsafe { self.mem.align_to::<u32>() };
         // The view is the backed part (on the HiFive1 build, from the queue words on).
         let base = DEVICE_BASE + self.backed_from();
-        (self.mapped && pre.is_empty()).then_some((base, words))
+        (self.mapped && self.word_aligned).then(|| {
+            // SAFETY: `mem` starts on a 4-byte boundary (`word_aligned`), the words
+            // cover only its bytes, every bit pattern is a valid u32, and the borrow of
+            // `self` keeps `mem` borrowed for the slice's lifetime.
+            let words = unsafe {
+                core::slice::from_raw_parts(self.mem.as_ptr().cast::<u32>(), self.mem.len() / 4)
+            };
+            (base, words)
+        })
     }
 
     #[inline]
     fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
         let base = DEVICE_BASE + self.backed_from();
-        // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
-        let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
-        (self.mapped && pre.is_empty()).then_some((base, words))
+        self.words_mut().map(|w| (base, w))
     }
 }
 
@@ -854,16 +888,26 @@ impl KernelDispatcher for Board<'_> {
     #[inline]
     fn mapped_fifo(&mut self) -> Option<MappedFifo<'_>> {
         let base = DEVICE_BASE + self.backed_from();
-        // SAFETY: every bit pattern is a valid u32; `align_to_mut` keeps the lifetimes.
-        let (pre, words, _) = unsafe { self.mem.align_to_mut::<u32>() };
-        (self.mapped && pre.is_empty()).then_some(MappedFifo {
+        if !(self.mapped && self.word_aligned) {
+            return None;
+        }
+        // SAFETY: as in `words_mut` (`mem` starts on a 4-byte boundary, the words cover
+        // only its bytes, and the borrow of `self` keeps `mem` borrowed); the FIFO is
+        // another field.
+        let words = unsafe {
+            core::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u32>(), self.mem.len() / 4)
+        };
+        Some(MappedFifo {
             base,
             words,
             fifo: &mut self.dispatched,
         })
     }
 
-    /// Accepts the pushed group when every request names one of the board's queues.
+    /// Accepts the pushed group: the entries are in the FIFO already, and the dispatcher
+    /// checks each one's queue when it takes it ([`Board::settle`], which counts a stray
+    /// one in [`BoardStats::stray_requests`]), as a hardware dispatcher reads its FIFO,
+    /// not while the CP waits.
     #[inline]
     fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
         #[cfg(test)]
@@ -871,11 +915,10 @@ impl KernelDispatcher for Board<'_> {
             self.refuse_pushed -= 1;
             return Err(DispatchError::Busy);
         }
-        match self.dispatched.get(from..) {
-            Some(group) if group.iter().all(|r| usize::from(r.queue) < BOARD_QUEUES) => Ok(()),
-            Some(_) => Err(DispatchError::NoSuchQueue),
-            None => Err(DispatchError::Unsupported),
+        if from > self.dispatched.len() {
+            return Err(DispatchError::Unsupported);
         }
+        Ok(())
     }
 
     /// Stores `value` into the queue's completion-signal word and advances its read

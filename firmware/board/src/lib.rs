@@ -27,7 +27,8 @@ use nmcp_firmware::{Event, Firmware, FirmwareError};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
 pub use board::{
-    Board, LayoutError, BACKED_WINDOW_BYTES, DEVICE_BASE, LAMB_WINDOW_BYTES, WINDOW_BYTES,
+    Board, BoardStats, LayoutError, BACKED_WINDOW_BYTES, BOARD_QUEUES, DEVICE_BASE,
+    LAMB_WINDOW_BYTES, WINDOW_BYTES,
 };
 use scenario::LambScenario;
 
@@ -111,6 +112,9 @@ pub enum RunError {
     LambStuck,
     /// Writing a report line failed.
     Output,
+    /// The CP wrote this many dispatch requests naming a queue the board does not have
+    /// into the dispatcher's FIFO ([`BoardStats::stray_requests`]).
+    StrayRequests(u32),
 }
 
 impl fmt::Display for RunError {
@@ -121,6 +125,10 @@ impl fmt::Display for RunError {
             Self::Firmware(e) => write!(f, "firmware: {e}"),
             Self::LambStuck => write!(f, "LAMB step not done after {MAX_LAMB_EVENTS} events"),
             Self::Output => f.write_str("report output failed"),
+            Self::StrayRequests(n) => write!(
+                f,
+                "the CP pushed {n} dispatch request(s) naming no board queue (1..={BOARD_QUEUES})"
+            ),
         }
     }
 }
@@ -647,6 +655,9 @@ fn report_cp_decision(
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     board.settle();
+    if board.stats.stray_requests > 0 {
+        return Err(RunError::StrayRequests(board.stats.stray_requests));
+    }
     let work = fw.cp.work().since(before);
     let (mut dispatched, mut swapped, mut cd, mut predicted) = (0u32, 0u32, 0u8, 0u8);
     while let Some(r) = fw.cp.pop_record() {

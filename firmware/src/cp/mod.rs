@@ -305,6 +305,11 @@ struct Shape {
     problem_id: u8,
     /// No other shape has this one's problem (its candidates are its problem's).
     sole: bool,
+    /// A kernel object the record lists: the first packet validated with it carried
+    /// this one (before that packet, the record's first). A producer keeps putting the
+    /// same one in its packets, so the steady lane's check that a packet's kernel
+    /// object is listed is one comparison.
+    seen_ko: u64,
     /// Kernel objects the record lists (`kos[..n_kos]`).
     kos: [u64; MAX_KERNEL_OBJECTS],
     n_kos: u8,
@@ -327,7 +332,7 @@ impl Shape {
     /// no call and no result through memory.
     #[inline(always)]
     fn decide_inline(&self, own: u64, cdi: usize) -> Option<u64> {
-        self.lists(own)
+        (own == self.seen_ko || self.lists(own))
             .then(|| self.ko_per_cd.get(cdi).copied().unwrap_or(own))
     }
 
@@ -356,10 +361,14 @@ struct SteadyDecision {
     decided: (u32, u8, u8),
     /// The dirty queues of the decision's range: their keys are to be checked.
     check: u32,
+    /// How many (`check`'s bits).
+    due: u32,
     /// The chosen queues in queue order.
     members: u32,
     /// The members' shape when they are all expected to be one.
     shape: Option<u8>,
+    /// The first candidate in priority order: the group's first member.
+    first: usize,
 }
 
 /// What a head packet needs.
@@ -506,7 +515,7 @@ impl CpState {
             configured,
         } = self;
         *rings = rings_span;
-        queues.0.fill(QueueState::INIT);
+        queues.0 = QueueStates::ALL;
         *dirty = 0;
         *waiting = 0;
         *dispatching = 0;
@@ -542,7 +551,16 @@ struct QueueStates([QueueState; MAX_QUEUES]);
 impl QueueStates {
     /// The whole array as one constant, so `default` copies it from flash instead of
     /// building it in a stack temporary (2.3 KiB of start-up stack on a 16 KiB board).
-    const ALL: [QueueState; MAX_QUEUES] = [QueueState::INIT; MAX_QUEUES];
+    /// (Each with its [`QueueState::index`].)
+    const ALL: [QueueState; MAX_QUEUES] = {
+        let mut all = [QueueState::INIT; MAX_QUEUES];
+        let mut i = 0;
+        while i < MAX_QUEUES {
+            all[i].index = i as u8;
+            i += 1;
+        }
+        all
+    };
 }
 
 impl Default for QueueStates {
@@ -687,7 +705,7 @@ impl CommandProcessor {
     /// they were ([`CommandProcessor::configure`] forgets them).
     pub fn restart_queues(&mut self) {
         let s = &mut self.state;
-        s.queues.0.fill(QueueState::INIT);
+        s.queues.0 = QueueStates::ALL;
         s.mapped = 0;
         s.dirty = 0;
         s.waiting = 0;
@@ -1275,6 +1293,7 @@ impl CpState {
         }
     }
 
+    #[inline(always)]
     fn scan<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
@@ -1282,14 +1301,8 @@ impl CpState {
     ) -> Result<(), FirmwareError> {
         self.pending = false;
         self.completions_this_scan = 0;
-        // A handler adds far less than 2^18 to any tally count (a few thousand words at
-        // most), so folding every 2^12 handlers keeps every count below 2^30.
-        self.tally.handlers = self.tally.handlers.wrapping_add(1);
-        if self.tally.handlers >= 1 << 12 {
-            let mut tally = self.tally;
-            tally.fold_into(&mut self.work);
-            self.tally = tally;
-        }
+        // (The handler is counted by the path it takes, `count_handler`: no call here
+        // but the last, so the entry saves no registers.)
         let n = cfg.queues.len().min(MAX_QUEUES);
         let todo = self.dirty & !self.dispatching & active_mask(n);
         // The steady state, on mapped memory: the decision from the queues' cached keys,
@@ -1300,23 +1313,66 @@ impl CpState {
             && self.gemm_group_in_flight == 0
             && self.kernel_heads == 0
         {
-            if let Steady::Dispatched = self.steady_group(p, todo, n) {
-                return Ok(());
-            }
+            return self.steady_or_general(cfg, p, todo, n);
         }
-        self.scan_general(cfg, p, n)
+        self.scan_general(cfg, p, n, true)
+    }
+
+    /// Counts a handler. A handler adds far less than 2^18 to any tally count (a few
+    /// thousand words at most), so folding every 2^12 handlers keeps every count below
+    /// 2^30.
+    #[inline(always)]
+    fn count_handler(&mut self) {
+        self.tally.handlers = self.tally.handlers.wrapping_add(1);
+        if self.tally.handlers >= 1 << 12 {
+            self.fold_tally();
+        }
+    }
+
+    /// Adds the tally to the work totals (every 2^12 handlers; out of line).
+    #[cold]
+    #[inline(never)]
+    fn fold_tally(&mut self) {
+        let mut tally = self.tally;
+        tally.fold_into(&mut self.work);
+        self.tally = tally;
+    }
+
+    /// The steady lane ([`CpState::steady_group`]) and, when it does not dispatch, the
+    /// general path. One function for both, whose frame is the handler's: the lane pays
+    /// for one prologue. The general path is also reached without it (from
+    /// [`CpState::scan`]), so a cold decision's deep calls do not sit under the lane's
+    /// frame.
+    #[inline(never)]
+    fn steady_or_general<P: DeviceMemory + KernelDispatcher>(
+        &mut self,
+        cfg: &CpConfig,
+        p: &mut P,
+        todo: u32,
+        n: usize,
+    ) -> Result<(), FirmwareError> {
+        self.count_handler();
+        if let Steady::Dispatched = self.steady_group(p, todo, n) {
+            return Ok(());
+        }
+        // (Counted above.)
+        self.scan_general(cfg, p, n, false)
     }
 
     /// The rest of a scan ([`CpState::scan`]): every dirty queue classified, then the
-    /// decision and the dispatches. Out of line: the steady lane's handler does not
-    /// save the registers it needs.
+    /// decision and the dispatches; the handler counted first when `count`. Out of
+    /// line: the steady lane's handler does not save the registers it needs.
     #[inline(never)]
     fn scan_general<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
+        count: bool,
     ) -> Result<(), FirmwareError> {
+        if count {
+            self.count_handler();
+        }
         let mut budget = MAX_PACKETS_PER_EVENT;
         // (The dirty queues again, rather than the scan's mask kept live across the
         // steady lane: that costs the steady decision more than this costs here.)
@@ -1368,7 +1424,7 @@ impl CpState {
     /// decides. The caller checks that no group is in flight, no non-GEMM head waits,
     /// and every queue of `todo` is in the view. Out of line: the common scan does not
     /// carry its state.
-    #[inline(never)]
+    #[inline(always)]
     fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         p: &mut P,
@@ -1378,8 +1434,10 @@ impl CpState {
         let Some(SteadyDecision {
             decided: d,
             check,
+            due,
             members: unrotated,
             shape: uniform,
+            first: q0,
         }) = self.decide_steady(todo, n)
         else {
             return Steady::No;
@@ -1410,9 +1468,6 @@ impl CpState {
             return Steady::No;
         }
         let cdi = GemmExt::cd_index(cd);
-        // The group's first member (the first candidate; recomputed rather than kept
-        // from the decision: cheaper than holding it in a register across the set-up).
-        let q0 = unrotate(chosen.trailing_zeros() as usize, start, n);
         // The kernel object the members carry (the first's; every other must carry the
         // same) and the one decided for it.
         let Some(own) = self
@@ -1445,11 +1500,11 @@ impl CpState {
         // checked above).
         let log = &mut self.log.buf;
         let mut tail = self.log.tail;
-        // Queue `at`'s part (`member` or only due); `false` when a check fails. (A macro:
+        // Queue `qs`'s part (`member` or only due); `false` when a check fails. (A macro:
         // both walks below inline it.)
         macro_rules! visit {
-            ($qs:expr, $at:expr, $member:expr) => {{
-                let (qs, at, member): (&mut QueueState, usize, bool) = ($qs, $at, $member);
+            ($qs:expr, $member:expr) => {{
+                let (qs, member): (&mut QueueState, bool) = ($qs, $member);
                 'visit: {
                     let Some(
                         &mut [header, _, _, _, _, _, _, _, ref mut k0, ref mut k1, _, _, e0, e1, s0, s1],
@@ -1476,7 +1531,7 @@ impl CpState {
                     let id = qs.next_id;
                     if fifo
                         .push(DispatchRequest {
-                            queue: at as u8,
+                            queue: qs.index,
                             dispatch_id: id,
                             kernel_object: ko,
                         })
@@ -1487,7 +1542,7 @@ impl CpState {
                     *k0 = decided[0].to_le();
                     *k1 = decided[1].to_le();
                     qs.dispatched(id);
-                    LogRing::put(log, tail, LogEntry::dispatch(id, ko, meta | at as u32));
+                    LogRing::put(log, tail, LogEntry::dispatch(id, ko, meta | u32::from(qs.index)));
                     tail = tail.wrapping_add(1);
                     true
                 }
@@ -1506,18 +1561,17 @@ impl CpState {
         let mut m = chosen;
         let mut v = m | rotate(check, start, n);
         let mut failed = false;
-        // One walk over a part of the table whose first queue is `$first` (`$done`: the
-        // label to leave both walks by).
+        // One walk over a part of the table (`$done`: the label to leave both walks by).
         macro_rules! walk {
-            ($done:lifetime, $part:expr, $first:expr) => {
-                for (i, qs) in $part.iter_mut().enumerate() {
+            ($done:lifetime, $part:expr) => {
+                for qs in $part.iter_mut() {
                     if v == 0 {
                         break $done;
                     }
                     let (visited, member) = (v & 1 != 0, m & 1 != 0);
                     v >>= 1;
                     m >>= 1;
-                    if visited && !visit!(qs, $first + i, member) {
+                    if visited && !visit!(qs, member) {
                         failed = true;
                         break $done;
                     }
@@ -1525,8 +1579,8 @@ impl CpState {
             };
         }
         'walk: {
-            walk!('walk, first_part, start);
-            walk!('walk, wrapped, 0);
+            walk!('walk, first_part);
+            walk!('walk, wrapped);
         }
         self.log.tail = tail;
         let pushed = fifo.len().wrapping_sub(from);
@@ -1567,7 +1621,6 @@ impl CpState {
         // (Every member is due or clean: the keys read are the due queues' and the clean
         // members'.)
         let count = pushed as u32;
-        let due = check.count_ones();
         // (Usually every member is due.)
         let clean_members = if unrotated & !check == 0 {
             0
@@ -1707,10 +1760,18 @@ impl CpState {
                 early = Some((group_r & !(rest & rest.wrapping_sub(1)), pred, pred));
             }
         }
-        let check = todo & unrotate_mask(active_mask(range), start, n);
+        let window = unrotate_mask(active_mask(range), start, n);
+        let check = todo & window;
         if check & !keyed != 0 {
             return None;
         }
+        // (The window holds `range` queues: usually every one is dirty, and no bits
+        // need counting.)
+        let due = if check == window {
+            range as u32
+        } else {
+            check.count_ones()
+        };
         let decided = match early {
             Some(d) => d,
             None => decide_first_size(all_r, group_r, pred)?,
@@ -1722,8 +1783,10 @@ impl CpState {
         Some(SteadyDecision {
             decided,
             check,
+            due,
             members,
             shape: uniform.then_some(first),
+            first: q,
         })
     }
 
@@ -2222,6 +2285,7 @@ impl CpState {
                 ]);
                 if shape.packet_word == 0 {
                     shape.packet_word = word & !BARRIER_BIT;
+                    shape.seen_ko = k.kernel_object;
                 }
                 Ok(Class::Gemm(si))
             }
@@ -2271,6 +2335,9 @@ impl CpState {
             packet_word: 0,
             problem_id: 0,
             sole: true,
+            // (A validated record lists 1..=3 non-zero kernel objects: this one is
+            // listed until a packet's replaces it.)
+            seen_ko: kos[0],
             kos,
             n_kos: ext.kernels.len() as u8,
             ko_per_cd: cand.ko_per_cd,

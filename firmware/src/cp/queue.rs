@@ -258,6 +258,9 @@ pub(crate) struct QueueState {
     /// The read index has been read once since configuration (afterwards the CP, the
     /// queue's packet processor, is the one that advances it and tracks it itself).
     pub synced: bool,
+    /// This queue's index in the CP's table (constant): a walk over the table need not
+    /// count positions to name the queue a dispatch goes to. (It fills what was padding.)
+    pub index: u8,
     /// Header and setup word (barrier bit cleared) of the packets of `last_shape`;
     /// [`NO_KEY`] when there is none (no header word equals it: bit 8 is clear in
     /// every key).
@@ -310,6 +313,7 @@ impl QueueState {
         head: HEAD_NONE,
         last_shape: HEAD_NONE,
         synced: false,
+        index: 0,
         key_word: NO_KEY,
         key_ext: [0; 2],
     };
