@@ -243,8 +243,10 @@ pub(crate) struct QueueState {
     /// (`words.as_chunks::<16>()`: the ring starts on a 64-byte boundary of the view, as
     /// AQL rings are aligned, or the queue is not mapped).
     pub view_ring: u32,
-    /// Ring size in packets (the configuration's, copied with the view indices).
-    pub size_packets: u32,
+    /// Ring size in packets less one (the configuration's size, a power of two, copied
+    /// with the view indices): the mask of a packet id's slot, kept as the mask because
+    /// every dispatch takes it.
+    pub ring_mask: u32,
     /// Packet index in the mapped view of the slot of packet `next_id` (kept by
     /// [`QueueState::set_next`]; meaningful once `view_write` is computed).
     pub view_slot: u32,
@@ -284,7 +286,7 @@ impl QueueState {
     #[inline(always)]
     pub fn set_next(&mut self, id: u64) {
         self.next_id = id;
-        let slot = (id as u32) & self.size_packets.wrapping_sub(1);
+        let slot = (id as u32) & self.ring_mask;
         self.view_slot = self.view_ring.wrapping_add(slot);
     }
 
@@ -308,7 +310,7 @@ impl QueueState {
         outstanding: 0,
         view_write: u32::MAX,
         view_ring: u32::MAX,
-        size_packets: 0,
+        ring_mask: u32::MAX,
         view_slot: u32::MAX,
         head: HEAD_NONE,
         last_shape: HEAD_NONE,
