@@ -247,15 +247,15 @@ fn cp_time_follows_its_work() {
     assert_eq!(
         work.cycles(&model),
         30 * work.mem_accesses
-            + 523 * work.handlers
-            + 142 * work.decisions
-            + 30 * work.mapped_visits
-            + 404 * general
-            + 63 * work.mapped_dispatches
-            + 179 * (work.dispatches - work.mapped_dispatches)
-            + 11_515 * work.predictions
+            + 527 * work.handlers
+            + 2 * work.decisions
+            + 28 * work.mapped_visits
+            + 406 * general
+            + 60 * work.mapped_dispatches
+            + 191 * (work.dispatches - work.mapped_dispatches)
+            + 11_605 * work.predictions
             + 270 * (work.packets_decoded - work.predictions)
-            + 179 * work.completions
+            + 191 * work.completions
     );
     assert!(work.handlers >= 1 && work.dispatches == 4);
     assert!(work.predictions >= 1 && work.decisions >= 1);

@@ -180,15 +180,15 @@ impl Default for CpCostModel {
         Self {
             clock_hz: 1_500_000_000,
             mem_latency_cycles: 31,
-            instr_per_handler: 523,
-            instr_per_decision: 142,
-            instr_per_mapped_visit: 30,
-            instr_per_visit: 404,
-            instr_per_mapped_dispatch: 63,
-            instr_per_dispatch: 179,
-            instr_per_shape: 11_515,
+            instr_per_handler: 527,
+            instr_per_decision: 2,
+            instr_per_mapped_visit: 28,
+            instr_per_visit: 406,
+            instr_per_mapped_dispatch: 60,
+            instr_per_dispatch: 191,
+            instr_per_shape: 11_605,
             instr_per_decode: 270,
-            instr_per_completion: 179,
+            instr_per_completion: 191,
         }
     }
 }
