@@ -562,7 +562,9 @@ struct QueueStates([QueueState; MAX_QUEUES]);
 impl QueueStates {
     /// The whole array as one constant, so `default` copies it from flash instead of
     /// building it in a stack temporary (2.3 KiB of start-up stack on a 16 KiB board).
-    /// (Each with its [`QueueState::index`].)
+    /// (Each with its [`QueueState::index`]. Indexing in a constant is evaluated by the
+    /// compiler: out of bounds would fail the build, it cannot panic at run time.)
+    #[allow(clippy::indexing_slicing)]
     const ALL: [QueueState; MAX_QUEUES] = {
         let mut all = [QueueState::INIT; MAX_QUEUES];
         let mut i = 0;
