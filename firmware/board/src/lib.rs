@@ -1133,6 +1133,48 @@ mod tests {
         assert_eq!(fw.cp.work().since(&before).queue_visits, 1);
     }
 
+    /// The dispatcher takes a pushed group without walking it and checks each entry's
+    /// queue when it takes the entries (`Board::settle`): an entry naming no board queue
+    /// is counted in `stray_requests`, neither hashed nor a dispatch; a valid one is
+    /// both. A `from` beyond the FIFO is refused.
+    #[test]
+    fn a_stray_fifo_entry_is_counted_when_the_dispatcher_takes_it() {
+        use nmcp_firmware::platform::{DispatchError, DispatchRequest, KernelDispatcher};
+        let mut mem = vec![0u8; WINDOW_BYTES];
+        let mut board = Board::new(&mut mem, || 0);
+        let fresh = board.stats.dispatch_hash;
+        let push = |board: &mut Board<'_>, queue: usize| {
+            let f = board
+                .mapped_fifo()
+                .expect("a word-aligned window is offered");
+            let from = f.fifo.len();
+            f.fifo
+                .push(DispatchRequest {
+                    queue: queue as u8,
+                    dispatch_id: 7,
+                    kernel_object: 0x1000,
+                })
+                .unwrap();
+            from
+        };
+        let from = push(&mut board, BOARD_QUEUES);
+        assert_eq!(board.dispatch_pushed(from), Ok(()));
+        assert_eq!(
+            board.dispatch_pushed(from + 2),
+            Err(DispatchError::Unsupported)
+        );
+        board.settle();
+        assert_eq!(board.stats.stray_requests, 1);
+        assert_eq!(board.stats.dispatches, 0);
+        assert_eq!(board.stats.dispatch_hash, fresh);
+        let from = push(&mut board, BOARD_QUEUES - 1);
+        assert_eq!(board.dispatch_pushed(from), Ok(()));
+        board.settle();
+        assert_eq!(board.stats.stray_requests, 1);
+        assert_eq!(board.stats.dispatches, 1);
+        assert_ne!(board.stats.dispatch_hash, fresh);
+    }
+
     /// The fast path takes a valid header at a queue's head as a published packet
     /// (without reading the write index), because the packet processor writes INVALID
     /// back into every slot it consumes (`Board::consume`). With one-packet rings the
