@@ -1319,6 +1319,9 @@ impl CpState {
         }
     }
 
+    /// The handler's work once the event has set its masks: the steady lane when it may
+    /// run ([`CpState::steady_or_general`]), the general path otherwise. Inline in
+    /// `on_event`, which then ends in one call and saves no registers but `ra`.
     #[inline(always)]
     fn scan<P: DeviceMemory + KernelDispatcher>(
         &mut self,
@@ -1448,8 +1451,8 @@ impl CpState {
     /// to the members is undone ([`CpState::undo_steady`]), the queues settled so far
     /// stay settled, and the general path classifies every queue still dirty and
     /// decides. The caller checks that no group is in flight, no non-GEMM head waits,
-    /// and every queue of `todo` is in the view. Out of line: the common scan does not
-    /// carry its state.
+    /// and every queue of `todo` is in the view. Inline in its one caller,
+    /// [`CpState::steady_or_general`], whose frame is the lane's.
     #[inline(always)]
     fn steady_group<P: DeviceMemory + KernelDispatcher>(
         &mut self,
