@@ -265,11 +265,32 @@ pub const DEFAULT_CLOCK_HZ: u64 = 1_000_000_000;
 /// the CP keeps the rest for a later event).
 pub const MAX_LATCHED_DISPATCHES: usize = if SMALL { 8 } else { 32 };
 
+/// `mem` as 32-bit words (a trailing partial word left out).
+///
+/// # Safety
+/// `mem` starts on a 4-byte boundary ([`Board`]'s `word_aligned`). Every bit pattern is
+/// a valid `u32`, the words cover only `mem`'s bytes, and the result borrows `mem`.
+#[inline(always)]
+unsafe fn words(mem: &[u8]) -> &[u32] {
+    // SAFETY: as the function's contract says.
+    unsafe { core::slice::from_raw_parts(mem.as_ptr().cast::<u32>(), mem.len() / 4) }
+}
+
+/// [`words`], mutable.
+///
+/// # Safety
+/// As [`words`].
+#[inline(always)]
+unsafe fn words_mut(mem: &mut [u8]) -> &mut [u32] {
+    // SAFETY: as the function's contract says.
+    unsafe { core::slice::from_raw_parts_mut(mem.as_mut_ptr().cast::<u32>(), mem.len() / 4) }
+}
+
 /// The platform: a device-memory window plus queue, dispatch and NMC blocks.
 pub struct Board<'a> {
     mem: &'a mut [u8],
     /// `mem` starts on a 4-byte boundary (always on the board; a host test's buffer may
-    /// not), so it can be offered as words ([`Board::words_mut`]). Found once: a
+    /// not), so it can be offered as words ([`words_mut`]). Found once: a
     /// hardware CP knows its memory map, and the board should not make it pay per call.
     word_aligned: bool,
     clock: fn() -> Cycle,
@@ -374,20 +395,10 @@ impl<'a> Board<'a> {
         self.doorbells |= mask;
     }
 
-    /// The window as words, while it is offered as mapped memory.
-    #[inline]
-    fn words_mut(&mut self) -> Option<&mut [u32]> {
-        (self.mapped && self.word_aligned).then(|| {
-            // SAFETY: `mem` starts on a 4-byte boundary (`word_aligned`), the words
-            // cover only its bytes, every bit pattern is a valid u32, and the borrow of
-            // `self` keeps `mem` borrowed for the slice's lifetime.
-            unsafe {
-                core::slice::from_raw_parts_mut(
-                    self.mem.as_mut_ptr().cast::<u32>(),
-                    self.mem.len() / 4,
-                )
-            }
-        })
+    /// The window is offered to the CP as mapped words.
+    #[inline(always)]
+    fn offers_words(&self) -> bool {
+        self.mapped && self.word_aligned
     }
 
     /// Latches an accepted dispatch request: what a dispatcher's doorbell register would
@@ -840,21 +851,17 @@ impl DeviceMemory for Board<'_> {
     fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
         // The view is the backed part (on the HiFive1 build, from the queue words on).
         let base = DEVICE_BASE + self.backed_from();
-        (self.mapped && self.word_aligned).then(|| {
-            // SAFETY: `mem` starts on a 4-byte boundary (`word_aligned`), the words
-            // cover only its bytes, every bit pattern is a valid u32, and the borrow of
-            // `self` keeps `mem` borrowed for the slice's lifetime.
-            let words = unsafe {
-                core::slice::from_raw_parts(self.mem.as_ptr().cast::<u32>(), self.mem.len() / 4)
-            };
-            (base, words)
-        })
+        // SAFETY: `word_aligned` was found for this `mem` (`Board::new`).
+        self.offers_words()
+            .then(|| (base, unsafe { words(self.mem) }))
     }
 
     #[inline]
     fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
         let base = DEVICE_BASE + self.backed_from();
-        self.words_mut().map(|w| (base, w))
+        // SAFETY: `word_aligned` was found for this `mem` (`Board::new`).
+        self.offers_words()
+            .then(|| (base, unsafe { words_mut(self.mem) }))
     }
 }
 
@@ -888,18 +895,14 @@ impl KernelDispatcher for Board<'_> {
     #[inline]
     fn mapped_fifo(&mut self) -> Option<MappedFifo<'_>> {
         let base = DEVICE_BASE + self.backed_from();
-        if !(self.mapped && self.word_aligned) {
+        if !self.offers_words() {
             return None;
         }
-        // SAFETY: as in `words_mut` (`mem` starts on a 4-byte boundary, the words cover
-        // only its bytes, and the borrow of `self` keeps `mem` borrowed); the FIFO is
-        // another field.
-        let words = unsafe {
-            core::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u32>(), self.mem.len() / 4)
-        };
         Some(MappedFifo {
             base,
-            words,
+            // SAFETY: `word_aligned` was found for this `mem` (`Board::new`); the FIFO
+            // is another field.
+            words: unsafe { words_mut(self.mem) },
             fifo: &mut self.dispatched,
         })
     }

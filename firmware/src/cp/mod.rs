@@ -401,8 +401,8 @@ struct CpState {
     /// compare. A signal there would, when decremented, rewrite another packet's header
     /// (computed at `configure`).
     rings: (DevAddr, u64),
-    /// [`rings_window`] of `rings` (computed with it: the steady lane checks every
-    /// member's signal against it), `[0; 3]` with `ring_window_ok` false when there is
+    /// [`rings_window`] of `rings` (computed with it: every dispatch checks its members'
+    /// signals against it), `[0; 3]` with `ring_window_ok` false when there is
     /// none. (Not an `Option`: with one, the derived `Default` built the whole state on
     /// the stack at start-up, 7,132 B of stack on the virt board instead of 1,236.)
     ring_window: [u32; 3],
@@ -577,15 +577,10 @@ impl QueueStates {
 }
 
 impl QueueStates {
-    /// Every queue as [`QueueState::INIT`] with its index (element by element: the
-    /// whole array as one value would be built on the stack first).
+    /// Every queue as [`QueueStates::ALL`] has it (copied in place: the whole array
+    /// as one value would be built on the stack first).
     fn restart(&mut self) {
-        for (i, q) in self.0.iter_mut().enumerate() {
-            *q = QueueState {
-                index: i as u8,
-                ..QueueState::INIT
-            };
-        }
+        self.0.copy_from_slice(&Self::ALL);
     }
 }
 
@@ -2630,7 +2625,11 @@ impl CpState {
                 .zip(self.shape_heads.get(usize::from(first)))
                 .filter(|&(_, &heads)| queues & !(heads & self.mapped) == 0)
                 .map(|(shape, _)| shape);
-            match (view, uniform, rings_window(rings)) {
+            match (
+                view,
+                uniform,
+                self.ring_window_ok.then_some(self.ring_window),
+            ) {
                 (Some(words), Some(shape), Some(window)) => {
                     let (swaps, bad) = gather_uniform(
                         &self.queues,
