@@ -11,7 +11,7 @@ use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
 use nmcp_emulator::gpu::mem_port::{
     window_accesses, DramPort, FluidHbm, GemmTiling, MemoryPort, StreamDemand,
 };
-use nmcp_emulator::gpu::sim::{isolated_time, makespan, makespan_with_port, GpuSim};
+use nmcp_emulator::gpu::sim::{makespan, makespan_with_port, GpuSim};
 use nmcp_emulator::gpu::workload::{config_gemms, NETWORKS};
 use nmcp_emulator::gpu::{GpuEvent, KernelEngine, KernelLaunch};
 use nmcp_firmware::cp::features::workgroups;
@@ -319,12 +319,7 @@ fn compare_ports_on_bert_large_gemms() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, shape) in bert_large_gemms() {
-        let best = cat
-            .kernels()
-            .iter()
-            .filter_map(|k| isolated_time(&gpu, &cal, &shape, k).map(|t| (*k, t)))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(k, _)| k)
+        let best = nmcp_emulator::gpu::search::best_isolated_kernel(&gpu, &cal, &cat, &shape)
             .expect("some kernel runs");
         for cd in [1usize, 4] {
             let runs = vec![(shape, best); cd];

@@ -5,8 +5,9 @@
 //! staging buffer) and LDS padding (avoids bank conflicts at the price of LDS). The
 //! generator keeps only combinations a tuner would ship: a per-thread micro tile of
 //! 8..128 accumulators (4 for tiny tiles, 256 for the 256x256 tile with AGPRs), tile
-//! aspect ratio <= 4, split-U only for tiles up to 64x64, and LDS within 64 KiB for f16.
-//! Resources follow from the parameters, so occupancy and waves are computed, not stored.
+//! aspect ratio <= 4, and LDS within 64 KiB for f16; which values are combined is a
+//! [`CatalogSpace`]. Resources follow from the parameters, so occupancy and waves are
+//! computed, not stored.
 
 use nmcp_isa::gemm_ext::{GemmDataType, KernelMeta};
 use serde::{Deserialize, Serialize};
@@ -16,14 +17,6 @@ pub const KERNEL_OBJECT_BASE: u64 = 0x7000_0000_0000;
 /// Distance between consecutive catalog kernel objects.
 pub const KERNEL_OBJECT_STRIDE: u64 = 0x100;
 
-/// Macro-tile sizes the generator combines.
-const TILE_SIZES: [u16; 5] = [16, 32, 64, 128, 256];
-/// Depths of the K loop.
-const DEPTHS: [u16; 3] = [8, 16, 32];
-/// Workgroup sizes in threads.
-const THREADS: [u16; 3] = [64, 128, 256];
-/// Global split-U factors.
-const SPLITS: [u8; 3] = [1, 2, 4];
 /// LDS bytes a generated kernel may use (for f16), the MI100 per-CU LDS.
 const LDS_LIMIT: u32 = 64 * 1024;
 /// Elements each LDS row is padded by when padding is on.
@@ -117,6 +110,60 @@ impl CatalogKernel {
     }
 }
 
+/// The parameter space a catalog is generated from: the values the generator combines
+/// and where split-U is allowed. The generator's rules (accumulators per thread, tile
+/// aspect, LDS within the MI100's 64 KiB) apply to every space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogSpace {
+    /// Macro-tile sizes (rows and columns).
+    pub tile_sizes: &'static [u16],
+    /// Depths U of the K loop.
+    pub depths: &'static [u16],
+    /// Workgroup sizes in threads.
+    pub threads: &'static [u16],
+    /// Global split-U factors.
+    pub splits: &'static [u8],
+    /// Largest tile area (MT0 x MT1) a split-U kernel is generated for.
+    pub split_max_area: u32,
+    /// Depths a split-U kernel is generated with.
+    pub split_depths: &'static [u16],
+    /// Whether split-U kernels also come with the prefetch and padding variants.
+    pub split_variants: bool,
+}
+
+impl CatalogSpace {
+    /// The space before issue 12's catalog (stop 34): power-of-two tiles 16..256, U
+    /// 8/16/32, 64/128/256 threads, split-U 2 and 4 for tiles up to 64 x 64 at U = 16,
+    /// no prefetch or padding variants with split-U (279 kernels).
+    pub const POWER_OF_TWO: Self = Self {
+        tile_sizes: &[16, 32, 64, 128, 256],
+        depths: &[8, 16, 32],
+        threads: &[64, 128, 256],
+        splits: &[1, 2, 4],
+        split_max_area: 64 * 64,
+        split_depths: &[16],
+        split_variants: false,
+    };
+
+    /// The built-in space (2,925 kernels): the macro tiles a matrix-core kernel can
+    /// have with 16- and 32-wide MFMA blocks and 1-3 blocks per wave and dimension
+    /// (16, 32, 48, 64, 96, 128, 192, 256), U 8/16/32, 64/128/256 threads, and
+    /// Tensile's usual global split-U values (1, 2, 3, 4, 6, 8) for every tile at U 16
+    /// and 32, with the prefetch and padding variants like any other kernel. Non-power-
+    /// of-two tiles fit the sizes that are not multiples of 128 or 256 with less edge
+    /// waste, and split-U fills the last wave of a grid that leaves CUs idle; both choose
+    /// per size, which is what makes the tuned winners size-specific.
+    pub const STANDARD: Self = Self {
+        tile_sizes: &[16, 32, 48, 64, 96, 128, 192, 256],
+        depths: &[8, 16, 32],
+        threads: &[64, 128, 256],
+        splits: &[1, 2, 3, 4, 6, 8],
+        split_max_area: 256 * 256,
+        split_depths: &[16, 32],
+        split_variants: true,
+    };
+}
+
 /// The kernel list tuning searches.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -126,10 +173,16 @@ pub struct Catalog {
 impl Catalog {
     /// The built-in catalog (deterministic order, so kernel objects are stable).
     pub fn standard() -> Self {
+        Self::generate(&CatalogSpace::STANDARD)
+    }
+
+    /// Every kernel of `space` the generator's rules keep, in a deterministic order
+    /// (macro tile, depth, threads, split, variant), indexed from 0.
+    pub fn generate(space: &CatalogSpace) -> Self {
         let mut kernels = Vec::new();
-        for mt0 in TILE_SIZES {
-            for mt1 in TILE_SIZES {
-                if mt0.max(mt1) / mt0.min(mt1) > 4 {
+        for &mt0 in space.tile_sizes {
+            for &mt1 in space.tile_sizes {
+                if mt0.max(mt1) > 4 * mt0.min(mt1) {
                     continue;
                 }
                 let area = u32::from(mt0) * u32::from(mt1);
@@ -138,20 +191,27 @@ impl Catalog {
                     a if a >= 256 * 256 => (8, 256),
                     _ => (8, 128),
                 };
-                for depth_u in DEPTHS {
-                    for threads in THREADS {
+                for &depth_u in space.depths {
+                    for &threads in space.threads {
                         let acc = area / u32::from(threads);
                         if acc < acc_lo || acc > acc_hi {
                             continue;
                         }
-                        for split_u in SPLITS {
-                            if split_u > 1 && (area > 64 * 64 || depth_u != 16) {
+                        for &split_u in space.splits {
+                            if split_u > 1
+                                && (area > space.split_max_area
+                                    || !space.split_depths.contains(&depth_u))
+                            {
                                 continue;
                             }
                             for (prefetch, lds_pad) in [(false, false), (true, false), (true, true)]
                             {
                                 let variant = prefetch || lds_pad;
-                                if variant && (depth_u == 8 || split_u > 1 || area <= 32 * 32) {
+                                if variant
+                                    && (depth_u == 8
+                                        || (split_u > 1 && !space.split_variants)
+                                        || area <= 32 * 32)
+                                {
                                     continue;
                                 }
                                 if prefetch && !lds_pad && depth_u == 32 {

@@ -151,6 +151,13 @@ pub struct KernelCost {
     /// latency is off): `iterations x memory_latency_ns` with prefetch, plus the main
     /// loop's compute alone without it (see [`Calibration::memory_latency_ns`]).
     pub wg_latency_floor_ns: f64,
+    /// Time from the last workgroup's end to the kernel's completion, ns: 0, except
+    /// for split-U, whose partial tiles a reduction kernel sums into the output after
+    /// the main kernel (Tensile's multiple-buffer global split-U): its launch
+    /// (`kernel_start_ns`) plus reading every partial in f32 and writing the output, at
+    /// the sustained HBM bandwidth of one stream. It cannot start before the last
+    /// partial is written, so it never overlaps the main loop.
+    pub tail_ns: f64,
 }
 
 /// Fraction of a cache line's bytes a contiguous run of `run` bytes uses, inverted
@@ -222,11 +229,19 @@ fn cost_of_meta(
     };
     let panel_a = rows_a * ks * eb * waste_a;
     let panel_b = cols_b * ks * eb * waste_b;
+    // Split-U writes each slice's partial tile in f32 to its own buffer; the
+    // reduction after the kernel (`tail_ns`) reads them and writes the output.
     let out_bytes = if kernel.split_u > 1 {
-        // Partial tiles are accumulated in f32 with read-modify-write.
-        rows_a * cols_b * 4.0 * 2.0
+        rows_a * cols_b * 4.0
     } else {
         rows_a * cols_b * eb
+    };
+    let tail_ns = if kernel.split_u > 1 {
+        let outputs = m * n * f64::from(shape.batch.max(1));
+        let bytes = outputs * (4.0 * split + eb);
+        gpu.kernel_start_ns + bytes / gpu.hbm_sustained().max(f64::MIN_POSITIVE)
+    } else {
+        0.0
     };
     let wg_panels = panel_a + panel_b;
     // What the workgroup pulls from the LLC into its L1, in L1 lines, iteration by
@@ -286,6 +301,7 @@ fn cost_of_meta(
         wg_fixed_ns: gpu.wg_fixed_ns,
         waves_per_wg,
         wg_latency_floor_ns: latency_floor,
+        tail_ns,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod gemm;
 pub mod mem_port;
 pub mod partitioned;
 pub mod queue;
+pub mod search;
 pub mod sim;
 pub mod workload;
 

@@ -55,6 +55,9 @@ struct KernelState {
     all_dispatched: bool,
     /// When the last workgroup was placed (the queue's next packet became its head).
     dispatched_at: Nanos,
+    /// When the kernel completes once its last workgroup has ended: that time plus its
+    /// cost's `tail_ns` (a split-U reduction); `None` while workgroups remain.
+    done_at: Option<Nanos>,
     completed: bool,
 }
 
@@ -258,6 +261,7 @@ impl<P: MemoryPort> GpuSim<P> {
             resident: 0,
             all_dispatched: false,
             dispatched_at: at,
+            done_at: None,
             completed: false,
         });
     }
@@ -281,6 +285,7 @@ impl<P: MemoryPort> GpuSim<P> {
             wg_fixed_ns: launch.workgroup_time.max(0.0),
             waves_per_wg: f64::from(waves),
             wg_latency_floor_ns: 0.0,
+            tail_ns: 0.0,
         }
     }
 
@@ -297,6 +302,9 @@ impl<P: MemoryPort> GpuSim<P> {
         for k in &self.kernels {
             if !k.completed && k.start_at > self.now {
                 t = t.min(k.start_at);
+            }
+            if let Some(d) = k.done_at.filter(|&d| !k.completed && d > self.now) {
+                t = t.min(d);
             }
         }
         for c in &self.cohorts {
@@ -359,6 +367,11 @@ impl<P: MemoryPort> GpuSim<P> {
                         tag: k.tag,
                         at: now,
                     });
+                }
+                let tail = k.cost.tail_ns.max(0.0);
+                let due = *k.done_at.get_or_insert(now + tail);
+                if due > now + TIME_EPS {
+                    continue;
                 }
                 k.completed = true;
                 self.last_completed_dispatched_at = Some(k.dispatched_at);

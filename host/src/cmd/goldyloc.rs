@@ -136,6 +136,23 @@ fn run_tune(c: &Common) -> CmdResult {
             "distinct isolated kernels over the evaluated GEMMs: {} (dissertation: 291 of 410)",
             t.distinct_isolated_kernels
         );
+        println!(
+            "evaluated GEMMs whose winner has a runner-up within {:.0} %: {} of {} (a tuner \
+             measuring hardware could pick either)",
+            crate::goldyloc::tune::NEAR_TIE_BAND * 100.0,
+            t.near_tie_gemms,
+            t.evaluated_gemms
+        );
+        let jitter: Vec<String> = t
+            .distinct_with_timing_jitter
+            .iter()
+            .map(|(s, d)| format!("{d} at {:.1} %", s * 100.0))
+            .collect();
+        println!(
+            "  study: distinct winners if each kernel's time were measured once with a \
+             run-to-run variation of sigma: {} (the pipeline uses the model's exact times)",
+            jitter.join(", ")
+        );
         for (cd, s) in CONCURRENCY_DEGREES
             .iter()
             .skip(1)

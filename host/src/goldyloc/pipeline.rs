@@ -11,6 +11,7 @@ use nmcp_emulator::gpu::workload::{
     dataset_gemms, evaluated_gemms, parse_gemm_csv, unique_shapes, DATASET_SEED, DATASET_SIZE,
 };
 use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::cache::{self, Cache};
@@ -288,14 +289,47 @@ pub struct TuneSummary {
     pub catalog_kernels: usize,
     /// Distinct isolated kernels over the evaluated GEMMs.
     pub distinct_isolated_kernels: usize,
+    /// The jitter study: per run-to-run variation of a measured kernel time (the
+    /// standard deviation, a fraction; [`JITTER_SIGMAS`]), the distinct isolated
+    /// kernels a tuner would pick over the evaluated GEMMs if each kernel's time were
+    /// measured once with that variation (seeded; the kernels within 4 standard
+    /// deviations of the best compete). A study of the tuning *measurement*, not part
+    /// of the pipeline: the GO library is built from the model's exact times.
+    pub distinct_with_timing_jitter: Vec<(f64, usize)>,
     /// Of them, evaluated GEMMs.
     pub evaluated_gemms: usize,
     /// GEMMs tuned (evaluated and dataset).
     pub gemms_tuned: usize,
     /// Per CD above 1: share of evaluated GEMMs whose GO kernel differs from the isolated one.
     pub go_kernel_differs_share: Vec<f64>,
+    /// Evaluated GEMMs whose isolated winner has a runner-up (another kernel) within
+    /// [`crate::goldyloc::tune::NEAR_TIE_BAND`] of its time on the full GPU: where a
+    /// tuner measuring hardware, with its run-to-run variation, could pick either.
+    pub near_tie_gemms: usize,
     /// Tuning seconds.
     pub seconds: f64,
+}
+
+/// Run-to-run variations (standard deviation of a measured kernel time, a fraction)
+/// the jitter study of [`TuneSummary::distinct_with_timing_jitter`] applies.
+pub const JITTER_SIGMAS: [f64; 3] = [0.005, 0.01, 0.02];
+
+/// The kernel a tuner picks from `ranked` (index, exact time) when it measures each
+/// time once with a relative normal error of `sigma` (Box-Muller on a seeded
+/// xoshiro stream), or `None` for an empty list.
+fn jittered_pick(ranked: &[(u32, f64)], sigma: f64, seed: u64) -> Option<u32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    ranked
+        .iter()
+        .map(|&(i, t)| {
+            let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+            let u2: f64 = rng.random::<f64>();
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (i, t * (1.0 + sigma * z))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+        .map(|(i, _)| i)
 }
 
 /// Summarises a tuning step that took `seconds`.
@@ -319,6 +353,39 @@ pub fn tune_summary(p: &Prepared, tuned: &[TunedGemm], seconds: f64) -> TuneSumm
                 / eval_tuned.len().max(1) as f64
         })
         .collect();
+    let max_sigma = JITTER_SIGMAS.iter().copied().fold(0.0, f64::max);
+    let ranked: Vec<Vec<(u32, f64)>> = eval_tuned
+        .par_iter()
+        .map(|t| {
+            crate::goldyloc::tune::ranked_isolated(
+                &p.ctx.gpu,
+                &p.ctx.cal,
+                &p.ctx.catalog,
+                &t.shape,
+                4.0 * max_sigma,
+            )
+        })
+        .collect();
+    let near_tie_gemms = ranked
+        .iter()
+        .filter(|r| {
+            r.get(1)
+                .zip(r.first())
+                .is_some_and(|(b, a)| b.1 <= a.1 * (1.0 + crate::goldyloc::tune::NEAR_TIE_BAND))
+        })
+        .count();
+    let distinct_with_timing_jitter = JITTER_SIGMAS
+        .iter()
+        .enumerate()
+        .map(|(si, &sigma)| {
+            let picks: std::collections::BTreeSet<u32> = ranked
+                .iter()
+                .enumerate()
+                .filter_map(|(gi, r)| jittered_pick(r, sigma, (si as u64) << 32 | gi as u64))
+                .collect();
+            (sigma, picks.len())
+        })
+        .collect();
     let mut label_hist = [0usize; 5];
     for t in tuned {
         if let Some(h) = label_hist.get_mut(t.best_cd_index(16)) {
@@ -328,8 +395,10 @@ pub fn tune_summary(p: &Prepared, tuned: &[TunedGemm], seconds: f64) -> TuneSumm
     TuneSummary {
         gemms_tuned: tuned.len(),
         evaluated_gemms: eval_tuned.len(),
+        near_tie_gemms,
         catalog_kernels: p.ctx.catalog.len(),
         distinct_isolated_kernels: distinct.len(),
+        distinct_with_timing_jitter,
         go_kernel_differs_share: go_differs,
         best_cd_histogram: label_hist,
         seconds,

@@ -7,7 +7,8 @@ use super::Context;
 use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::config::GpuConfig;
 use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
-use nmcp_emulator::gpu::sim::{concurrent_time, isolated_time};
+pub use nmcp_emulator::gpu::search::{best_isolated, ranked_isolated};
+use nmcp_emulator::gpu::sim::concurrent_time;
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -89,19 +90,10 @@ impl TunedGemm {
     }
 }
 
-/// Best catalog kernel for `shape` running alone on `gpu`, with its time.
-pub fn best_isolated(
-    gpu: &GpuConfig,
-    cal: &Calibration,
-    catalog: &Catalog,
-    shape: &GemmShape,
-) -> Option<(u32, f64)> {
-    catalog
-        .kernels()
-        .iter()
-        .filter_map(|k| isolated_time(gpu, cal, shape, k).map(|t| (k.index, t)))
-        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-}
+/// Band within which a runner-up counts as a near-tie of the tuned winner
+/// (`TuneSummary::near_tie_gemms`): about the run-to-run variation of a GPU kernel's
+/// measured time, so a tuner measuring real hardware could not tell the two apart.
+pub const NEAR_TIE_BAND: f64 = 0.01;
 
 /// Tunes and profiles one GEMM.
 pub fn tune_one(
