@@ -6,8 +6,9 @@ use std::path::PathBuf;
 /// Bumped when a step's output format or semantics change or the GEMM model's results
 /// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`; 3: concurrent
 /// kernels launched one CP dispatch apart; 4: memory latency in the GEMM model; 5: panels
-/// fed to L1 in L1 lines per iteration).
-const CACHE_VERSION: u32 = 5;
+/// fed to L1 in L1 lines per iteration; 6: split-U's reduction after the main kernel —
+/// the catalog's size is in the key, but this change kept it).
+const CACHE_VERSION: u32 = 6;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]
