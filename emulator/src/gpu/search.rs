@@ -20,9 +20,8 @@ use super::Nanos;
 /// no workgroup runs faster than alone), (b) the grid's FLOPs at every CU's matrix rate
 /// for this kernel (residents of a CU share it, so a CU never exceeds it) and (c) the
 /// compulsory input and output bytes at the sustained HBM bandwidth of one stream; plus
-/// the kernel's tail after its last workgroup (a split-U reduction). a kernel whose bound exceeds the best time found so far, which keeps
-/// the exhaustive search's answer (test `pruned_tuning_equals_the_exhaustive_search`)
-/// at a fraction of its simulations. `None` where the kernel cannot be resident.
+/// the kernel's tail after its last workgroup (a split-U reduction). `None` where the
+/// kernel cannot be resident.
 pub fn isolated_time_lower_bound(
     gpu: &GpuConfig,
     cal: &Calibration,
