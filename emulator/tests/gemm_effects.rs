@@ -106,3 +106,79 @@ fn large_k_gemms_at_cd16_run_slower_per_gemm_than_at_cd2() {
         sixteen / two
     );
 }
+
+/// LLC channel camping (issue 12's size-specific winners): a skinny GEMM whose B columns
+/// alias onto two LLC channels (K = 2560 f32: 10 KiB apart, 2 KiB mod the 4 KiB channel
+/// period) and has a single tile row runs slower than the same kernel on a GPU without
+/// channels, StaggerU by tile row (one row: no spread) does not help, StaggerU by tile
+/// column does.
+#[test]
+fn llc_channel_camping_slows_an_aliased_gemm_and_the_column_stagger_relieves_it() {
+    let gpu = GpuConfig::mi100();
+    let mut flat = gpu.clone();
+    flat.llc_channel_interleave_bytes = 0;
+    let cal = Calibration::default();
+    let s = GemmProblem::new(35, 8457, 2560, true, false, GemmDataType::F32);
+    let pick = |mapping: u8| {
+        *Catalog::standard()
+            .kernels()
+            .iter()
+            .find(|k| {
+                (k.mt0, k.mt1, k.depth_u, k.split_u, k.stagger_mapping) == (64, 64, 16, 1, mapping)
+                    && k.threads == 256
+                    && k.prefetch
+                    && k.lds_pad
+            })
+            .expect("kernel in catalog")
+    };
+    let (by_row, by_column) = (pick(0), pick(1));
+    let t_row = isolated_time(&gpu, &cal, &s, &by_row).expect("runs");
+    let t_column = isolated_time(&gpu, &cal, &s, &by_column).expect("runs");
+    let t_flat = isolated_time(&flat, &cal, &s, &by_row).expect("runs");
+    assert!(
+        t_row > 1.5 * t_flat,
+        "camping {t_row} ns vs no channels {t_flat} ns"
+    );
+    assert!(
+        t_column < 0.8 * t_row,
+        "column stagger {t_column} ns vs row {t_row} ns"
+    );
+    assert!(t_column >= t_flat * (1.0 - 1e-9), "{t_column} vs {t_flat}");
+    // Two copies of the camping kernel walk K in phase and camp on the same channels:
+    // they share one cap, so the pair gains only what filling the lone kernel's partial
+    // second wave gives (133 workgroups on 120 CUs; with a cap each, it would take
+    // little more than one). A different kernel (a 64 x 48 tile, also one tile row)
+    // camps at its own phase: the pair overlaps.
+    let pair = concurrent_time(&gpu, &cal, &s, &by_row, 2).expect("runs");
+    assert!(
+        pair > 1.6 * t_row,
+        "two in-phase copies {pair} ns vs one {t_row} ns"
+    );
+    let other = *Catalog::standard()
+        .kernels()
+        .iter()
+        .find(|k| {
+            (
+                k.mt0,
+                k.mt1,
+                k.depth_u,
+                k.split_u,
+                k.stagger_mapping,
+                k.threads,
+            ) == (64, 48, 16, 1, 0, 256)
+                && k.prefetch
+                && k.lds_pad
+        })
+        .expect("kernel in catalog");
+    let t_other = isolated_time(&gpu, &cal, &s, &other).expect("runs");
+    let (mixed, _) = makespan(&gpu, &cal, &[(s, by_row), (s, other)]).expect("runs");
+    assert!(
+        mixed < 0.8 * (t_row + t_other),
+        "two kernels at their own phases {mixed} ns vs {t_row} + {t_other} ns"
+    );
+    // Off the channel period the mapping does not matter.
+    let even = GemmProblem::new(4000, 4000, 4000, false, false, GemmDataType::F32);
+    let a = isolated_time(&gpu, &cal, &even, &by_row).expect("runs");
+    let b = isolated_time(&flat, &cal, &even, &by_row).expect("runs");
+    assert!((a - b).abs() <= 0.02 * b, "{a} vs {b}");
+}

@@ -31,6 +31,7 @@ fn kernel(mt0: u16, mt1: u16, depth_u: u16, threads: u16) -> CatalogKernel {
         split_u: 1,
         prefetch: true,
         lds_pad: true,
+        stagger_mapping: 0,
     }
 }
 

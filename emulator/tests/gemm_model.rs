@@ -15,6 +15,16 @@ fn f16(m: u32, n: u32, k: u32, ta: bool, tb: bool) -> GemmShape {
 }
 
 /// Best isolated kernel and its time.
+/// The MI100 without LLC channels: for the tests that isolate one other effect on sizes
+/// whose power-of-two leading dimensions would also camp on the LLC's channels (camping,
+/// and its relief by concurrency, are tested on their own in `llc_channel` and
+/// `gemm_effects`).
+fn mi100_without_llc_channels() -> GpuConfig {
+    let mut g = GpuConfig::mi100();
+    g.llc_channel_interleave_bytes = 0;
+    g
+}
+
 fn best(g: &GpuConfig, s: &GemmShape) -> (usize, f64) {
     let (i, t) = best_isolated(g, &Calibration::default(), &Catalog::standard(), s)
         .expect("some kernel runs");
@@ -61,7 +71,7 @@ fn concurrency_fills_the_tail_of_a_partial_wave_gemm() {
 #[test]
 fn large_k_gemm_thrashes_the_llc_at_high_concurrency() {
     // A large-K weight-gradient GEMM: the panels of 16 copies cannot share the LLC.
-    let g = GpuConfig::mi100();
+    let g = mi100_without_llc_channels();
     let cal = Calibration::default();
     let s = f16(2048, 2048, 8192, false, true);
     let (ki, t1) = best(&g, &s);
@@ -197,7 +207,7 @@ fn kernel_with_tile(mt0: u16, mt1: u16) -> nmcp_emulator::gpu::catalog::CatalogK
     Catalog::standard()
         .kernels()
         .iter()
-        .filter(|k| k.mt0 == mt0 && k.mt1 == mt1 && k.split_u == 1)
+        .filter(|k| k.mt0 == mt0 && k.mt1 == mt1 && k.split_u == 1 && k.stagger_mapping == 0)
         .max_by_key(|k| (k.threads, k.prefetch, k.depth_u))
         .copied()
         .expect("tile in catalog")
@@ -324,6 +334,7 @@ fn kernel_exact(
                 && k.depth_u == u
                 && k.split_u == 1
                 && k.prefetch == prefetch
+                && k.stagger_mapping == 0
         })
         .max_by_key(|k| (k.threads, k.lds_pad))
         .copied()
@@ -337,7 +348,7 @@ fn partial_wave_gemm_gains_from_concurrency_because_of_memory_latency() {
     // workgroup waits on memory; a second copy's workgroups on the same CUs compute
     // while it waits. Without the latency term the CU is already busy and a copy only
     // shares it.
-    let g = GpuConfig::mi100();
+    let g = mi100_without_llc_channels();
     let on = Calibration::default();
     let off = Calibration {
         memory_latency_ns: 0.0,
@@ -467,7 +478,7 @@ fn transposes_change_the_lines_a_panel_feeds_per_iteration() {
     // iteration with U = 16 (32 B of each 64 B L1 line in FP16), B contiguous along N
     // (NT) full lines. The LLC-bandwidth-bound 64x64 kernel pays for NN; with U = 32
     // the runs fill the lines and the layouts cost the same.
-    let g = GpuConfig::mi100();
+    let g = mi100_without_llc_channels();
     let cal = Calibration::default();
     let t = |ta: bool, tb: bool, u: u16| {
         let s = f16(4096, 4096, 1024, ta, tb);

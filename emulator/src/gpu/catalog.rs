@@ -44,6 +44,10 @@ pub struct CatalogKernel {
     pub prefetch: bool,
     /// Pads LDS rows against bank conflicts.
     pub lds_pad: bool,
+    /// Tensile's `StaggerUMapping`: which workgroup index picks the K-loop start offset
+    /// (StaggerU, see `gpu::llc_channel`): 0 the tile row, 1 the tile column.
+    #[serde(default)]
+    pub stagger_mapping: u8,
 }
 
 impl CatalogKernel {
@@ -95,17 +99,23 @@ impl CatalogKernel {
         }
     }
 
-    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD`.
+    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD` (`_SUM1` when the
+    /// stagger follows the tile column).
     pub fn name(&self) -> String {
         format!(
-            "MT{}x{}_U{}_T{}_S{}{}{}",
+            "MT{}x{}_U{}_T{}_S{}{}{}{}",
             self.mt0,
             self.mt1,
             self.depth_u,
             self.threads,
             self.split_u,
             if self.prefetch { "_PF" } else { "" },
-            if self.lds_pad { "_PAD" } else { "" }
+            if self.lds_pad { "_PAD" } else { "" },
+            if self.stagger_mapping == 1 {
+                "_SUM1"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -129,6 +139,8 @@ pub struct CatalogSpace {
     pub split_depths: &'static [u16],
     /// Whether split-U kernels also come with the prefetch and padding variants.
     pub split_variants: bool,
+    /// StaggerU mappings every kernel comes with (0: by tile row, 1: by tile column).
+    pub stagger_mappings: &'static [u8],
 }
 
 impl CatalogSpace {
@@ -143,6 +155,7 @@ impl CatalogSpace {
         split_max_area: 64 * 64,
         split_depths: &[16],
         split_variants: false,
+        stagger_mappings: &[0],
     };
 
     /// The built-in space (2,925 kernels): the macro tiles a matrix-core kernel can
@@ -161,6 +174,7 @@ impl CatalogSpace {
         split_max_area: 256 * 256,
         split_depths: &[16, 32],
         split_variants: true,
+        stagger_mappings: &[0, 1],
     };
 }
 
@@ -217,20 +231,23 @@ impl Catalog {
                                 if prefetch && !lds_pad && depth_u == 32 {
                                     continue;
                                 }
-                                let k = CatalogKernel {
-                                    index: 0,
-                                    mt0,
-                                    mt1,
-                                    depth_u,
-                                    threads,
-                                    split_u,
-                                    prefetch,
-                                    lds_pad,
-                                };
-                                if k.lds_bytes(GemmDataType::F16) > LDS_LIMIT {
-                                    continue;
+                                for &stagger_mapping in space.stagger_mappings {
+                                    let k = CatalogKernel {
+                                        index: 0,
+                                        mt0,
+                                        mt1,
+                                        depth_u,
+                                        threads,
+                                        split_u,
+                                        prefetch,
+                                        lds_pad,
+                                        stagger_mapping,
+                                    };
+                                    if k.lds_bytes(GemmDataType::F16) > LDS_LIMIT {
+                                        continue;
+                                    }
+                                    kernels.push(k);
                                 }
-                                kernels.push(k);
                             }
                         }
                     }

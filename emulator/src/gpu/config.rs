@@ -57,6 +57,13 @@ pub struct GpuConfig {
     pub llc_banks: u32,
     /// LLC bytes per cycle per bank.
     pub llc_bytes_per_cycle_per_bank: f64,
+    /// Consecutive bytes one LLC bank (channel) serves before the next takes over; 0
+    /// leaves channels out of the model. The loads a GEMM's resident workgroups issue
+    /// together get only the bandwidth of the banks they land on (see
+    /// `gpu::llc_channel`); Tensile's documentation gives gfx9 16 channels each 256 bytes
+    /// wide (its `StaggerUStride` comment).
+    #[serde(default = "default_llc_channel_interleave_bytes")]
+    pub llc_channel_interleave_bytes: u32,
     /// Cache line bytes (a strided panel wastes part of each line).
     pub line_bytes: u32,
     /// Vector L1 line bytes: the unit a CU requests from the LLC (64 B on GCN/CDNA 1-2).
@@ -76,6 +83,10 @@ pub struct GpuConfig {
 
 fn default_l1_line_bytes() -> u32 {
     64
+}
+
+fn default_llc_channel_interleave_bytes() -> u32 {
+    256
 }
 
 impl GpuConfig {
@@ -98,6 +109,7 @@ impl GpuConfig {
             llc_bytes: 8 << 20,
             llc_banks: 16,
             llc_bytes_per_cycle_per_bank: 128.0,
+            llc_channel_interleave_bytes: 256,
             line_bytes: 128,
             l1_line_bytes: 64,
             hbm_bytes_per_ns: 1228.8,
@@ -124,6 +136,7 @@ impl GpuConfig {
             llc_bytes: 16 << 20,
             llc_banks: 64,
             llc_bytes_per_cycle_per_bank: 64.0,
+            llc_channel_interleave_bytes: 256,
             line_bytes: 128,
             l1_line_bytes: 64,
             hbm_bytes_per_ns: 1000.0,

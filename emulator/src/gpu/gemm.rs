@@ -369,6 +369,7 @@ pub fn kernel_from_meta(meta: &KernelMeta, dtype: GemmDataType) -> CatalogKernel
         split_u: meta.split_k.max(1),
         prefetch: meta.lds_bytes >= slab.saturating_mul(2),
         lds_pad: false,
+        stagger_mapping: 0,
     }
 }
 

@@ -68,6 +68,8 @@ pub struct GemmTiling {
     pub depth_u: u32,
     /// Global split-U.
     pub split_u: u32,
+    /// StaggerU mapping: the K-loop start offset follows the tile row (0) or column (1).
+    pub stagger_mapping: u32,
 }
 
 impl GemmTiling {
@@ -85,10 +87,11 @@ impl GemmTiling {
             mt1: u32::from(kernel.mt1.max(1)),
             depth_u: u32::from(kernel.depth_u.max(1)),
             split_u: u32::from(kernel.split_u.max(1)),
+            stagger_mapping: u32::from(kernel.stagger_mapping),
         }
     }
 
-    fn tiles_m(&self) -> u64 {
+    pub(super) fn tiles_m(&self) -> u64 {
         u64::from(self.m).div_ceil(u64::from(self.mt0))
     }
 
@@ -202,10 +205,10 @@ pub fn controller_request(access: &PortAccess, arrival: Cycle) -> Request {
 
 /// Base addresses of one kernel's matrices.
 #[derive(Debug, Clone, Copy)]
-struct MatrixBases {
-    a: u64,
-    b: u64,
-    c: u64,
+pub(super) struct MatrixBases {
+    pub(super) a: u64,
+    pub(super) b: u64,
+    pub(super) c: u64,
 }
 
 /// Lays out every kernel's A, B and C one after another at [`MATRIX_ALIGN_BYTES`], in
@@ -238,7 +241,7 @@ fn layout(streams: &[StreamDemand]) -> BTreeMap<usize, MatrixBases> {
 
 /// One operand panel of a tile: how its bytes for a range of K lie in memory.
 #[derive(Debug, Clone, Copy)]
-struct Panel {
+pub(super) struct Panel {
     /// Address of the panel's element at k = 0.
     base: u64,
     /// Stored contiguously along K (one run per tile row/column, `runs` of them `stride`
@@ -258,7 +261,7 @@ struct Panel {
 impl Panel {
     /// Line addresses the main-loop iteration `step` (K elements `depth` wide) touches, in
     /// address order per run; `false` once the panel's K range is exhausted.
-    fn step_lines(&self, step: u64, depth: u64, line: u64, out: &mut Vec<u64>) -> bool {
+    pub(super) fn step_lines(&self, step: u64, depth: u64, line: u64, out: &mut Vec<u64>) -> bool {
         let k0 = self.k_begin + step * depth;
         if k0 >= self.k_end {
             return false;
@@ -289,7 +292,7 @@ impl Panel {
 }
 
 /// Grid coordinates of a workgroup id: (slice, tile row, tile column).
-fn tile_of(t: &GemmTiling, id: u64) -> (u64, u64, u64) {
+pub(super) fn tile_of(t: &GemmTiling, id: u64) -> (u64, u64, u64) {
     let per_slice = t.tiles_m() * t.tiles_n();
     let slice = id / per_slice.max(1);
     let within = id % per_slice.max(1);
@@ -297,7 +300,13 @@ fn tile_of(t: &GemmTiling, id: u64) -> (u64, u64, u64) {
 }
 
 /// The A panel (tile row `tr`) and B panel (tile column `tc`) of a slice.
-fn panels(t: &GemmTiling, m: &MatrixBases, slice: u64, tr: u64, tc: u64) -> (Panel, Panel) {
+pub(super) fn panels(
+    t: &GemmTiling,
+    m: &MatrixBases,
+    slice: u64,
+    tr: u64,
+    tc: u64,
+) -> (Panel, Panel) {
     let eb = u64::from(t.element_bytes);
     let (mm, nn, kk) = (u64::from(t.m), u64::from(t.n), u64::from(t.k));
     let split = u64::from(t.split_u);
@@ -607,7 +616,7 @@ struct KernelKey {
 }
 
 /// Rounds down to the three most significant bits (within 12.5 %).
-fn three_significant_bits(x: u64) -> u64 {
+pub(super) fn three_significant_bits(x: u64) -> u64 {
     if x < 8 {
         return x;
     }

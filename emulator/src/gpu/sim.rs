@@ -24,8 +24,10 @@ use super::config::GpuConfig;
 use super::gemm::{
     cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost,
 };
+use super::llc_channel::{llc_channel_efficiency_cached, Stagger};
 use super::mem_port::{FluidHbm, GemmTiling, MemoryPort, StreamDemand};
 use super::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Capacity units per CU: the least common multiple of 1..=16, so every occupancy up to
@@ -718,6 +720,68 @@ impl<P: MemoryPort> GpuSim<P> {
                     if let Some(r) = rates.get_mut(j) {
                         *r /= over;
                     }
+                }
+            }
+        }
+        // LLC channels: a kernel's resident workgroups load the same K slab at once, and
+        // where their addresses alias onto few channels the busiest one paces them: a
+        // kernel gets at most its channel efficiency times the LLC's bandwidth, and other
+        // kernels use the channels it leaves idle (their K loops run at their own phase).
+        // Copies of one GEMM with one kernel (the same tiling) are the exception: launched
+        // together and progressing at one rate, they walk K in step with each other too
+        // and camp on the same channels, so they share one cap.
+        if self.gpu.llc_channel_interleave_bytes > 0 {
+            // Per tiling: demand, resident workgroups, kernels.
+            let mut groups: BTreeMap<GemmTiling, (f64, u64, u64)> = BTreeMap::new();
+            for k in self.kernels.iter().filter(|k| k.resident > 0) {
+                if let Some(t) = k.tiling {
+                    let g = groups.entry(t).or_insert((0.0, 0, 0));
+                    g.1 += k.resident;
+                    g.2 += 1;
+                }
+            }
+            for (j, &ci) in idx.iter().enumerate() {
+                if let (Some(c), Some(n), Some(r), Some(b)) = (
+                    self.cohorts.get(ci),
+                    counts.get(j),
+                    rates.get(j),
+                    llc.get(j),
+                ) {
+                    if let Some(g) = self
+                        .kernels
+                        .get(c.kernel)
+                        .and_then(|k| k.tiling)
+                        .and_then(|t| groups.get_mut(&t))
+                    {
+                        g.0 += n * r * b;
+                    }
+                }
+            }
+            let llc_capacity = self.gpu.llc_bytes_per_ns();
+            let scale: BTreeMap<GemmTiling, f64> = groups
+                .iter()
+                .map(|(t, &(demand, resident, kernels))| {
+                    let cap = llc_channel_efficiency_cached(
+                        &self.gpu,
+                        t,
+                        resident / kernels.max(1),
+                        Stagger::TENSILE_DEFAULT,
+                    ) * llc_capacity;
+                    let f = if demand > cap { cap / demand } else { 1.0 };
+                    (*t, f)
+                })
+                .collect();
+            for (j, &ci) in idx.iter().enumerate() {
+                let f = self
+                    .cohorts
+                    .get(ci)
+                    .and_then(|c| self.kernels.get(c.kernel))
+                    .and_then(|k| k.tiling)
+                    .and_then(|t| scale.get(&t))
+                    .copied()
+                    .unwrap_or(1.0);
+                if let Some(r) = rates.get_mut(j) {
+                    *r *= f;
                 }
             }
         }

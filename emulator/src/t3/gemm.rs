@@ -50,6 +50,7 @@ pub fn producer_kernel(tile: (u16, u16)) -> CatalogKernel {
         split_u: 1,
         prefetch: true,
         lds_pad: true,
+        stagger_mapping: 0,
     }
 }
 

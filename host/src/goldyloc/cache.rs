@@ -7,8 +7,9 @@ use std::path::PathBuf;
 /// move, so old entries are ignored (2: the water-filling fix of `gpu::sim`; 3: concurrent
 /// kernels launched one CP dispatch apart; 4: memory latency in the GEMM model; 5: panels
 /// fed to L1 in L1 lines per iteration; 6: split-U's reduction after the main kernel —
-/// the catalog's size is in the key, but this change kept it).
-const CACHE_VERSION: u32 = 6;
+/// the catalog's size is in the key, but this change kept it; 7: LLC channel camping and
+/// StaggerU's mappings).
+const CACHE_VERSION: u32 = 7;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]

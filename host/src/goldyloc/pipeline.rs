@@ -302,9 +302,10 @@ pub struct TuneSummary {
     pub gemms_tuned: usize,
     /// Per CD above 1: share of evaluated GEMMs whose GO kernel differs from the isolated one.
     pub go_kernel_differs_share: Vec<f64>,
-    /// Evaluated GEMMs whose isolated winner has a runner-up (another kernel) within
-    /// [`crate::goldyloc::tune::NEAR_TIE_BAND`] of its time on the full GPU: where a
-    /// tuner measuring hardware, with its run-to-run variation, could pick either.
+    /// Evaluated GEMMs whose isolated winner has a runner-up (another kernel, with a
+    /// time not exactly equal) within [`crate::goldyloc::tune::NEAR_TIE_BAND`] of its
+    /// time on the full GPU: where a tuner measuring hardware, with its run-to-run
+    /// variation, could pick either.
     pub near_tie_gemms: usize,
     /// Tuning seconds.
     pub seconds: f64,
@@ -357,13 +358,18 @@ pub fn tune_summary(p: &Prepared, tuned: &[TunedGemm], seconds: f64) -> TuneSumm
     let ranked: Vec<Vec<(u32, f64)>> = eval_tuned
         .par_iter()
         .map(|t| {
-            crate::goldyloc::tune::ranked_isolated(
+            let mut r = crate::goldyloc::tune::ranked_isolated(
                 &p.ctx.gpu,
                 &p.ctx.cal,
                 &p.ctx.catalog,
                 &t.shape,
                 4.0 * max_sigma,
-            )
+            );
+            // Kernels the model cannot tell apart (the same time to the last bit: the
+            // StaggerU-mapping twins where nothing camps) count once, so the near ties and
+            // the jitter study are between kernels that behave differently.
+            r.dedup_by(|b, a| b.1 == a.1);
+            r
         })
         .collect();
     let near_tie_gemms = ranked
