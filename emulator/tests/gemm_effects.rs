@@ -144,16 +144,27 @@ fn llc_channel_camping_slows_an_aliased_gemm_and_the_column_stagger_relieves_it(
         "column stagger {t_column} ns vs row {t_row} ns"
     );
     assert!(t_column >= t_flat * (1.0 - 1e-9), "{t_column} vs {t_flat}");
-    // Two copies of the camping kernel walk K in phase and camp on the same channels:
-    // they share one cap, so the pair gains only what filling the lone kernel's partial
-    // second wave gives (133 workgroups on 120 CUs; with a cap each, it would take
-    // little more than one). A different kernel (a 64 x 48 tile, also one tile row)
-    // camps at its own phase: the pair overlaps.
+    // Two copies of the camping kernel: at independent phases (the default) each has
+    // its own cap and the pair overlaps; in phase (`llc_copies_in_phase`) they camp on
+    // the same channels under one cap, and the pair gains only what filling the lone
+    // kernel's partial second wave gives (133 workgroups on 120 CUs).
     let pair = concurrent_time(&gpu, &cal, &s, &by_row, 2).expect("runs");
     assert!(
-        pair > 1.6 * t_row,
-        "two in-phase copies {pair} ns vs one {t_row} ns"
+        pair < 0.6 * 2.0 * t_row,
+        "two copies {pair} ns vs one {t_row} ns"
     );
+    let in_phase = Calibration {
+        llc_copies_in_phase: true,
+        ..cal
+    };
+    assert_eq!(isolated_time(&gpu, &in_phase, &s, &by_row), Some(t_row));
+    let pair_in_phase = concurrent_time(&gpu, &in_phase, &s, &by_row, 2).expect("runs");
+    assert!(
+        pair_in_phase > 1.6 * t_row,
+        "two in-phase copies {pair_in_phase} ns vs one {t_row} ns"
+    );
+    // A different kernel (a 64 x 48 tile, also one tile row) camps at its own phase
+    // either way: the pair overlaps.
     let other = *Catalog::standard()
         .kernels()
         .iter()

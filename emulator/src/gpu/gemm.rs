@@ -63,6 +63,15 @@ pub struct Calibration {
     /// Co-resident workgroups walk K in step, so a panel line another workgroup already
     /// requested is an in-flight miss for the late-comers too: one latency, the HBM one.
     pub memory_latency_ns: f64,
+    /// LLC channel camping (`gpu::llc_channel`): whether copies of one GEMM with one
+    /// kernel (the same tiling) walk K in phase with each other and so camp on the same
+    /// channels under one cap (`true`), or at independent phases like different kernels,
+    /// each under its own cap (`false`, the default). Copies dispatched a CP dispatch
+    /// (~2 us) apart start about an iteration (~2.5 us alone) apart, so 16 copies spread
+    /// over several 256-byte clicks; in phase is the bound the other way (measured in
+    /// `docs/decisions/gemm.md`, "Stop 35").
+    #[serde(default)]
+    pub llc_copies_in_phase: bool,
 }
 
 impl Default for Calibration {
@@ -79,6 +88,7 @@ impl Default for Calibration {
             hbm_banks_per_group: 4.0,
             waves_launched_per_cycle: 4.0,
             memory_latency_ns: 500.0,
+            llc_copies_in_phase: false,
         }
     }
 }

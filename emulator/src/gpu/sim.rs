@@ -727,15 +727,22 @@ impl<P: MemoryPort> GpuSim<P> {
         // where their addresses alias onto few channels the busiest one paces them: a
         // kernel gets at most its channel efficiency times the LLC's bandwidth, and other
         // kernels use the channels it leaves idle (their K loops run at their own phase).
-        // Copies of one GEMM with one kernel (the same tiling) are the exception: launched
-        // together and progressing at one rate, they walk K in step with each other too
-        // and camp on the same channels, so they share one cap.
+        // With `llc_copies_in_phase`, copies of one GEMM with one kernel (the same
+        // tiling) walk K in step with each other too and share one cap.
         if self.gpu.llc_channel_interleave_bytes > 0 {
-            // Per tiling: demand, resident workgroups, kernels.
-            let mut groups: BTreeMap<GemmTiling, (f64, u64, u64)> = BTreeMap::new();
-            for k in self.kernels.iter().filter(|k| k.resident > 0) {
+            let in_phase = self.cal.llc_copies_in_phase;
+            let group_of = |ki: usize, t: GemmTiling| (if in_phase { None } else { Some(ki) }, t);
+            // Per group: demand, resident workgroups, kernels.
+            let mut groups: BTreeMap<(Option<usize>, GemmTiling), (f64, u64, u64)> =
+                BTreeMap::new();
+            for (ki, k) in self
+                .kernels
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.resident > 0)
+            {
                 if let Some(t) = k.tiling {
-                    let g = groups.entry(t).or_insert((0.0, 0, 0));
+                    let g = groups.entry(group_of(ki, t)).or_insert((0.0, 0, 0));
                     g.1 += k.resident;
                     g.2 += 1;
                 }
@@ -751,16 +758,17 @@ impl<P: MemoryPort> GpuSim<P> {
                         .kernels
                         .get(c.kernel)
                         .and_then(|k| k.tiling)
-                        .and_then(|t| groups.get_mut(&t))
+                        .and_then(|t| groups.get_mut(&group_of(c.kernel, t)))
                     {
                         g.0 += n * r * b;
                     }
                 }
             }
             let llc_capacity = self.gpu.llc_bytes_per_ns();
-            let scale: BTreeMap<GemmTiling, f64> = groups
+            let scale: BTreeMap<(Option<usize>, GemmTiling), f64> = groups
                 .iter()
-                .map(|(t, &(demand, resident, kernels))| {
+                .map(|(key, &(demand, resident, kernels))| {
+                    let t = &key.1;
                     let cap = llc_channel_efficiency_cached(
                         &self.gpu,
                         t,
@@ -768,16 +776,17 @@ impl<P: MemoryPort> GpuSim<P> {
                         Stagger::TENSILE_DEFAULT,
                     ) * llc_capacity;
                     let f = if demand > cap { cap / demand } else { 1.0 };
-                    (*t, f)
+                    (*key, f)
                 })
                 .collect();
             for (j, &ci) in idx.iter().enumerate() {
                 let f = self
                     .cohorts
                     .get(ci)
-                    .and_then(|c| self.kernels.get(c.kernel))
-                    .and_then(|k| k.tiling)
-                    .and_then(|t| scale.get(&t))
+                    .and_then(|c| {
+                        let t = self.kernels.get(c.kernel)?.tiling?;
+                        scale.get(&group_of(c.kernel, t))
+                    })
                     .copied()
                     .unwrap_or(1.0);
                 if let Some(r) = rates.get_mut(j) {
