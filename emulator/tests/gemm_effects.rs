@@ -193,3 +193,64 @@ fn llc_channel_camping_slows_an_aliased_gemm_and_the_column_stagger_relieves_it(
     let b = isolated_time(&flat, &cal, &even, &by_row).expect("runs");
     assert!((a - b).abs() <= 0.02 * b, "{a} vs {b}");
 }
+
+/// Tensile's kernels divide K into whole main-loop iterations: global split-U hands them
+/// out per slice (the first `L % split` slices take one more), and `K % U` runs in one
+/// slice's unprefetched tail loop. So the longest slice of 4096 over 6 slices at U = 32
+/// multiplies 704 elements (22 iterations), not 4096 / 6; at U = 16 it multiplies 688;
+/// K = 4224 (132 iterations, 22 per slice) costs that slice no more than K = 4096; and a
+/// K with a remainder waits one memory latency more.
+#[test]
+fn split_u_slices_take_whole_iterations_and_a_k_tail_waits_for_memory() {
+    use nmcp_emulator::gpu::gemm::{kernel_cost, SliceKLoop};
+    let lp = |iterations, tail| SliceKLoop { iterations, tail };
+    assert_eq!(SliceKLoop::critical(4096, 32, 6), lp(22, 0));
+    assert_eq!(SliceKLoop::critical(4096, 16, 6), lp(43, 0));
+    assert_eq!(SliceKLoop::critical(4096, 32, 8), lp(16, 0));
+    assert_eq!(SliceKLoop::critical(5140, 32, 1), lp(160, 20));
+    assert_eq!(SliceKLoop::critical(29, 32, 1), lp(0, 29));
+    // 3 iterations over 4 slices: three slices take one each, the fourth the tail.
+    assert_eq!(SliceKLoop::critical(100, 32, 4), lp(1, 0));
+    assert_eq!(SliceKLoop::critical(16, 32, 4), lp(0, 16));
+
+    let gpu = GpuConfig::mi100();
+    let cal = Calibration::default();
+    let cat = Catalog::standard();
+    let kernel = |u: u16, split: u8| {
+        *cat.kernels()
+            .iter()
+            .find(|k| {
+                (
+                    k.mt0,
+                    k.mt1,
+                    k.depth_u,
+                    k.threads,
+                    k.split_u,
+                    k.prefetch,
+                    k.lds_pad,
+                    k.stagger_mapping,
+                ) == (64, 64, u, 256, split, true, true, 0)
+            })
+            .expect("in the catalog")
+    };
+    let cost = |k: u32, u: u16, split: u8| {
+        kernel_cost(&gpu, &cal, &shape(1024, 512, k), &kernel(u, split)).expect("runs")
+    };
+    let tile_flops = 2.0 * 64.0 * 64.0;
+    assert_eq!(cost(4096, 32, 6).wg_flops, tile_flops * 704.0);
+    assert_eq!(cost(4096, 16, 6).wg_flops, tile_flops * 688.0);
+    assert_eq!(cost(4224, 32, 6).wg_flops, cost(4096, 32, 6).wg_flops);
+    let t = |k: u32, u: u16, split: u8| {
+        isolated_time(&gpu, &cal, &shape(1024, 512, k), &kernel(u, split)).expect("runs")
+    };
+    let (t4096, t4224) = (t(4096, 32, 6), t(4224, 32, 6));
+    assert!(
+        t4224 < 1.01 * t4096,
+        "K 4224: {t4224} ns, K 4096: {t4096} ns (3 % more FLOPs, same slice work)"
+    );
+    // The tail loop: 4 elements more than 4096 cost one exposed latency per workgroup.
+    let (even, tail) = (cost(4096, 32, 1), cost(4100, 32, 1));
+    assert_eq!(tail.wg_fixed_ns - even.wg_fixed_ns, cal.memory_latency_ns);
+    assert_eq!(tail.wg_flops - even.wg_flops, tile_flops * 4.0);
+    assert_eq!(tail.wg_latency_floor_ns, even.wg_latency_floor_ns);
+}

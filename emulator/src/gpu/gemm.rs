@@ -170,6 +170,53 @@ pub struct KernelCost {
     pub tail_ns: f64,
 }
 
+/// The K loop of the slice that finishes last, as Tensile's kernels divide K: the main
+/// loop runs whole iterations of U elements (`K / U` of them); global split-U hands
+/// them out `q = L / split` per slice with the first `L % split` slices taking one more
+/// (Tensile's `numIterPerWgRemainder`), and the `K % U` remainder runs in a tail loop in
+/// one slice only (the one whose index equals that remainder count). So a slice's work
+/// is quantised to iterations: K = 4096 with U = 32 over 6 slices gives 22 iterations
+/// (704 elements) to the longest slice, not 4096 / 6 = 683, while U = 16 gives it 688;
+/// which U and split a size favours depends on how its K factors. The tail loop is not
+/// prefetched (its guarded element loads wait for memory before its MFMAs run), so it
+/// exposes one memory latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceKLoop {
+    /// Main-loop iterations (U elements each).
+    pub iterations: u64,
+    /// K elements in the tail loop (0 without one).
+    pub tail: u64,
+}
+
+impl SliceKLoop {
+    /// The slice with the most K work. Where some slices take an extra iteration, one
+    /// of those (its `q + 1` iterations outweigh the tail slice's `q` iterations and
+    /// fewer than U tail elements); otherwise the tail slice.
+    pub fn critical(k: u32, depth_u: u32, split_u: u32) -> Self {
+        let u = u64::from(depth_u.max(1));
+        let split = u64::from(split_u.max(1));
+        let k = u64::from(k);
+        let (full, tail) = (k / u, k % u);
+        let (q, r) = (full / split, full % split);
+        if r > 0 {
+            Self {
+                iterations: q + 1,
+                tail: 0,
+            }
+        } else {
+            Self {
+                iterations: q,
+                tail,
+            }
+        }
+    }
+
+    /// K elements the slice multiplies.
+    pub fn k_elements(&self, depth_u: u32) -> u64 {
+        self.iterations * u64::from(depth_u.max(1)) + self.tail
+    }
+}
+
 /// Fraction of a cache line's bytes a contiguous run of `run` bytes uses, inverted
 /// (>= 1): a strided panel with short runs pulls whole lines for part of their data.
 fn line_waste(run: f64, line: f64) -> f64 {
@@ -285,11 +332,19 @@ fn cost_of_meta(
     let cu_demand = (waves_per_wg / f64::from(gpu.simds_per_cu)).min(1.0);
     let eff = cal.efficiency(kernel, occ);
     let wg_flops_per_ns = gpu.cu_flops_per_ns(shape.dtype) * eff * cu_demand;
-    let wg_flops = 2.0 * mt0 * mt1 * ks;
+    // The longest slice's K loop: whole iterations, plus a tail loop for K % U.
+    let k_loop = SliceKLoop::critical(
+        shape.k,
+        u32::from(kernel.depth_u),
+        u32::from(kernel.split_u),
+    );
+    let wg_flops = 2.0 * mt0 * mt1 * (k_loop.k_elements(u32::from(kernel.depth_u)).max(1) as f64);
     // Memory latency (Little's law): one iteration's tile in flight at a time; with
-    // prefetch it overlaps the compute, without it the compute waits for it.
-    let iterations = (ks / f64::from(kernel.depth_u.max(1))).ceil().max(1.0);
+    // prefetch it overlaps the compute, without it the compute waits for it. The tail
+    // loop waits for its loads unprefetched: one latency on top (in the fixed time).
+    let iterations = k_loop.iterations as f64;
     let latency = cal.memory_latency_ns.max(0.0);
+    let tail_loop_ns = if k_loop.tail > 0 { latency } else { 0.0 };
     let latency_floor = if latency <= 0.0 {
         0.0
     } else if kernel.prefetch {
@@ -308,7 +363,7 @@ fn cost_of_meta(
         wg_out_bytes: out_bytes,
         grid: (tiles_m, tiles_n, slices),
         panel_bytes: (panel_a, panel_b),
-        wg_fixed_ns: gpu.wg_fixed_ns,
+        wg_fixed_ns: gpu.wg_fixed_ns + tail_loop_ns,
         waves_per_wg,
         wg_latency_floor_ns: latency_floor,
         tail_ns,

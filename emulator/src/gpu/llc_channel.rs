@@ -29,6 +29,7 @@
 //! hashes channels; see `mem_port`).
 
 use super::config::GpuConfig;
+use super::gemm::SliceKLoop;
 use super::mem_port::{panels, three_significant_bits, tile_of, GemmTiling, MatrixBases};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -99,8 +100,10 @@ pub fn llc_channel_efficiency(
     }
     let depth = u64::from(tiling.depth_u.max(1));
     let eb = u64::from(tiling.element_bytes.max(1));
-    let ks = u64::from(tiling.k).div_ceil(u64::from(tiling.split_u.max(1)));
-    let iterations = ks.div_ceil(depth).max(1);
+    // StaggerU's run-time rule counts the workgroup's own main-loop iterations.
+    let iterations = SliceKLoop::critical(tiling.k, tiling.depth_u, tiling.split_u)
+        .iterations
+        .max(1);
     let (per_click, starts) = stagger.plan(depth * eb, iterations);
     // Matrices are aligned far beyond the channel period, so only offsets within a
     // matrix decide the channel.

@@ -732,7 +732,7 @@ impl<P: MemoryPort> GpuSim<P> {
         if self.gpu.llc_channel_interleave_bytes > 0 {
             let in_phase = self.cal.llc_copies_in_phase;
             let group_of = |ki: usize, t: GemmTiling| (if in_phase { None } else { Some(ki) }, t);
-            // Per group: demand, resident workgroups, kernels.
+            // Per group: LLC demand (then its scale factor), resident workgroups, kernels.
             let mut groups: BTreeMap<(Option<usize>, GemmTiling), (f64, u64, u64)> =
                 BTreeMap::new();
             for (ki, k) in self
@@ -764,31 +764,27 @@ impl<P: MemoryPort> GpuSim<P> {
                     }
                 }
             }
+            // Each group's demand becomes the factor that brings it within its cap.
             let llc_capacity = self.gpu.llc_bytes_per_ns();
-            let scale: BTreeMap<(Option<usize>, GemmTiling), f64> = groups
-                .iter()
-                .map(|(key, &(demand, resident, kernels))| {
-                    let t = &key.1;
-                    let cap = llc_channel_efficiency_cached(
-                        &self.gpu,
-                        t,
-                        resident / kernels.max(1),
-                        Stagger::TENSILE_DEFAULT,
-                    ) * llc_capacity;
-                    let f = if demand > cap { cap / demand } else { 1.0 };
-                    (*key, f)
-                })
-                .collect();
+            for ((_, t), g) in groups.iter_mut() {
+                let (demand, resident, kernels) = *g;
+                let cap = llc_channel_efficiency_cached(
+                    &self.gpu,
+                    t,
+                    resident / kernels.max(1),
+                    Stagger::TENSILE_DEFAULT,
+                ) * llc_capacity;
+                g.0 = if demand > cap { cap / demand } else { 1.0 };
+            }
             for (j, &ci) in idx.iter().enumerate() {
                 let f = self
                     .cohorts
                     .get(ci)
                     .and_then(|c| {
                         let t = self.kernels.get(c.kernel)?.tiling?;
-                        scale.get(&group_of(c.kernel, t))
+                        groups.get(&group_of(c.kernel, t))
                     })
-                    .copied()
-                    .unwrap_or(1.0);
+                    .map_or(1.0, |g| g.0);
                 if let Some(r) = rates.get_mut(j) {
                     *r *= f;
                 }

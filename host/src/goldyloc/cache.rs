@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// fed to L1 in L1 lines per iteration; 6: split-U's reduction after the main kernel —
 /// the catalog's size is in the key, but this change kept it; 7: LLC channel camping and
 /// StaggerU's mappings).
-const CACHE_VERSION: u32 = 7;
+const CACHE_VERSION: u32 = 8;
 
 /// A directory of cached step results.
 #[derive(Debug, Clone)]
