@@ -219,18 +219,7 @@ fn split_u_slices_take_whole_iterations_and_a_k_tail_waits_for_memory() {
     let kernel = |u: u16, split: u8| {
         *cat.kernels()
             .iter()
-            .find(|k| {
-                (
-                    k.mt0,
-                    k.mt1,
-                    k.depth_u,
-                    k.threads,
-                    k.split_u,
-                    k.prefetch,
-                    k.lds_pad,
-                    k.stagger_mapping,
-                ) == (64, 64, u, 256, split, true, true, 0)
-            })
+            .find(|k| k.parameters() == (64, 64, u, 256, split, true, true, 0))
             .expect("in the catalog")
     };
     let cost = |k: u32, u: u16, split: u8| {

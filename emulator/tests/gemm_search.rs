@@ -42,23 +42,11 @@ fn the_standard_space_is_a_superset_of_the_power_of_two_one() {
         2 * 2925,
         "2,925 tile configurations x 2 StaggerU mappings"
     );
-    let key = |k: &nmcp_emulator::gpu::catalog::CatalogKernel| {
-        (
-            k.mt0,
-            k.mt1,
-            k.depth_u,
-            k.threads,
-            k.split_u,
-            k.prefetch,
-            k.lds_pad,
-            k.stagger_mapping,
-        )
-    };
-    let all: BTreeSet<_> = new.kernels().iter().map(key).collect();
+    let all: BTreeSet<_> = new.kernels().iter().map(|k| k.parameters()).collect();
     assert_eq!(all.len(), new.len(), "no kernel twice");
     assert!(old.kernels().iter().all(|k| k.stagger_mapping == 0));
     for k in old.kernels() {
-        assert!(all.contains(&key(k)), "{} missing", k.name());
+        assert!(all.contains(&k.parameters()), "{} missing", k.name());
     }
     for (i, k) in new.kernels().iter().enumerate() {
         assert_eq!(k.index as usize, i);
@@ -130,11 +118,7 @@ fn split_u_pays_on_a_small_grid_and_not_on_a_full_one() {
     let kernel = |split: u8| {
         *cat.kernels()
             .iter()
-            .find(|k| {
-                (
-                    k.mt0, k.mt1, k.depth_u, k.threads, k.split_u, k.prefetch, k.lds_pad,
-                ) == (128, 256, 32, 256, split, true, true)
-            })
+            .find(|k| k.parameters() == (128, 256, 32, 256, split, true, true, 0))
             .expect("in the catalog")
     };
     let t = |s: &GemmShape, split: u8| isolated_time(&gpu, &cal, s, &kernel(split)).unwrap();
