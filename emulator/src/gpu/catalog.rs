@@ -99,8 +99,6 @@ impl CatalogKernel {
         }
     }
 
-    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD` (`_SUM1` when the
-    /// stagger follows the tile column).
     /// The generator's parameters, in the name's order: (MT0, MT1, U, threads, split-U,
     /// prefetch, LDS padding, StaggerU mapping). Two catalog kernels never share them.
     pub fn parameters(&self) -> (u16, u16, u16, u16, u8, bool, bool, u8) {
@@ -116,6 +114,8 @@ impl CatalogKernel {
         )
     }
 
+    /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD` (`_SUM1` when the
+    /// stagger follows the tile column).
     pub fn name(&self) -> String {
         format!(
             "MT{}x{}_U{}_T{}_S{}{}{}{}",
