@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// kernels launched one CP dispatch apart; 4: memory latency in the GEMM model; 5: panels
 /// fed to L1 in L1 lines per iteration; 6: split-U's reduction after the main kernel —
 /// the catalog's size is in the key, but this change kept it; 7: LLC channel camping and
-/// StaggerU's mappings).
+/// StaggerU's mappings; 8: the K loop in whole iterations, `gpu::gemm::SliceKLoop`).
 const CACHE_VERSION: u32 = 8;
 
 /// A directory of cached step results.
