@@ -1,0 +1,165 @@
+//! Stepping: the per-GPU event queues, one slice of a GPU, and the lookahead window of
+//! slices each GPU runs before the next GPU's turn.
+
+use nmcp_firmware::Event;
+
+use super::blocks::Message;
+use super::{RunError, T3System};
+use crate::hbm::Cycle;
+use crate::sim::PS_PER_NS;
+
+/// Cycles per simulation slice (see the module docs of [`super`]).
+pub const SLICE_CYCLES: Cycle = 16;
+
+/// Most slices a GPU runs before the next GPU's turn (see [`T3System::run_until`]).
+pub const MAX_WINDOW_SLICES: Cycle = 31;
+
+/// Events between components.
+#[derive(Debug, Clone)]
+pub(super) enum Ev {
+    /// A workgroup's phase compute finished.
+    Compute { node: u32, slot: u32 },
+    /// A message arrives at `node`.
+    Arrive { node: u32, msg: Box<Message> },
+    /// A firmware event for `node`.
+    Firmware { node: u32, event: Event },
+}
+
+impl T3System {
+    /// Schedules `ev` for its GPU, keyed by the GPU being stepped (the sender) and the
+    /// sender's own count, so that events of one cycle are delivered in an order that
+    /// does not depend on how the GPUs' steps interleave.
+    pub(super) fn schedule(&mut self, at: Cycle, ev: Ev) {
+        let to = match &ev {
+            Ev::Compute { node, .. } | Ev::Arrive { node, .. } | Ev::Firmware { node, .. } => {
+                *node as usize
+            }
+        };
+        let n = self.sent.get_mut(self.sender as usize).map_or(0, |c| {
+            *c += 1;
+            *c
+        });
+        let key = (u64::from(self.sender) << 48) | n;
+        if let Some(q) = self.queues.get_mut(to) {
+            q.push_keyed(at, 0, key, ev);
+        }
+    }
+
+    /// Slices each GPU runs on its own before the next GPU's turn: as many as fit in
+    /// the link latency (nothing a GPU sends reaches another sooner), one when a
+    /// timeline samples every slice or the latency is shorter than two slices.
+    pub(super) fn window_slices(&self) -> Cycle {
+        if self.trace.is_some() {
+            return 1;
+        }
+        // A latency under 33 ns gives 1; an infinite one, the cap.
+        let lat = self.cfg.link_latency_ns as Cycle;
+        let cap = Cycle::from(self.cfg.window_slices).clamp(1, MAX_WINDOW_SLICES);
+        (lat.saturating_sub(1) / SLICE_CYCLES).clamp(1, cap)
+    }
+
+    /// One slice of GPU `i`, ending at `end`: its events due by `end` in time order (a
+    /// request they cause arrives at its event's cycle), its memory to `end`, then the
+    /// consequences (column issues to the tracker, finished requests to their blocks,
+    /// firmware events, DMA, dispatch, queued requests into the controllers).
+    pub(super) fn step_node(
+        &mut self,
+        i: usize,
+        end: Cycle,
+        fw: &mut impl FnMut(&mut Self, usize, Event, Cycle),
+    ) {
+        while let Some(e) = self.queues[i].pop_due(end) {
+            self.events += 1;
+            let at = e.at;
+            match e.event {
+                Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
+                Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
+                Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+            }
+        }
+        self.nodes[i].advance_memory(end);
+        self.drain_taps(i);
+        let done_now = std::mem::take(&mut self.nodes[i].done_buf);
+        self.events += done_now.len() as u64;
+        self.complete(i, &done_now);
+        self.nodes[i].done_buf = done_now;
+        let evs = std::mem::take(&mut self.nodes[i].fw_events);
+        for (at, ev) in evs {
+            fw(self, i, ev, at);
+        }
+        self.run_dma(i, end);
+        self.dispatch(i, end);
+        self.nodes[i].fill();
+        let n = &mut self.nodes[i];
+        if !n.boundary_told && n.producer.as_ref().is_some_and(|p| p.done_at.is_some()) {
+            n.boundary_told = true;
+            n.mem.kernel_boundary();
+        }
+        if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
+            n.occupancy_sum += n.inflight as f64;
+            n.occupancy_cycles += 1.0;
+        }
+    }
+
+    /// Runs until `done(self)` holds, or `limit` cycles pass. `done` is checked between
+    /// windows ([`T3System::window_slices`]): the GPUs may run up to a window past the
+    /// slice where it first held, idle by then for the conditions the runs use (every
+    /// producer, collective or firmware finished), whose results are stamped per GPU.
+    ///
+    /// # Errors
+    /// [`RunError::Stuck`] saying what was still running when `limit` passed;
+    /// [`RunError::Limit`] when a cap of the configuration's [`Limits`] is reached.
+    pub fn run_until(
+        &mut self,
+        limit: Cycle,
+        mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<Cycle, RunError> {
+        let window = self.window_slices();
+        while !done(self) {
+            if self.now > limit {
+                return Err(RunError::Stuck(self.describe()));
+            }
+            self.cfg
+                .limits
+                .check(self.now * PS_PER_NS, self.events)
+                .map_err(RunError::Limit)?;
+            let start = self.now;
+            // Each GPU runs the window's slices on its own: nothing it sends reaches
+            // another GPU within the window, so the GPUs' order does not matter, and a
+            // GPU's state stays in the host's caches for the whole window. (Running the
+            // GPUs on rayon threads was measured slower with one slice per turn: too
+            // little work per fork-join.)
+            for i in 0..self.nodes.len() {
+                self.sender = i as u32;
+                let mut end = start;
+                for _ in 0..window {
+                    end += SLICE_CYCLES;
+                    self.step_node(i, end, &mut fw);
+                }
+            }
+            self.now = start + window * SLICE_CYCLES;
+            if window == 1 {
+                self.trace_slice(self.now);
+            }
+        }
+        Ok(self.now)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        let n = &self.nodes[0];
+        format!(
+            "at {} ns: GPU 0 producer {:?} of {:?}, ring step {:?}, pending {}, in flight {}, DMA ready {} busy {} programmed {}, tracker live {}",
+            self.now,
+            n.producer.as_ref().map(|p| p.finished),
+            n.producer.as_ref().map(|p| p.total),
+            n.ring.as_ref().map(|r| (r.step, r.received, r.per_step)),
+            n.pending_total,
+            n.inflight,
+            n.dma_ready.len(),
+            n.dma_busy,
+            n.dma.len(),
+            n.tracker.live()
+        )
+    }
+}
