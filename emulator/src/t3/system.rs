@@ -44,16 +44,14 @@ pub use ring::{RingKind, RING_IN_FLIGHT};
 pub use stepping::{MAX_WINDOW_SLICES, SLICE_CYCLES};
 pub use values::{add_in, round_to, Region, WriteOp};
 
-use std::collections::HashMap;
-
 use nmcp_firmware::Event;
 use nmcp_isa::gemm_ext::GemmDataType;
 
 use super::layout::{OutputLayout, Rect};
-use super::link::LinkDirection;
 use crate::hbm::{Cycle, HbmPreset};
 use crate::memctrl::Arbiter;
 use crate::sim::{EventQueue, LimitReached, Limits};
+use links::Links;
 use node::REQ_BYTES;
 use stepping::Ev;
 use trace::T3Trace;
@@ -97,10 +95,8 @@ pub enum RunError {
 pub struct T3System {
     cfg: SystemConfig,
     nodes: Vec<GpuNode>,
-    /// `links[g]`: GPU g's direction towards `g - 1` (the ring's sending direction).
-    links: Vec<LinkDirection>,
-    /// Direct links (fully connected), `direct[from * N + to]`, created on first use.
-    direct: HashMap<(u32, u32), LinkDirection>,
+    /// The links between the GPUs (ring directions and direct links).
+    links: Links,
     /// Per simulated GPU, the events addressed to it. Among events of one cycle the
     /// order is by sender and the sender's own sequence ([`T3System::schedule`]), so it
     /// does not depend on the order the GPUs are stepped in.
@@ -161,9 +157,7 @@ impl T3System {
             .collect::<Result<Vec<_>, _>>()?;
         let mb = 1u64 << 20;
         let out_bytes = cfg.layout.bytes().div_ceil(mb) * mb;
-        let links = (0..cfg.gpus)
-            .map(|_| LinkDirection::new(cfg.link_bytes_per_ns, cfg.link_latency_ns))
-            .collect();
+        let links = Links::new(cfg.gpus, cfg.link_bytes_per_ns, cfg.link_latency_ns);
         let mut s = Self {
             recv_base: out_bytes,
             a_base: 2 * out_bytes,
@@ -171,7 +165,6 @@ impl T3System {
             cfg,
             nodes,
             links,
-            direct: HashMap::new(),
             queues: (0..simulated).map(|_| EventQueue::new()).collect(),
             sender: 0,
             sent: vec![0; simulated as usize],
@@ -189,8 +182,8 @@ impl T3System {
         if s.cfg.functional {
             let n = (s.cfg.layout.m as usize) * (s.cfg.layout.n as usize);
             for node in &mut s.nodes {
-                node.out = Some(vec![0.0; n]);
-                node.recv = Some(vec![0.0; n]);
+                node.values.out = Some(vec![0.0; n]);
+                node.values.recv = Some(vec![0.0; n]);
             }
         }
         Ok(s)
@@ -215,21 +208,21 @@ impl T3System {
     /// Sets GPU `g`'s partial output values (functional runs).
     pub fn set_partial(&mut self, g: usize, values: Vec<f32>) {
         if let Some(n) = self.nodes.get_mut(g) {
-            n.partial = Some(values);
+            n.values.partial = Some(values);
         }
     }
 
     /// GPU `g`'s output array values (functional runs).
     pub fn out_values(&self, g: usize) -> Option<&[f32]> {
-        self.nodes.get(g).and_then(|n| n.out.as_deref())
+        self.nodes.get(g).and_then(|n| n.values.out.as_deref())
     }
 
     /// Puts GPU `g`'s partial output into its output array at once (the GEMM's result
     /// before a sequential collective; its stores' timing is the producer run's).
     pub fn load_partial_as_output(&mut self, g: usize) {
         if let Some(n) = self.nodes.get_mut(g) {
-            if let Some(p) = n.partial.clone() {
-                n.out = Some(p);
+            if let Some(p) = n.values.partial.clone() {
+                n.values.out = Some(p);
             }
         }
     }
@@ -267,12 +260,10 @@ impl T3System {
     /// Whether nothing is left in flight (no pending requests, blocks, DMAs or events).
     pub fn quiet(&self) -> bool {
         self.queues.iter().all(EventQueue::is_empty)
-            && self.nodes.iter().all(|n| {
-                n.pending_total == 0
-                    && n.inflight == 0
-                    && n.dma.is_empty()
-                    && n.dma_ready.is_empty()
-            })
+            && self
+                .nodes
+                .iter()
+                .all(|n| n.pending_total == 0 && n.inflight == 0 && n.dma.is_empty())
     }
 
     /// Per-GPU totals.
@@ -341,6 +332,6 @@ impl T3System {
 
     /// Link totals (GPU g's sending direction).
     pub fn link_stats(&self) -> Vec<super::link::LinkStats> {
-        self.links.iter().map(LinkDirection::stats).collect()
+        self.links.ring_stats()
     }
 }

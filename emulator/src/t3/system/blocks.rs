@@ -249,11 +249,8 @@ impl T3System {
                 match ack {
                     Ack::None => {
                         if let Some(p) = self.nodes[node].producer.as_mut() {
-                            if region == Region::Out && p.stores_left > 0 {
-                                p.stores_left -= 1;
-                                if p.stores_left == 0 && p.finished == p.total {
-                                    p.done_at = Some(at);
-                                }
+                            if region == Region::Out {
+                                p.store_finished(at);
                             }
                         }
                     }

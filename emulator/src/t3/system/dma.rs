@@ -1,8 +1,11 @@
 //! The DMA engines: descriptors made ready by tracker firings, their reads, and the
 //! message each sends to its destination GPU.
 
+use std::collections::{HashMap, VecDeque};
+
+use nmcp_firmware::platform::DmaError;
 use nmcp_firmware::Event;
-use nmcp_isa::t3::{split_peer, DmaOp, TRACKER_NO_DMA};
+use nmcp_isa::t3::{split_peer, DmaDescriptor, DmaOp, DmaTrigger, TRACKER_NO_DMA};
 
 use super::blocks::{Ack, BlockKind, Message};
 use super::trace::ps;
@@ -15,6 +18,81 @@ use crate::t3::tracker::Fired;
 
 /// DMA descriptors one GPU's engines work on at once (4 engines x 4).
 pub const DMA_IN_FLIGHT: usize = 16;
+
+/// A GPU's DMA engines: the descriptor table the firmware programs, the descriptors whose
+/// triggers have all fired (in the order they became ready), and how many are moving data.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DmaEngine {
+    /// Programmed descriptors by id, each with the tracker firings counted so far.
+    table: HashMap<u16, (DmaDescriptor, u8)>,
+    /// Descriptors ready to start, oldest first.
+    ready: VecDeque<u16>,
+    /// Descriptors started and not yet finished (their reads or sends in flight).
+    busy: usize,
+}
+
+impl DmaEngine {
+    /// Descriptors the table holds at most (the firmware gets `TableFull` past it).
+    const TABLE_CAP: usize = 8_192;
+
+    /// Adds `desc` to the table; one without a trigger is ready at once.
+    pub(super) fn program(&mut self, desc: &DmaDescriptor) -> Result<(), DmaError> {
+        if self.table.len() >= Self::TABLE_CAP {
+            return Err(DmaError::TableFull);
+        }
+        let ready_now = matches!(desc.trigger, DmaTrigger::None);
+        if self.table.insert(desc.id, (desc.clone(), 0)).is_some() {
+            return Err(DmaError::TableFull);
+        }
+        if ready_now {
+            self.ready.push_back(desc.id);
+        }
+        Ok(())
+    }
+
+    /// Counts one tracker firing for descriptor `id`; it becomes ready with its last.
+    pub(super) fn trigger(&mut self, id: u16) {
+        let ready = match self.table.get_mut(&id) {
+            Some((d, got)) => {
+                *got += 1;
+                *got >= d.fires.max(1)
+            }
+            None => false,
+        };
+        if ready {
+            self.ready.push_back(id);
+        }
+    }
+
+    /// The next ready descriptor to start, if an engine has room ([`DMA_IN_FLIGHT`]).
+    pub(super) fn start_next(&mut self) -> Option<(u16, DmaDescriptor)> {
+        while self.busy < DMA_IN_FLIGHT {
+            let id = self.ready.pop_front()?;
+            if let Some((d, _)) = self.table.get(&id) {
+                self.busy += 1;
+                return Some((id, d.clone()));
+            }
+        }
+        None
+    }
+
+    /// Descriptor `id`'s reads are done: it leaves the table and frees its engine slot.
+    pub(super) fn finish(&mut self, id: u16) -> Option<DmaDescriptor> {
+        let (d, _) = self.table.remove(&id)?;
+        self.busy = self.busy.saturating_sub(1);
+        Some(d)
+    }
+
+    /// Whether no descriptor is programmed or waiting to start.
+    pub(super) fn is_empty(&self) -> bool {
+        self.table.is_empty() && self.ready.is_empty()
+    }
+
+    /// (ready, started, programmed) descriptors, for a stuck run's report.
+    pub(super) fn counts(&self) -> (usize, usize, usize) {
+        (self.ready.len(), self.busy, self.table.len())
+    }
+}
 
 impl T3System {
     pub(super) fn fired(&mut self, node: usize, f: Fired, at: Cycle) {
@@ -32,27 +110,11 @@ impl T3System {
         if f.dma_id == TRACKER_NO_DMA {
             return;
         }
-        let ready = match self.nodes[node].dma.get_mut(&f.dma_id) {
-            Some((d, got)) => {
-                *got += 1;
-                *got >= d.fires.max(1)
-            }
-            None => false,
-        };
-        if ready {
-            self.nodes[node].dma_ready.push_back(f.dma_id);
-        }
+        self.nodes[node].dma.trigger(f.dma_id);
     }
 
     pub(super) fn run_dma(&mut self, node: usize, at: Cycle) {
-        while self.nodes[node].dma_busy < DMA_IN_FLIGHT {
-            let Some(id) = self.nodes[node].dma_ready.pop_front() else {
-                return;
-            };
-            let Some((d, _)) = self.nodes[node].dma.get(&id).cloned() else {
-                continue;
-            };
-            self.nodes[node].dma_busy += 1;
+        while let Some((id, d)) = self.nodes[node].dma.start_next() {
             if let Some(t) = self.trace.as_deref_mut() {
                 let to = split_peer(d.dst).0.map_or(node as u32, u32::from);
                 t.dma_start.insert((node, id), (at, to));
@@ -75,10 +137,9 @@ impl T3System {
     }
 
     pub(super) fn dma_reads_done(&mut self, node: usize, id: u16, rect: Rect, at: Cycle) {
-        let Some((d, _)) = self.nodes[node].dma.remove(&id) else {
+        let Some(d) = self.nodes[node].dma.finish(id) else {
             return;
         };
-        self.nodes[node].dma_busy -= 1;
         let payload = self.values(node, Region::Out, rect);
         let (peer, dst_local) = split_peer(d.dst);
         let to = peer.map_or(node as u32, u32::from);

@@ -1,15 +1,17 @@
 //! One GPU: its memory system, the lanes of requests waiting for controller room, and
 //! the state of its T3 parts (tracker, DMA table, output maps, producer, ring, values).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use nmcp_firmware::Event;
-use nmcp_isa::t3::{DmaDescriptor, OutputMap};
+use nmcp_isa::t3::OutputMap;
 
 use super::blocks::Block;
+use super::dma::DmaEngine;
 use super::producer::Producer;
 use super::ring::Ring;
 use super::tap::{Tapped, TrackerTap};
+use super::values::NodeValues;
 use crate::hbm::{AddressMapping, Cycle, HbmPreset};
 use crate::memctrl::{
     Arbiter, ControllerConfig, MemCompletion, MemorySystem, Request, TrafficClass,
@@ -64,16 +66,14 @@ pub struct GpuNode {
     pub(super) free_blocks: Vec<u32>,
     pub(super) tracker: Tracker,
     pub(super) tracking: bool,
-    pub(super) dma: HashMap<u16, (DmaDescriptor, u8)>,
-    pub(super) dma_ready: VecDeque<u16>,
-    pub(super) dma_busy: usize,
+    /// The DMA engines and their descriptor table.
+    pub(super) dma: DmaEngine,
     pub(super) maps: Vec<OutputMap>,
     pub(super) dispatch_start: u32,
     pub(super) producer: Option<Producer>,
     pub(super) ring: Option<Ring>,
-    pub(super) out: Option<Vec<f32>>,
-    pub(super) recv: Option<Vec<f32>>,
-    pub(super) partial: Option<Vec<f32>>,
+    /// The arrays as values (functional runs).
+    pub(super) values: NodeValues,
     pub(super) bytes: KindBytes,
     /// Time-summed requests in flight (accepted, not finished), for occupancy.
     pub(super) inflight: u64,
@@ -131,16 +131,12 @@ impl GpuNode {
             free_blocks: Vec::new(),
             tracker: Tracker::default(),
             tracking: false,
-            dma: HashMap::new(),
-            dma_ready: VecDeque::new(),
-            dma_busy: 0,
+            dma: DmaEngine::default(),
             maps: Vec::new(),
             dispatch_start: 0,
             producer: None,
             ring: None,
-            out: None,
-            recv: None,
-            partial: None,
+            values: NodeValues::default(),
             bytes: KindBytes::default(),
             inflight: 0,
             occupancy_sum: 0.0,

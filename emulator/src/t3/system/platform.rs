@@ -6,7 +6,7 @@ use nmcp_firmware::platform::{
     NmcController, NmcError, NmcTicket, OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{split_peer, DmaDescriptor, DmaTrigger, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, TrackerEntry};
 
 use super::T3System;
 use crate::hbm::Cycle;
@@ -90,18 +90,7 @@ impl DmaController for T3Platform<'_> {
         if peer.is_some_and(|p| u32::from(p) >= self.sys.cfg.gpus) {
             return Err(DmaError::OutOfRange);
         }
-        let n = &mut self.sys.nodes[self.node];
-        if n.dma.len() >= 8_192 {
-            return Err(DmaError::TableFull);
-        }
-        let ready_now = matches!(desc.trigger, DmaTrigger::None);
-        if n.dma.insert(desc.id, (desc.clone(), 0)).is_some() {
-            return Err(DmaError::TableFull);
-        }
-        if ready_now {
-            n.dma_ready.push_back(desc.id);
-        }
-        Ok(())
+        self.sys.nodes[self.node].dma.program(desc)
     }
 }
 

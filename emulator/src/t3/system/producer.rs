@@ -53,6 +53,28 @@ pub(super) struct Producer {
     pub(super) stores_left: u64,
 }
 
+impl Producer {
+    /// The workgroup in `slot` is done (its slot free again); the producer is done when
+    /// it was the last and no local store is left.
+    fn wg_finished(&mut self, slot: u32, at: Cycle) {
+        self.free.push(slot);
+        self.finished += 1;
+        if self.finished == self.total && self.stores_left == 0 {
+            self.done_at = Some(at);
+        }
+    }
+
+    /// One of the producer's local output stores finished at `at`.
+    pub(super) fn store_finished(&mut self, at: Cycle) {
+        if self.stores_left > 0 {
+            self.stores_left -= 1;
+            if self.stores_left == 0 && self.finished == self.total {
+                self.done_at = Some(at);
+            }
+        }
+    }
+}
+
 impl T3System {
     /// Starts the producer GEMM on every GPU (all local plain stores unless maps say
     /// otherwise).
@@ -126,11 +148,7 @@ impl T3System {
             if self.route(node, wg).is_none() {
                 // Not this GPU's workgroup: it counts as done at once.
                 let p = self.nodes[node].producer.as_mut().expect("producer");
-                p.free.push(slot);
-                p.finished += 1;
-                if p.finished == p.total && p.stores_left == 0 {
-                    p.done_at = Some(at);
-                }
+                p.wg_finished(slot, at);
                 continue;
             }
             self.trace_wgs(node, 1, at);
@@ -281,11 +299,7 @@ impl T3System {
         self.trace_wgs(node, -1, at);
         let p = self.nodes[node].producer.as_mut().expect("producer");
         p.slots[slot as usize] = None;
-        p.free.push(slot);
-        p.finished += 1;
-        if p.finished == p.total && p.stores_left == 0 {
-            p.done_at = Some(at);
-        }
+        p.wg_finished(slot, at);
         self.dispatch(node, at);
     }
 }

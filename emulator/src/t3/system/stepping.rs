@@ -53,7 +53,7 @@ impl T3System {
             return 1;
         }
         // A latency under 33 ns gives 1; an infinite one, the cap.
-        let lat = self.cfg.link_latency_ns as Cycle;
+        let lat = self.links.min_latency_ns() as Cycle;
         let cap = Cycle::from(self.cfg.window_slices).clamp(1, MAX_WINDOW_SLICES);
         (lat.saturating_sub(1) / SLICE_CYCLES).clamp(1, cap)
     }
@@ -148,6 +148,7 @@ impl T3System {
 
     pub(super) fn describe(&self) -> String {
         let n = &self.nodes[0];
+        let (ready, busy, programmed) = n.dma.counts();
         format!(
             "at {} ns: GPU 0 producer {:?} of {:?}, ring step {:?}, pending {}, in flight {}, DMA ready {} busy {} programmed {}, tracker live {}",
             self.now,
@@ -156,9 +157,9 @@ impl T3System {
             n.ring.as_ref().map(|r| (r.step, r.received, r.per_step)),
             n.pending_total,
             n.inflight,
-            n.dma_ready.len(),
-            n.dma_busy,
-            n.dma.len(),
+            ready,
+            busy,
+            programmed,
             n.tracker.live()
         )
     }

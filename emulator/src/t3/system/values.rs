@@ -47,48 +47,47 @@ pub enum WriteOp {
     Update,
 }
 
-impl T3System {
-    /// The values of `rect` in a row-major `m x n` array, each times `scale`.
-    pub(super) fn rect_values(&self, arr: &[f32], rect: Rect, scale: f32) -> Vec<f32> {
-        let n = self.cfg.layout.n as usize;
-        let mut v = Vec::with_capacity(crate::t3::layout::elements(&rect) as usize);
-        for r in rect.row0..rect.row0 + rect.rows {
-            let s = r as usize * n + rect.col0 as usize;
-            v.extend(arr[s..s + rect.cols as usize].iter().map(|x| x * scale));
-        }
-        v
-    }
+/// A GPU's arrays as values (functional runs; all `None` otherwise): the output /
+/// reduction array, the ring kernel's receive buffer and the GEMM's partial output, each
+/// row-major `m x n`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct NodeValues {
+    pub(super) out: Option<Vec<f32>>,
+    pub(super) recv: Option<Vec<f32>>,
+    pub(super) partial: Option<Vec<f32>>,
+}
 
-    pub(super) fn values(&self, node: usize, region: Region, rect: Rect) -> Option<Vec<f32>> {
+impl NodeValues {
+    /// The values of `rect` of `region` in arrays `n` columns wide.
+    pub(super) fn read(&self, region: Region, rect: Rect, n: usize) -> Option<Vec<f32>> {
         let arr = match region {
-            Region::Out => self.nodes[node].out.as_ref()?,
-            Region::Recv => self.nodes[node].recv.as_ref()?,
+            Region::Out => self.out.as_deref()?,
+            Region::Recv => self.recv.as_deref()?,
         };
-        Some(self.rect_values(arr, rect, 1.0))
+        Some(rect_values(arr, rect, n, 1.0))
     }
 
-    /// What a producer workgroup stores for `rect`: the GPU's partial output, or with
-    /// split-K an equal share of it per split (exact for a power-of-two split of values
-    /// on a binary grid), so the tile sums to the partial.
-    pub(super) fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
-        let splits = self.nodes[node].producer.as_ref().map_or(1, |p| p.splits);
-        let p = self.nodes[node].partial.as_ref()?;
-        Some(self.rect_values(p, rect, 1.0 / splits as f32))
+    /// What a producer workgroup stores for `rect`: the partial output, or with split-K
+    /// an equal share of it per split (exact for a power-of-two split of values on a
+    /// binary grid), so the tile sums to the partial.
+    pub(super) fn partial_share(&self, rect: Rect, n: usize, splits: u32) -> Option<Vec<f32>> {
+        let p = self.partial.as_deref()?;
+        Some(rect_values(p, rect, n, 1.0 / splits as f32))
     }
 
+    /// Stores `vals` into `rect` of `region`, or adds them in `dtype` for an update.
     pub(super) fn apply(
         &mut self,
-        node: usize,
         region: Region,
         rect: Rect,
         op: WriteOp,
         vals: &[f32],
+        n: usize,
+        dtype: GemmDataType,
     ) {
-        let n = self.cfg.layout.n as usize;
-        let dtype = self.cfg.dtype;
         let arr = match region {
-            Region::Out => self.nodes[node].out.as_mut(),
-            Region::Recv => self.nodes[node].recv.as_mut(),
+            Region::Out => self.out.as_mut(),
+            Region::Recv => self.recv.as_mut(),
         };
         let Some(arr) = arr else { return };
         let mut i = 0;
@@ -103,5 +102,46 @@ impl T3System {
                 i += 1;
             }
         }
+    }
+}
+
+/// The values of `rect` in a row-major array `n` columns wide, each times `scale`.
+fn rect_values(arr: &[f32], rect: Rect, n: usize, scale: f32) -> Vec<f32> {
+    let mut v = Vec::with_capacity(crate::t3::layout::elements(&rect) as usize);
+    for r in rect.row0..rect.row0 + rect.rows {
+        let s = r as usize * n + rect.col0 as usize;
+        v.extend(arr[s..s + rect.cols as usize].iter().map(|x| x * scale));
+    }
+    v
+}
+
+impl T3System {
+    /// The values of `rect` of `region` on GPU `node` (functional runs).
+    pub(super) fn values(&self, node: usize, region: Region, rect: Rect) -> Option<Vec<f32>> {
+        let n = self.cfg.layout.n as usize;
+        self.nodes[node].values.read(region, rect, n)
+    }
+
+    /// What GPU `node`'s producer workgroup stores for `rect` ([`NodeValues::partial_share`]).
+    pub(super) fn partial_values(&self, node: usize, rect: Rect) -> Option<Vec<f32>> {
+        let splits = self.nodes[node].producer.as_ref().map_or(1, |p| p.splits);
+        let n = self.cfg.layout.n as usize;
+        self.nodes[node].values.partial_share(rect, n, splits)
+    }
+
+    /// Applies a landed write block's values on GPU `node`.
+    pub(super) fn apply(
+        &mut self,
+        node: usize,
+        region: Region,
+        rect: Rect,
+        op: WriteOp,
+        vals: &[f32],
+    ) {
+        let n = self.cfg.layout.n as usize;
+        let dtype = self.cfg.dtype;
+        self.nodes[node]
+            .values
+            .apply(region, rect, op, vals, n, dtype);
     }
 }
