@@ -45,7 +45,7 @@ pub(super) struct Ring {
     pub(super) max_in_flight: usize,
     /// Blocks of the current step received from the upstream GPU.
     pub(super) received: u32,
-    /// Blocks per step.
+    /// Blocks to receive in the current step ([`T3System::step_receives`]).
     pub(super) per_step: u32,
     /// Received counts that arrived for a later step (the upstream GPU ran ahead).
     pub(super) early: HashMap<u32, u32>,
@@ -66,7 +66,6 @@ impl T3System {
     /// kernel confined to a share of the CUs).
     pub fn start_ring_on(&mut self, kind: RingKind, in_flight: usize, at: Cycle) {
         for i in 0..self.nodes.len() {
-            let per_step = self.step_items(i, kind, 1).len() as u32;
             self.nodes[i].ring = Some(Ring {
                 kind,
                 step: 0,
@@ -74,7 +73,7 @@ impl T3System {
                 in_flight: 0,
                 max_in_flight: in_flight.max(1),
                 received: 0,
-                per_step,
+                per_step: 0,
                 early: HashMap::new(),
                 items: HashMap::new(),
                 next_item: 0,
@@ -93,14 +92,35 @@ impl T3System {
         }
     }
 
+    /// The work items (WF tiles) GPU `node` handles in step `s`: the chunk it sends, or
+    /// its own chunk in the baseline's final pass.
     pub(super) fn step_items(&self, node: usize, kind: RingKind, s: u32) -> Vec<Rect> {
-        let l = self.cfg.layout;
         let g = self.nodes[node].index;
         let c = if s >= self.cfg.gpus {
             g
         } else {
             self.ring_chunk(g, kind, s)
         };
+        self.chunk_items(c)
+    }
+
+    /// The blocks GPU `node` receives in step `s`: those of the chunk its upstream
+    /// neighbour sends in that step, or its own final-pass writes. Chunks differ in size
+    /// when the tiles do not divide evenly among the GPUs, so each step has its own count.
+    pub(super) fn step_receives(&self, node: usize, kind: RingKind, s: u32) -> u32 {
+        let n = self.cfg.gpus;
+        let g = self.nodes[node].index;
+        let c = if s >= n {
+            g
+        } else {
+            self.ring_chunk((g + 1) % n, kind, s)
+        };
+        self.chunk_items(c).len() as u32
+    }
+
+    /// The non-empty WF tiles of chunk `c`, in workgroup then wavefront order.
+    fn chunk_items(&self, c: u32) -> Vec<Rect> {
+        let l = self.cfg.layout;
         let (first, count) = l.chunk_wgs(c);
         let mut v = Vec::new();
         for wg in first..first + count {
@@ -130,8 +150,10 @@ impl T3System {
             return;
         }
         let items = self.step_items(node, kind, s);
+        let receives = self.step_receives(node, kind, s);
         if let Some(r) = self.nodes[node].ring.as_mut() {
             r.step = s;
+            r.per_step = receives;
             r.todo.extend(items.into_iter().map(|rect| (rect, s)));
             r.received = r.early.remove(&s).unwrap_or(0);
         }
