@@ -313,7 +313,7 @@ pub struct Board<'a> {
     /// Pushed groups ([`KernelDispatcher::dispatch_pushed`]) still to refuse with `Busy`
     /// ([`Board::refuse_pushed`]; host tests only: the board binary's dispatcher never
     /// refuses a valid group, and pays nothing for the hook).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     refuse_pushed: u32,
     /// What the firmware asked for.
     pub stats: BoardStats,
@@ -355,7 +355,7 @@ impl<'a> Board<'a> {
             backed_from: 0,
             ring_packets: 1,
             dispatched: heapless::Vec::new(),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             refuse_pushed: 0,
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
@@ -384,8 +384,8 @@ impl<'a> Board<'a> {
     /// Makes the dispatcher refuse (`Busy`) the next `groups` groups the CP pushes into
     /// its FIFO ([`KernelDispatcher::dispatch_pushed`]): fault injection for the CP's
     /// undo of a refused group (host tests).
-    #[cfg(test)]
-    pub(crate) fn refuse_pushed(&mut self, groups: u32) {
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn refuse_pushed(&mut self, groups: u32) {
         self.refuse_pushed = groups;
     }
 
@@ -913,7 +913,7 @@ impl KernelDispatcher for Board<'_> {
     /// not while the CP waits.
     #[inline]
     fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.refuse_pushed > 0 {
             self.refuse_pushed -= 1;
             return Err(DispatchError::Busy);
