@@ -15,13 +15,17 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/scenario.rs");
     println!("cargo:rerun-if-changed=memory-virt.x");
-    println!("cargo:rerun-if-changed=memory-hifive1.x");
+    println!("cargo:rerun-if-changed=memory-hifive1-reva.x");
+    println!("cargo:rerun-if-changed=memory-hifive1-revb.x");
     if env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("none") {
         return;
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let memory = if env::var_os("CARGO_FEATURE_HIFIVE1").is_some() {
-        "memory-hifive1.x"
+    // One memory layout per board revision.
+    let memory = if env::var_os("CARGO_FEATURE_HIFIVE1_REVB").is_some() {
+        "memory-hifive1-revb.x"
+    } else if env::var_os("CARGO_FEATURE_HIFIVE1").is_some() {
+        "memory-hifive1-reva.x"
     } else {
         "memory-virt.x"
     };
