@@ -33,6 +33,10 @@ fn main() {
     println!("cargo:rustc-link-search={}", out.display());
     // Scoped to this crate's binaries: library check builds for the target never see it.
     println!("cargo:rustc-link-arg-bins=-Tlink.x");
+    if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
+        // defmt's linker script (shipped with the defmt crate) keeps its string table.
+        println!("cargo:rustc-link-arg-bins=-Tdefmt.x");
+    }
 
     let mut buf = [0u8; scenario::MAX_SCENARIO_BYTES];
     let write =

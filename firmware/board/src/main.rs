@@ -15,6 +15,8 @@ fn main() {}
 
 #[cfg(all(target_os = "none", feature = "hifive1"))]
 mod fe310;
+#[cfg(all(target_os = "none", feature = "defmt"))]
+mod rtt;
 
 #[cfg(target_os = "none")]
 mod target {
@@ -448,7 +450,11 @@ mod target {
                 init_firmware(&mut *addr_of_mut!(FIRMWARE)),
             )
         };
+        #[cfg(feature = "defmt")]
+        defmt::info!("nmcp-board machine={=str}", MACHINE);
         let status = run(window, fw, floor, sp.saturating_sub(STACK_PAINT_GUARD));
+        #[cfg(feature = "defmt")]
+        defmt::info!("exit status={=i32}", status);
         let _ = writeln!(report_out(), "exit status={status}");
         // On QEMU this ends the run; on a board without a debugger the semihosting call
         // traps and the core waits in riscv-rt's exception handler, the report sent.
