@@ -44,7 +44,7 @@ static _SEGGER_RTT: Rtt = Rtt(
         max_up: 1,
         max_down: 0,
         up: Channel {
-            name: b"defmt\0".as_ptr(),
+            name: c"defmt".as_ptr().cast(),
             buffer: core::ptr::null_mut(),
             size: BUF_BYTES as u32,
             write: 0,
