@@ -5,6 +5,8 @@
 mod common;
 
 use common::{blob, functional, host_report, more_blobs, more_refs};
+#[cfg(feature = "hifive1")]
+use nmcp_board::run_cp;
 use nmcp_board::{
     board, run_all, run_lamb_suite, scenario, Blobs, Board, LayoutError, NoMeter, RunError,
     WINDOW_BYTES,
