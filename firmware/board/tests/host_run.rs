@@ -67,7 +67,7 @@ fn host_lamb_suite_matches_committed_sifive_e_output() {
 /// tables, one-packet rings, the compact window) decides exactly what the virt build
 /// decides: every CP line's decision fields and dispatch hash
 /// equal the committed virt run's. Run with
-/// `cargo test -p nmcp-board --features hifive1 --lib small_cp`.
+/// `cargo test -p nmcp-board --features hifive1 --test host_run small_cp`.
 #[cfg(feature = "hifive1")]
 #[test]
 fn small_cp_decides_like_committed_virt_output() {
