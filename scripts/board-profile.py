@@ -9,7 +9,7 @@ frame whose source is ours: where inlined code comes from), per source line, and
 optionally an annotated
 disassembly of one function (each instruction with how often it ran).
 
-Occurrences, in the order `run_cp_decision` calls `Firmware::handle` (firmware/board/src/lib.rs,
+Occurrences, in the order `run_cp_decision` calls `Firmware::handle` (firmware/board/src/suite/cp.rs,
 `run_cp`; a decision fixed before every queue was looked at is followed by its measured
 follow-up event):
   1 cp_decision_32q_cold   2 cp_decision_32q     3 cp_decision_32q_followup

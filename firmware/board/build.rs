@@ -15,13 +15,17 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/scenario.rs");
     println!("cargo:rerun-if-changed=memory-virt.x");
-    println!("cargo:rerun-if-changed=memory-hifive1.x");
+    println!("cargo:rerun-if-changed=memory-hifive1-reva.x");
+    println!("cargo:rerun-if-changed=memory-hifive1-revb.x");
     if env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("none") {
         return;
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let memory = if env::var_os("CARGO_FEATURE_HIFIVE1").is_some() {
-        "memory-hifive1.x"
+    // One memory layout per board revision.
+    let memory = if env::var_os("CARGO_FEATURE_HIFIVE1_REVB").is_some() {
+        "memory-hifive1-revb.x"
+    } else if env::var_os("CARGO_FEATURE_HIFIVE1").is_some() {
+        "memory-hifive1-reva.x"
     } else {
         "memory-virt.x"
     };
@@ -29,6 +33,10 @@ fn main() {
     println!("cargo:rustc-link-search={}", out.display());
     // Scoped to this crate's binaries: library check builds for the target never see it.
     println!("cargo:rustc-link-arg-bins=-Tlink.x");
+    if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
+        // defmt's linker script (shipped with the defmt crate) keeps its string table.
+        println!("cargo:rustc-link-arg-bins=-Tdefmt.x");
+    }
 
     let mut buf = [0u8; scenario::MAX_SCENARIO_BYTES];
     let write =

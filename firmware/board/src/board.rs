@@ -58,93 +58,8 @@ pub const SCALAR_REGS: u8 = 8;
 /// Queues the board's queue block serves.
 pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
 
-/// Window layout (offsets from [`DEVICE_BASE`]). The LAMB part comes first so a board
-/// with little RAM can back just [`LAMB_WINDOW_BYTES`] for it.
-///
-/// Virt: per queue 32 bytes of words (read index, write index, doorbell, completion
-/// signal), 128 bytes per extension record, two packets per ring. HiFive1 (compact, for
-/// 16 KiB of RAM): 24 bytes of words per queue (no doorbell word: the CP learns of
-/// doorbells from the dispatcher's bitmap and never reads a doorbell word, so the
-/// doorbells sit in an unbacked tail, [`map::DOORBELLS`]), records packed at their encoded
-/// size, one packet per ring. The kernel descriptors stay where virt has them, so the
-/// kernel objects (and the dispatch hash over them) are the same on both machines.
-pub mod map {
-    use super::*;
-    /// LAMB tensor descriptor table.
-    pub const TENSOR_TABLE: usize = 0;
-    /// The NMC engines' command register window: one encoded macro-command.
-    pub const NMC_COMMAND: usize = 0x100;
-    /// Kernel descriptors: 64 bytes each, [`MAX_KERNEL_OBJECTS`] per GEMM shape.
-    pub const KERNELS: usize = 0x200;
-    /// Per queue: read index, write index, (virt: doorbell,) completion signal (u64
-    /// each).
-    pub const QUEUE_WORDS: usize = 0x500;
-    /// Bytes of one queue's words.
-    pub const QUEUE_WORDS_STRIDE: usize = if SMALL { 24 } else { 32 };
-    /// Offset of the read index in a queue's words.
-    pub const READ_INDEX: usize = 0;
-    /// Offset of the write index in a queue's words.
-    pub const WRITE_INDEX: usize = 8;
-    /// Offset of the completion signal in a queue's words.
-    pub const SIGNAL: usize = if SMALL { 16 } else { 24 };
-    /// End of the queues' words.
-    const QUEUE_WORDS_END: usize = QUEUE_WORDS + BOARD_QUEUES * QUEUE_WORDS_STRIDE;
-    /// GEMM extension records, one per shape (shared by the queues running it): after
-    /// the queue words on virt, after the rings on the HiFive1 build (whose records, 104
-    /// bytes each, would leave the rings off a 64-byte boundary).
-    pub const GEMM_EXTS: usize = QUEUE_WORDS_END + if SMALL { RING_BYTES } else { 0 };
-    /// Extension records the window holds: the scenario's maximum on virt, 2 on the
-    /// HiFive1 build (the canned scenario's two shapes; a scenario with more does not
-    /// lay out there: [`LayoutError::NoShapes`]).
-    pub const RECORD_SLOTS: usize = if SMALL {
-        2
-    } else {
-        crate::scenario::MAX_SHAPES
-    };
-    /// Bytes reserved per extension record.
-    pub const GEMM_EXT_STRIDE: usize = if SMALL { super::GEMM_EXT_BYTES } else { 128 };
-    /// Queue rings, on a 64-byte boundary as AQL requires (the CP maps a ring only
-    /// when it is).
-    pub const RINGS: usize = QUEUE_WORDS_END
-        + if SMALL {
-            0
-        } else {
-            RECORD_SLOTS * GEMM_EXT_STRIDE
-        };
-    /// Bytes of ring space: two packets per queue (the HiFive1 build: one).
-    pub const RING_BYTES: usize = if SMALL { 0x800 } else { 0x1000 };
-    /// HiFive1: the queues' doorbell words, 8 bytes each, after the rings and not backed
-    /// by RAM (virt keeps each in its queue's words).
-    pub const DOORBELLS: usize = QUEUE_WORDS_END + RING_BYTES + RECORD_SLOTS * GEMM_EXT_STRIDE;
-
-    /// Window offset of queue `q`'s doorbell word.
-    pub const fn doorbell(q: usize) -> usize {
-        if SMALL {
-            DOORBELLS + q * 8
-        } else {
-            QUEUE_WORDS + q * QUEUE_WORDS_STRIDE + 16
-        }
-    }
-
-    const _: () = assert!(
-        TENSOR_TABLE + MAX_TENSORS * nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES <= NMC_COMMAND
-    );
-    const _: () = assert!(NMC_COMMAND + super::MAX_MACRO_BYTES <= KERNELS);
-    const _: () = assert!(
-        KERNELS
-            + crate::scenario::MAX_SHAPES
-                * super::MAX_KERNEL_OBJECTS
-                * super::KERNEL_DESCRIPTOR_BYTES as usize
-            <= QUEUE_WORDS
-    );
-    const _: () = assert!(SIGNAL + 8 <= QUEUE_WORDS_STRIDE && WRITE_INDEX + 8 <= SIGNAL);
-    const _: () =
-        assert!(super::GEMM_EXT_BYTES <= GEMM_EXT_STRIDE && GEMM_EXT_STRIDE.is_multiple_of(8));
-    const _: () = assert!(LAMB_WINDOW_BYTES <= BACKED_WINDOW_BYTES);
-    const _: () = assert!(RINGS.is_multiple_of(64) && GEMM_EXTS.is_multiple_of(8));
-    // Virt's layout is the one its expected output was recorded with.
-    const _: () = assert!(SMALL || (GEMM_EXTS == 0x900 && RINGS == 0xB00));
-}
+/// Window layout: offsets from [`DEVICE_BASE`], virt's and the HiFive1's compact one.
+pub mod map;
 
 /// What the queue layout needs of a GEMM shape whose record is written
 /// ([`Board::lay_out_cp_shape`]).
@@ -313,7 +228,7 @@ pub struct Board<'a> {
     /// Pushed groups ([`KernelDispatcher::dispatch_pushed`]) still to refuse with `Busy`
     /// ([`Board::refuse_pushed`]; host tests only: the board binary's dispatcher never
     /// refuses a valid group, and pays nothing for the hook).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     refuse_pushed: u32,
     /// What the firmware asked for.
     pub stats: BoardStats,
@@ -355,7 +270,7 @@ impl<'a> Board<'a> {
             backed_from: 0,
             ring_packets: 1,
             dispatched: heapless::Vec::new(),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             refuse_pushed: 0,
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
@@ -384,8 +299,8 @@ impl<'a> Board<'a> {
     /// Makes the dispatcher refuse (`Busy`) the next `groups` groups the CP pushes into
     /// its FIFO ([`KernelDispatcher::dispatch_pushed`]): fault injection for the CP's
     /// undo of a refused group (host tests).
-    #[cfg(test)]
-    pub(crate) fn refuse_pushed(&mut self, groups: u32) {
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn refuse_pushed(&mut self, groups: u32) {
         self.refuse_pushed = groups;
     }
 
@@ -913,7 +828,7 @@ impl KernelDispatcher for Board<'_> {
     /// not while the CP waits.
     #[inline]
     fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.refuse_pushed > 0 {
             self.refuse_pushed -= 1;
             return Err(DispatchError::Busy);

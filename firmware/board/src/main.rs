@@ -13,20 +13,32 @@
 #[cfg(not(target_os = "none"))]
 fn main() {}
 
+#[cfg(all(target_os = "none", feature = "hifive1"))]
+mod fe310;
+#[cfg(all(target_os = "none", feature = "defmt"))]
+mod rtt;
+
 #[cfg(target_os = "none")]
 mod target {
+    #[cfg(not(feature = "hifive1"))]
     use core::convert::Infallible;
     use core::mem::MaybeUninit;
-    use core::ptr::{addr_of_mut, NonNull};
+    use core::ptr::addr_of_mut;
+    #[cfg(not(feature = "hifive1"))]
+    use core::ptr::NonNull;
 
     use core::fmt::Write as _;
-    use embedded_hal::digital::{ErrorType, OutputPin};
+    #[cfg(not(feature = "hifive1"))]
+    use embedded_hal::digital::ErrorType;
+    use embedded_hal::digital::OutputPin;
     use nmcp_board::{board::Board, Blobs, Measured, Meter};
     use nmcp_firmware::Firmware;
 
     /// Which machine this binary was linked for (printed first, so an expected file
     /// cannot be compared with the wrong machine's run).
-    const MACHINE: &str = if cfg!(feature = "hifive1") {
+    const MACHINE: &str = if cfg!(feature = "hifive1-revb") {
+        "sifive_e_revb"
+    } else if cfg!(feature = "hifive1") {
         "sifive_e"
     } else {
         "virt"
@@ -69,19 +81,18 @@ mod target {
     #[cfg(not(feature = "hifive1"))]
     static mut GPIO_OUTPUT: u32 = 0;
 
-    /// FE310 GPIO0: `output_en` at +0x08, `output_val` at +0x0C.
-    #[cfg(feature = "hifive1")]
-    const GPIO0_BASE: usize = 0x1001_2000;
     /// GPIO 5 is header pin 13 on the HiFive1.
     #[cfg(feature = "hifive1")]
     const MEASURE_PIN: u32 = 5;
 
-    /// One output pin of a memory-mapped GPIO output register.
+    /// One output pin of a memory-mapped GPIO output register (virt: a RAM word).
+    #[cfg(not(feature = "hifive1"))]
     pub struct MmioPin {
         output: NonNull<u32>,
         mask: u32,
     }
 
+    #[cfg(not(feature = "hifive1"))]
     impl MmioPin {
         fn modify(&mut self, f: impl FnOnce(u32) -> u32) {
             // SAFETY: `output` points at a GPIO output register (or its RAM stand-in)
@@ -93,10 +104,12 @@ mod target {
         }
     }
 
+    #[cfg(not(feature = "hifive1"))]
     impl ErrorType for MmioPin {
         type Error = Infallible;
     }
 
+    #[cfg(not(feature = "hifive1"))]
     impl OutputPin for MmioPin {
         fn set_low(&mut self) -> Result<(), Infallible> {
             let m = self.mask;
@@ -110,28 +123,19 @@ mod target {
         }
     }
 
+    /// The pin that is high while a region is measured: on virt a RAM word, on the
+    /// HiFive1 GPIO 5.
+    #[cfg(not(feature = "hifive1"))]
     fn measure_pin() -> MmioPin {
-        #[cfg(not(feature = "hifive1"))]
-        {
-            MmioPin {
-                output: NonNull::from(unsafe { &mut *addr_of_mut!(GPIO_OUTPUT) }),
-                mask: 1,
-            }
+        MmioPin {
+            output: NonNull::from(unsafe { &mut *addr_of_mut!(GPIO_OUTPUT) }),
+            mask: 1,
         }
-        #[cfg(feature = "hifive1")]
-        {
-            let mask = 1 << MEASURE_PIN;
-            // SAFETY: FE310 GPIO0 registers; enable the pin as an output.
-            unsafe {
-                let en = (GPIO0_BASE + 0x08) as *mut u32;
-                core::ptr::write_volatile(en, core::ptr::read_volatile(en) | mask);
-            }
-            MmioPin {
-                output: NonNull::new((GPIO0_BASE + 0x0C) as *mut u32)
-                    .unwrap_or(NonNull::dangling()),
-                mask,
-            }
-        }
+    }
+
+    #[cfg(feature = "hifive1")]
+    fn measure_pin() -> crate::fe310::GpioPin {
+        crate::fe310::GpioPin::output(MEASURE_PIN)
     }
 
     fn counters() -> Measured {
@@ -145,8 +149,8 @@ mod target {
     /// empty region (the counter reads themselves) is subtracted. Before each region the
     /// free stack below the caller is painted; after it, the deepest overwritten word
     /// gives the region's stack use.
-    struct CsrMeter {
-        pin: MmioPin,
+    struct CsrMeter<P: OutputPin> {
+        pin: P,
         t0: Measured,
         overhead: Measured,
         /// Stack pointer of the region's caller and the lowest painted address.
@@ -161,7 +165,7 @@ mod target {
         startup: usize,
     }
 
-    impl CsrMeter {
+    impl<P: OutputPin> CsrMeter<P> {
         /// Finds the deepest word written since the last painting (the first word from
         /// the bottom of the stack that is not the paint) and lowers `low_water` to it.
         #[inline(never)]
@@ -179,7 +183,7 @@ mod target {
         }
     }
 
-    impl Meter for CsrMeter {
+    impl<P: OutputPin> Meter for CsrMeter<P> {
         #[inline(always)]
         fn start(&mut self) {
             let sp: usize;
@@ -257,6 +261,7 @@ mod target {
     /// The report channel: the host's stdout over semihosting `SYS_WRITE`, hand-written
     /// so that no panic path is linked (the `semihosting` crate's `write_all` slices and
     /// its `stdout()` asserts; `SYS_WRITE0` would reach QEMU's stderr instead).
+    #[cfg(not(feature = "hifive1-revb"))]
     mod semihost {
         use core::sync::atomic::{AtomicIsize, Ordering};
 
@@ -332,8 +337,26 @@ mod target {
         }
     }
 
+    /// The report over semihosting (QEMU runs, or a board with a debugger attached).
+    #[cfg(not(feature = "hifive1-revb"))]
     struct SemihostingOut;
 
+    /// Where the report goes: semihosting, or on the HiFive1 Rev B UART0 at the
+    /// console rate (its USB serial port; QEMU's first serial port).
+    #[cfg(not(feature = "hifive1-revb"))]
+    fn report_out() -> SemihostingOut {
+        SemihostingOut
+    }
+
+    #[cfg(feature = "hifive1-revb")]
+    fn report_out() -> crate::fe310::Console<crate::fe310::Uart0> {
+        crate::fe310::Console(crate::fe310::Uart0::new(
+            crate::fe310::CORE_CLOCK_HZ,
+            crate::fe310::CONSOLE_BAUD,
+        ))
+    }
+
+    #[cfg(not(feature = "hifive1-revb"))]
     impl core::fmt::Write for SemihostingOut {
         fn write_str(&mut self, s: &str) -> core::fmt::Result {
             // Straight to the host's stdout: no second formatting layer.
@@ -351,7 +374,7 @@ mod target {
     #[cfg(not(feature = "no-panic"))]
     #[panic_handler]
     fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-        let _ = writeln!(SemihostingOut, "panic: {info}");
+        let _ = writeln!(report_out(), "panic: {info}");
         semihosting::process::exit(101)
     }
 
@@ -416,6 +439,10 @@ mod target {
         // Everything below `main`'s frame (less the guard) is painted before the first
         // frame of the start-up is pushed (the report's `startup_bytes`).
         let floor = paint_stack(sp);
+        // The Rev B image sets its clock (the rate `mcycle` counts and the console's
+        // divisor); the Rev A / QEMU-only builds keep what they start with.
+        #[cfg(feature = "hifive1-revb")]
+        crate::fe310::use_crystal_clock();
         // SAFETY: `main` runs once and is the only user of these statics.
         let (window, fw) = unsafe {
             (
@@ -423,8 +450,14 @@ mod target {
                 init_firmware(&mut *addr_of_mut!(FIRMWARE)),
             )
         };
+        #[cfg(feature = "defmt")]
+        defmt::info!("nmcp-board machine={=str}", MACHINE);
         let status = run(window, fw, floor, sp.saturating_sub(STACK_PAINT_GUARD));
-        let _ = writeln!(SemihostingOut, "exit status={status}");
+        #[cfg(feature = "defmt")]
+        defmt::info!("exit status={=i32}", status);
+        let _ = writeln!(report_out(), "exit status={status}");
+        // On QEMU this ends the run; on a board without a debugger the semihosting call
+        // traps and the core waits in riscv-rt's exception handler, the report sent.
         semihosting::process::exit(status)
     }
 
@@ -459,7 +492,15 @@ mod target {
         meter.start();
         meter.overhead = meter.stop().unwrap_or_default();
         meter.peak = 0;
-        let _ = writeln!(SemihostingOut, "nmcp-board machine={MACHINE}");
+        let mut out = report_out();
+        #[cfg(not(feature = "hifive1-revb"))]
+        let _ = writeln!(out, "nmcp-board machine={MACHINE}");
+        #[cfg(feature = "hifive1-revb")]
+        let _ = writeln!(
+            out,
+            "nmcp-board machine={MACHINE} core_clock_hz={}",
+            crate::fe310::CORE_CLOCK_HZ
+        );
         let mut board = Board::new(window, cycle_clock);
         let blobs = Blobs {
             cp: CP_BLOB,
@@ -468,13 +509,13 @@ mod target {
             lamb_more: &LAMB_MORE_BLOBS,
         };
         #[cfg(not(feature = "hifive1"))]
-        let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        let result = nmcp_board::run_all(fw, &mut board, &mut meter, &blobs, &mut out);
         #[cfg(feature = "hifive1")]
-        let result = nmcp_board::run_small(fw, &mut board, &mut meter, &blobs, &mut SemihostingOut);
+        let result = nmcp_board::run_small(fw, &mut board, &mut meter, &blobs, &mut out);
         match result {
             Ok(()) => 0,
             Err(e) => {
-                let _ = writeln!(SemihostingOut, "error: {e}");
+                let _ = writeln!(out, "error: {e}");
                 1
             }
         }

@@ -38,6 +38,11 @@ enum BoardCommand {
     /// `-icount shift=0`, compare its report with `firmware/board/expected/<machine>.txt`
     /// and check `firmware/board/budgets.toml`.
     Run(RunArgs),
+    /// Check a report captured elsewhere (a board's serial console, a QEMU run) against
+    /// `firmware/board/expected/<machine>.txt`, virt's CP decisions and the machine's
+    /// instruction and cycle budgets. The report is read from the line
+    /// `nmcp-board machine=...` to `exit status=...`; anything around it is ignored.
+    Check(CheckArgs),
 }
 
 /// The machine the binary is linked for and QEMU emulates.
@@ -49,14 +54,29 @@ enum Machine {
     /// decisions (checked against virt's) and the LAMB scenarios.
     #[value(name = "sifive_e")]
     SifiveE,
+    /// SiFive HiFive1 Rev B / QEMU `sifive_e,revb=on`: flash at 0x2001_0000 (after the
+    /// Rev B bootloader), the core on its 16 MHz crystal, the report on UART0 at 115 200
+    /// baud; the HiFive1 scenarios.
+    #[value(name = "sifive_e_revb")]
+    SifiveERevb,
 }
 
 impl Machine {
-    /// QEMU's machine name, also the report's `machine=` and the expected file's stem.
-    fn qemu_name(self) -> &'static str {
+    /// The report's `machine=`, the expected file's stem and the budgets' table.
+    fn name(self) -> &'static str {
         match self {
             Self::Virt => "virt",
             Self::SifiveE => "sifive_e",
+            Self::SifiveERevb => "sifive_e_revb",
+        }
+    }
+
+    /// QEMU's `-machine` argument.
+    fn qemu_machine(self) -> &'static str {
+        match self {
+            Self::Virt => "virt",
+            Self::SifiveE => "sifive_e",
+            Self::SifiveERevb => "sifive_e,revb=on",
         }
     }
 
@@ -65,6 +85,7 @@ impl Machine {
         match self {
             Self::Virt => &[],
             Self::SifiveE => &["--features", "hifive1"],
+            Self::SifiveERevb => &["--features", "hifive1-revb"],
         }
     }
 }
@@ -91,30 +112,124 @@ struct RunArgs {
     qemu: String,
 }
 
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    /// The captured report (e.g. `cat /dev/ttyACM0 > report.txt` on a HiFive1 Rev B).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The machine the report came from.
+    #[arg(long, value_enum)]
+    machine: Machine,
+    /// Also fail when a measurement differs from the expected file.
+    #[arg(long)]
+    strict: bool,
+    /// Workspace root (default: the one this binary was built from).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+}
+
 /// Runs `nmcp board`.
 pub fn run(args: BoardArgs) -> CmdResult {
     match args.command {
         BoardCommand::Run(a) => run_board(a),
+        BoardCommand::Check(a) => check_file(a),
     }
 }
 
-fn run_board(a: RunArgs) -> CmdResult {
-    let root = a
-        .root
-        .clone()
+/// The workspace root: `root` or the one this binary was built from.
+fn workspace_root(root: Option<&Path>) -> PathBuf {
+    let root = root
+        .map(Path::to_path_buf)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-    let root = root.canonicalize().unwrap_or(root);
-    let board_dir = root.join("firmware").join("board");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The report inside captured console text: from the `nmcp-board machine=` line to the
+/// `exit status=` line (both kept), carriage returns dropped. `None` without a header.
+fn extract_report(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut started = false;
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        if !started {
+            match line.find("nmcp-board machine=") {
+                // A console may hold a prompt or noise before the header on its line.
+                Some(at) => {
+                    started = true;
+                    out.push_str(&line[at..]);
+                    out.push('\n');
+                }
+                None => continue,
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("exit status=") {
+            break;
+        }
+    }
+    started.then_some(out)
+}
+
+fn check_file(a: CheckArgs) -> CmdResult {
+    let root = workspace_root(a.root.as_deref());
+    let text =
+        std::fs::read(&a.file).map_err(|e| format!("{}: cannot read: {e}", a.file.display()))?;
+    let text = String::from_utf8_lossy(&text);
+    let report = extract_report(&text).ok_or_else(|| {
+        format!(
+            "{}: no `nmcp-board machine=` line: not a board report (was the console \
+             opened before the board was reset?)",
+            a.file.display()
+        )
+    })?;
+    if !report.lines().any(|l| l.starts_with("exit status=")) {
+        return Err(format!(
+            "{}: the report stops before its `exit status=` line (capture cut short?)",
+            a.file.display()
+        )
+        .into());
+    }
+    check_report(&root, a.machine, &report, a.strict, false, None)
+}
+
+fn run_board(a: RunArgs) -> CmdResult {
+    let root = workspace_root(a.root.as_deref());
     let elf = match &a.elf {
         Some(e) => e.clone(),
         None => build(&root, a.machine)?,
     };
-    let machine = a.machine.qemu_name();
-    let bar = super::io::spinner(format!("running the board image on QEMU {machine}"), false);
-    let report = run_qemu(&a.qemu, machine, &elf);
+    let bar = super::io::spinner(
+        format!(
+            "running the board image on QEMU {}",
+            a.machine.qemu_machine()
+        ),
+        false,
+    );
+    let report = run_qemu(&a.qemu, a.machine.qemu_machine(), &elf);
     bar.finish_and_clear();
-    let report = report?;
+    // A serial console's lines end in "\r\n".
+    let report = report?.replace('\r', "");
     print!("{report}");
+    let bytes = std::fs::read(&elf).map_err(|e| format!("{}: cannot read: {e}", elf.display()))?;
+    let sizes = section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
+    check_report(&root, a.machine, &report, a.strict, a.bless, Some(&sizes))
+}
+
+/// Checks a report of `machine` against its expected file (or re-records it with
+/// `bless`), virt's CP decisions, and the budgets (the byte budgets of the ELF only when
+/// its `sizes` are known).
+fn check_report(
+    root: &Path,
+    m: Machine,
+    report: &str,
+    strict: bool,
+    bless: bool,
+    sizes: Option<&Sizes>,
+) -> CmdResult {
+    let board_dir = root.join("firmware").join("board");
+    let machine = m.name();
     let reported = report.lines().next().and_then(|l| field(l, "machine"));
     if reported != Some(machine) {
         return Err(format!(
@@ -125,9 +240,8 @@ fn run_board(a: RunArgs) -> CmdResult {
 
     let mut failures = Vec::new();
     let expected_path = board_dir.join("expected").join(format!("{machine}.txt"));
-    if a.bless {
-        std::fs::write(&expected_path, &report)
-            .map_err(|e| format!("{}: cannot write: {e}", expected_path.display()))?;
+    if bless {
+        super::io::write_file(&expected_path, report.as_bytes())?;
         println!("blessed {}", expected_path.display());
     } else {
         let expected = std::fs::read_to_string(&expected_path).map_err(|e| {
@@ -136,21 +250,25 @@ fn run_board(a: RunArgs) -> CmdResult {
                 expected_path.display()
             )
         })?;
-        compare(&expected, &report, a.strict, &mut failures);
+        compare(&expected, report, strict, &mut failures);
     }
-    if a.machine != Machine::Virt {
+    if m != Machine::Virt {
         // The same CP decisions as virt's committed run, byte for byte.
         let virt_path = board_dir.join("expected").join("virt.txt");
         let virt = std::fs::read_to_string(&virt_path)
             .map_err(|e| format!("{}: cannot read: {e}", virt_path.display()))?;
-        compare_cp_decisions(&virt, &report, &mut failures);
+        compare_cp_decisions(&virt, report, &mut failures);
     }
 
     let budgets_path = board_dir.join("budgets.toml");
-    let budgets = Budgets::load(&budgets_path, machine)?;
-    let bytes = std::fs::read(&elf).map_err(|e| format!("{}: cannot read: {e}", elf.display()))?;
-    let sizes = section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
-    check_budgets(&budgets, &report, &sizes, &mut failures);
+    let mut budgets = Budgets::load(&budgets_path, machine)?;
+    if sizes.is_none() {
+        // A captured report has no ELF: flash and static RAM are the build's, checked
+        // by `nmcp board run`; the stack budget stays (the report measures it).
+        budgets.bytes.retain(|k, _| k.as_str() == "stack");
+    }
+    let sizes = sizes.copied().unwrap_or_default();
+    check_budgets(&budgets, report, &sizes, &mut failures);
 
     if failures.is_empty() {
         println!("board check: ok ({machine})");
@@ -360,6 +478,9 @@ fn compare_cp_decisions(virt: &str, report: &str, failures: &mut Vec<String>) {
 struct Budgets {
     /// Per report line: the most instructions it may report.
     instructions: BTreeMap<String, u64>,
+    /// Per report line: the most `mcycle` cycles it may report (the machine's clock is
+    /// stated next to the table; under QEMU `-icount shift=0` cycles count instructions).
+    cycles: BTreeMap<String, u64>,
     /// `flash`, `ram`, `stack`: the most bytes.
     bytes: BTreeMap<String, u64>,
 }
@@ -380,6 +501,7 @@ impl Budgets {
         let mut b = Self::default();
         for (section, dst) in [
             ("instructions", &mut b.instructions),
+            ("cycles", &mut b.cycles),
             ("bytes", &mut b.bytes),
         ] {
             let Some(t) = m.get(section) else { continue };
@@ -481,17 +603,19 @@ fn check_budgets(b: &Budgets, report: &str, sizes: &Sizes, failures: &mut Vec<St
             failures.push(format!("{what} = {value} exceeds its budget {budget}"));
         }
     };
-    for (name, &budget) in &b.instructions {
-        match report
-            .lines()
-            .find(|l| parse_line(l).0 == name)
-            .and_then(|l| field(l, "instructions"))
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            Some(v) => over(failures, format!("{name} instructions"), v, budget),
-            None => failures.push(format!(
-                "budget names {name}, but the report has no `{name} instructions=` line"
-            )),
+    for (key, table) in [("instructions", &b.instructions), ("cycles", &b.cycles)] {
+        for (name, &budget) in table {
+            match report
+                .lines()
+                .find(|l| parse_line(l).0 == name)
+                .and_then(|l| field(l, key))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                Some(v) => over(failures, format!("{name} {key}"), v, budget),
+                None => failures.push(format!(
+                    "budget names {name}, but the report has no `{name} {key}=` line"
+                )),
+            }
         }
     }
     let stack = report
@@ -570,6 +694,48 @@ mod tests {
         compare(REPORT, &REPORT.replace("cd=8", "cd=4"), false, &mut f);
         assert_eq!(f.len(), 1);
         assert!(f[0].contains("line 2"), "{f:?}");
+    }
+
+    #[test]
+    fn a_captured_console_yields_the_report_between_header_and_exit() {
+        let console = "garbage\r\n> nmcp-board machine=sifive_e_revb core_clock_hz=16000000\r\n\
+                       op_a instructions=100 cycles=130 cd=8\r\nexit status=0\r\nafter\r\n";
+        assert_eq!(
+            extract_report(console).as_deref(),
+            Some(
+                "nmcp-board machine=sifive_e_revb core_clock_hz=16000000\n\
+                 op_a instructions=100 cycles=130 cd=8\nexit status=0\n"
+            )
+        );
+        assert_eq!(extract_report("no report here\n"), None);
+    }
+
+    /// The committed Rev B report, as a serial console shows it (`\r\n`, noise before
+    /// and after), passes `board check`; with one decision changed it fails.
+    #[test]
+    fn a_console_capture_of_the_committed_revb_report_checks() {
+        let root = workspace_root(None);
+        let path = root.join("firmware/board/expected/sifive_e_revb.txt");
+        let committed = std::fs::read_to_string(path).unwrap();
+        let console = format!("boot noise\r\n{}after\r\n", committed.replace('\n', "\r\n"));
+        let report = extract_report(&console).unwrap();
+        assert_eq!(report, committed);
+        let m = Machine::SifiveERevb;
+        assert!(check_report(&root, m, &report, true, false, None).is_ok());
+        let bad = report.replacen(" cd=8 ", " cd=4 ", 1);
+        assert!(check_report(&root, m, &bad, false, false, None).is_err());
+    }
+
+    #[test]
+    fn cycle_budgets_are_checked_like_instruction_budgets() {
+        let b = Budgets::parse("[virt.cycles]\nop_a = 120\n", "virt").unwrap();
+        let mut f = vec![];
+        check_budgets(&b, REPORT, &Sizes::default(), &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        let slow = REPORT.replace("cycles=100", "cycles=121");
+        check_budgets(&b, &slow, &Sizes::default(), &mut f);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("op_a cycles"), "{f:?}");
     }
 
     #[test]
