@@ -52,9 +52,7 @@ impl Cache {
             static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let pid = std::process::id();
-            let tmp = self
-                .dir
-                .join(format!(".{step}-{key:016x}.{pid}.{seq}.tmp"));
+            let tmp = self.dir.join(format!(".{step}-{key:016x}.{pid}.{seq}.tmp"));
             if std::fs::write(&tmp, text).is_ok() {
                 let _ = std::fs::rename(&tmp, self.path(step, key));
             }
