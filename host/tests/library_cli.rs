@@ -13,8 +13,7 @@ fn fixture() -> PathBuf {
 
 #[test]
 fn library_compares_the_fixture_rows_and_writes_the_scatter() {
-    let svg_dir =
-        std::env::temp_dir().join(format!("nmcp-library-cli-{}", std::process::id()));
+    let svg_dir = std::env::temp_dir().join(format!("nmcp-library-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&svg_dir);
     let o = Command::new(NMCP)
         .args(["goldyloc", "library", "--json", "--data"])
@@ -37,7 +36,11 @@ fn library_compares_the_fixture_rows_and_writes_the_scatter() {
             r["row"]["K"].as_f64().unwrap_or(0.0),
         );
         let ns = r["model"]["kernel_ns"].as_f64().expect("time");
-        let peak = if r["row"]["dtype"] == "f32" { 46.1 } else { 184.6 };
+        let peak = if r["row"]["dtype"] == "f32" {
+            46.1
+        } else {
+            184.6
+        };
         let want = 100.0 * 2.0 * m * n * k / ns / (peak * 1e3);
         assert!((e / want - 1.0).abs() < 0.01, "{e} vs {want}");
     }
@@ -78,7 +81,10 @@ fn library_compares_the_fixture_rows_and_writes_the_scatter() {
         .iter()
         .all(|g| g["distinct"]["library_solutions"].as_u64() == Some(1)));
     let svg = std::fs::read_to_string(svg_dir.join("mi100-library.svg")).expect("scatter");
-    assert!(svg.starts_with("<svg") && svg.contains("FP32 HEAD (1)"), "{svg}");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("FP32 HEAD (1)"),
+        "{svg}"
+    );
     let _ = std::fs::remove_dir_all(&svg_dir);
 }
 

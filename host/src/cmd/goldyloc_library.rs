@@ -108,7 +108,18 @@ fn print_report(r: &LibraryReport, secs: f64) {
     );
     let head = format!(
         "{:<11} {:<11} {:>4} {:>6} {:>6} {:>6} {:>6} | {:>4} {:>6} {:>6} {:>9} {:>7}",
-        "ref", "type", "rows", "tile", "DepthU", "GSU", "joint", "rows", "lib", "model", "med|err|", "med d"
+        "ref",
+        "type",
+        "rows",
+        "tile",
+        "DepthU",
+        "GSU",
+        "joint",
+        "rows",
+        "lib",
+        "model",
+        "med|err|",
+        "med d"
     );
     println!("{head}");
     for g in &r.by_family {
@@ -121,7 +132,14 @@ fn print_report(r: &LibraryReport, secs: f64) {
     println!("\nDistinct winners on the matched GEMMs of each logic type");
     println!(
         "{:<11} {:<11} {:>5} | {:>13} {:>15} | {:>11} {:>13} | {:>14}",
-        "ref", "type", "GEMMs", "model kernels", "library kernels", "model tiles", "library tiles", "lib. solutions"
+        "ref",
+        "type",
+        "GEMMs",
+        "model kernels",
+        "library kernels",
+        "model tiles",
+        "library tiles",
+        "lib. solutions"
     );
     for g in &r.by_type {
         if let Some(d) = g.distinct {

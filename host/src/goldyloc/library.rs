@@ -150,7 +150,8 @@ pub fn read_matched(path: &Path) -> Result<Vec<MatchedRow>, LibraryError> {
         .map_err(|e| LibraryError(format!("{}: {e}", path.display())))?;
     let mut rows = Vec::new();
     for (i, rec) in r.deserialize::<MatchedRow>().enumerate() {
-        let row = rec.map_err(|e| LibraryError(format!("{}: row {}: {e}", path.display(), i + 2)))?;
+        let row =
+            rec.map_err(|e| LibraryError(format!("{}: row {}: {e}", path.display(), i + 2)))?;
         if !row.efficiency.is_finite() || row.efficiency < 0.0 {
             return Err(LibraryError(format!(
                 "{}: row {}: efficiency {} is not a percentage",
@@ -488,10 +489,9 @@ pub fn tune_rows(ctx: &Context, rows: &[MatchedRow]) -> Result<Vec<RowResult>, L
             let (i, t) = by_shape.get(&shape).copied().flatten().ok_or_else(|| {
                 LibraryError(format!("{}: no catalog kernel can run it", row.gemm))
             })?;
-            let kernel = *ctx
-                .catalog
-                .get(i as usize)
-                .ok_or_else(|| LibraryError(format!("{}: winner {i} not in the catalog", row.gemm)))?;
+            let kernel = *ctx.catalog.get(i as usize).ok_or_else(|| {
+                LibraryError(format!("{}: winner {i} not in the catalog", row.gemm))
+            })?;
             // Tensile's client times the kernel itself between events recorded around it,
             // so the launch start-up the model charges before the first workgroup is not in
             // the library's number.
@@ -622,18 +622,37 @@ mod tests {
     fn agreement_counts_each_component_and_the_joint_match() {
         let rs = [
             // all three agree
-            result(row("a", (64, 64, 16, 1), 40.0, 0), kernel(64, 64, 16, 1), 44.0),
+            result(
+                row("a", (64, 64, 16, 1), 40.0, 0),
+                kernel(64, 64, 16, 1),
+                44.0,
+            ),
             // tile only
-            result(row("b", (64, 64, 64, 1), 50.0, 1), kernel(64, 64, 32, 2), 25.0),
+            result(
+                row("b", (64, 64, 64, 1), 50.0, 1),
+                kernel(64, 64, 32, 2),
+                25.0,
+            ),
             // DepthU and GSU only
-            result(row("c", (128, 160, 32, 1), 0.0, 2), kernel(128, 128, 32, 1), 60.0),
+            result(
+                row("c", (128, 160, 32, 1), 0.0, 2),
+                kernel(128, 128, 32, 1),
+                60.0,
+            ),
             // nothing
-            result(row("d", (256, 144, 64, 3), 80.0, 3), kernel(128, 64, 16, 1), 60.0),
+            result(
+                row("d", (256, 144, 64, 3), 80.0, 3),
+                kernel(128, 64, 16, 1),
+                60.0,
+            ),
         ];
         let refs: Vec<&RowResult> = rs.iter().collect();
         let a = agreement(&refs);
         assert_eq!(a.rows, 4);
-        assert_eq!((a.tile, a.depth_u, a.split_u, a.joint), (0.5, 0.5, 0.5, 0.25));
+        assert_eq!(
+            (a.tile, a.depth_u, a.split_u, a.joint),
+            (0.5, 0.5, 0.5, 0.25)
+        );
         // Efficiency only where the library stored one (3 rows): relative errors 0.1,
         // 0.5, 0.25; differences +4, -25, -20 points.
         let e = efficiency_error(&refs).expect("rows with an efficiency");
@@ -646,9 +665,21 @@ mod tests {
     #[test]
     fn distinct_winners_count_both_sides_at_the_same_granularity() {
         let rs = [
-            result(row("a", (64, 64, 16, 1), 1.0, 0), kernel(64, 64, 16, 1), 1.0),
-            result(row("b", (64, 64, 16, 1), 1.0, 1), kernel(64, 64, 16, 1), 1.0),
-            result(row("c", (128, 128, 32, 1), 1.0, 2), kernel(128, 128, 32, 1), 1.0),
+            result(
+                row("a", (64, 64, 16, 1), 1.0, 0),
+                kernel(64, 64, 16, 1),
+                1.0,
+            ),
+            result(
+                row("b", (64, 64, 16, 1), 1.0, 1),
+                kernel(64, 64, 16, 1),
+                1.0,
+            ),
+            result(
+                row("c", (128, 128, 32, 1), 1.0, 2),
+                kernel(128, 128, 32, 1),
+                1.0,
+            ),
         ];
         // Solutions 0 and 1 differ only in prefetch: two library kernels at the model's
         // granularity, one tile.
@@ -662,7 +693,10 @@ mod tests {
         let d = distinct(&rows, &sol).expect("every solution is known");
         assert_eq!(d.gemms, 1);
         assert_eq!((d.model_kernels, d.library_kernels), (2, 3));
-        assert_eq!((d.model_tiles, d.library_tiles, d.library_solutions), (2, 2, 3));
+        assert_eq!(
+            (d.model_tiles, d.library_tiles, d.library_solutions),
+            (2, 2, 3)
+        );
         sol.remove(&key(2));
         let e = distinct(&rows, &sol).expect_err("solution 2 is unknown");
         assert!(e.0.contains("solution 2"), "{e}");

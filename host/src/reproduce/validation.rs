@@ -182,13 +182,17 @@ pub fn library_scatter(doc: &Value) -> Result<String, FigureError> {
                 "; {} {} med |err| {:.0} %",
                 g["tag"].as_str().unwrap_or("?"),
                 g["dtype"].as_str().unwrap_or("?"),
-                100.0 * num(doc, W, &format!("by_family.{i}.efficiency.median_abs_rel_error"))?
+                100.0
+                    * num(
+                        doc,
+                        W,
+                        &format!("by_family.{i}.efficiency.median_abs_rel_error")
+                    )?
             ));
         }
     }
     let mut svg = String::new();
-    draw_scatter(&mut svg, &title, &pts)
-        .map_err(|e| FigureError(format!("plot: {e}")))?;
+    draw_scatter(&mut svg, &title, &pts).map_err(|e| FigureError(format!("plot: {e}")))?;
     Ok(svg)
 }
 
