@@ -511,10 +511,10 @@ pub fn tune_rows(ctx: &Context, rows: &[MatchedRow]) -> Result<Vec<RowResult>, L
 }
 
 /// Groups `rows` by (tag, key) in a stable order (tags and keys sorted).
-fn grouped<'a>(
-    rows: &'a [RowResult],
+fn grouped(
+    rows: &[RowResult],
     key: impl Fn(&RowResult) -> String,
-) -> BTreeMap<(String, String), Vec<&'a RowResult>> {
+) -> BTreeMap<(String, String), Vec<&RowResult>> {
     let mut g: BTreeMap<(String, String), Vec<&RowResult>> = BTreeMap::new();
     for r in rows {
         g.entry((r.row.tag.clone(), key(r))).or_default().push(r);
