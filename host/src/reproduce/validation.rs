@@ -128,7 +128,8 @@ pub fn mi100_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
         let gemms = num(doc, W, &p("gemms"))?;
         v.push(row(
             format!(
-                "MI100 vs rocBLAS {} {}: distinct winners per GEMM (model's granularity)",
+                "MI100 vs rocBLAS {} {}: distinct model winners as a share of the GEMMs \
+                 (model's granularity)",
                 g["tag"].as_str().unwrap_or("?"),
                 g["dtype"].as_str().unwrap_or("?")
             ),
