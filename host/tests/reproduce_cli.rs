@@ -50,6 +50,7 @@ fn browser() -> Option<PathBuf> {
 fn smoke_report_has_every_figure_and_loads_in_a_browser() {
     let dir = scratch("smoke");
     let out = dir.join("report");
+    let mi100 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mi100-library");
     let o = nmcp(
         &dir,
         &[
@@ -58,6 +59,8 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
             "smoke",
             "--out",
             out.to_str().unwrap_or_default(),
+            "--mi100-data",
+            mi100.to_str().unwrap_or_default(),
         ],
     );
     assert!(
@@ -66,7 +69,12 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
         String::from_utf8_lossy(&o.stderr)
     );
     let summary = String::from_utf8_lossy(&o.stdout);
-    for ch in ["ch. 6 LAMB", "ch. 7 GOLDYLOC", "ch. 8 T3"] {
+    for ch in [
+        "ch. 6 LAMB",
+        "ch. 7 GOLDYLOC",
+        "ch. 8 T3",
+        "validation: GPU model against hardware data",
+    ] {
         assert!(summary.contains(ch), "summary lacks {ch}:\n{summary}");
     }
 
@@ -88,6 +96,7 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
         "lamb-time.svg",
         "goldyloc-accuracy.svg",
         "t3/t3-speedup.svg",
+        "mi100-library.svg",
     ] {
         assert!(imgs.iter().any(|i| i == f), "no {f} in {imgs:?}");
     }
@@ -117,6 +126,21 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
     assert!(acc["baseline"]
         .as_str()
         .is_some_and(|b| b.starts_with("majority class")));
+    // The MI100 rows are the library run's own aggregates.
+    let lib: serde_json::Value =
+        serde_json::from_str(&read(&out.join("data/mi100-library.json"))).unwrap_or_default();
+    let fp32 = lib["by_family"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|g| g["tag"] == "HEAD" && g["dtype"] == "FP32")
+        })
+        .cloned()
+        .unwrap_or_default();
+    let h = find("MI100 vs rocBLAS HEAD FP32: tuner agrees on macro tile");
+    assert_eq!(h["ours"], fp32["agreement"]["tile"]);
+    let h = find("MI100 vs rocBLAS HEAD FP32: median |efficiency error|");
+    assert_eq!(h["ours"], fp32["efficiency"]["median_abs_rel_error"]);
     let t3 = find("T3-MCA over Sequential, geomean");
     assert!(
         t3["ours"].as_f64().is_some_and(|x| x > 0.5 && x < 3.0),

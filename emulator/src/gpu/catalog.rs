@@ -156,6 +156,8 @@ pub struct CatalogSpace {
     pub split_variants: bool,
     /// StaggerU mappings every kernel comes with (0: by tile row, 1: by tile column).
     pub stagger_mappings: &'static [u8],
+    /// Most accumulators per thread below the 256 x 256 tile (which always may hold 256).
+    pub max_accumulators: u32,
 }
 
 impl CatalogSpace {
@@ -171,6 +173,7 @@ impl CatalogSpace {
         split_depths: &[16],
         split_variants: false,
         stagger_mappings: &[0],
+        max_accumulators: 128,
     };
 
     /// The built-in space (2,925 kernels): the macro tiles a matrix-core kernel can
@@ -190,6 +193,24 @@ impl CatalogSpace {
         split_depths: &[16, 32],
         split_variants: true,
         stagger_mappings: &[0, 1],
+        max_accumulators: 128,
+    };
+
+    /// [`Self::STANDARD`] extended to what rocBLAS' MI100 library picks for the
+    /// project's GEMMs (`nmcp goldyloc library`): DepthU 64 (also with split-U), the macro
+    /// tiles 80, 144, 160 and 288 of its winners (MFMA blocks of 16 in 5, 9, 10 and 18),
+    /// and up to 256 accumulators per thread, which its 128 x 288 and 256 x 160 tiles at
+    /// 256 threads hold in the MI100's accumulation registers (AGPRs, 256 per lane).
+    pub const LIBRARY: Self = Self {
+        tile_sizes: &[16, 32, 48, 64, 80, 96, 128, 144, 160, 192, 256, 288],
+        depths: &[8, 16, 32, 64],
+        threads: &[64, 128, 256],
+        splits: &[1, 2, 3, 4, 6, 8],
+        split_max_area: 288 * 288,
+        split_depths: &[16, 32, 64],
+        split_variants: true,
+        stagger_mappings: &[0, 1],
+        max_accumulators: 256,
     };
 }
 
@@ -218,7 +239,7 @@ impl Catalog {
                 let (acc_lo, acc_hi) = match area {
                     a if a <= 32 * 32 => (4, 128),
                     a if a >= 256 * 256 => (8, 256),
-                    _ => (8, 128),
+                    _ => (8, space.max_accumulators),
                 };
                 for &depth_u in space.depths {
                     for &threads in space.threads {

@@ -24,6 +24,9 @@ enum Step {
     Train(Common),
     /// Compare Sequential, Default, GO-Kernels, GOLDYLOC, Oracle, CU- and Resource-Partition.
     Eval(Common),
+    /// The MI100 model's isolated tuning against rocBLAS' MI100 tuning (efficiency,
+    /// tuner agreement, distinct winners).
+    Library(super::goldyloc_library::LibraryArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -106,6 +109,7 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
         Step::Tune(c) => run_tune(&c),
         Step::Train(c) => run_train(&c),
         Step::Eval(c) => run_eval(&c),
+        Step::Library(a) => super::goldyloc_library::run(&a),
     }
 }
 

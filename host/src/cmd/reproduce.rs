@@ -34,6 +34,10 @@ pub struct ReproduceArgs {
     /// No progress bar and no summary table (the report is still written).
     #[arg(long)]
     quiet: bool,
+    /// rocBLAS' MI100 tuning data directory (e.g. ../shared/data/mi100-rocblas/): adds the
+    /// MI100 model against it to the report's validation section.
+    #[arg(long)]
+    mi100_data: Option<PathBuf>,
 }
 
 /// Runs `nmcp reproduce`.
@@ -47,6 +51,7 @@ pub fn run(a: ReproduceArgs) -> CmdResult {
         mechanisms: a.only,
         jobs,
         quiet: a.quiet,
+        mi100_data: a.mi100_data.clone(),
     };
     let sections = reproduce::run(&o)?;
     if a.quiet {

@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod eval;
 pub mod in_loop;
+pub mod library;
 pub mod pipeline;
 pub mod train;
 pub mod tune;

@@ -11,6 +11,7 @@
 pub mod figures;
 pub mod page;
 pub mod plot;
+pub mod validation;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -453,6 +454,9 @@ pub struct Options {
     pub jobs: u32,
     /// No progress bar.
     pub quiet: bool,
+    /// rocBLAS' MI100 tuning data (`matched.csv`, `winners.json`): when given, the
+    /// validation section compares the MI100 model with it.
+    pub mi100_data: Option<PathBuf>,
 }
 
 /// Runs every stage, writes the report, returns the sections (for the terminal summary).
@@ -463,7 +467,10 @@ pub struct Options {
 pub fn run(o: &Options) -> Result<Vec<Section>, Box<dyn std::error::Error>> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the nmcp binary: {e}"))?;
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
-    let stages = stages(o.scale, &o.mechanisms, &o.out, o.jobs);
+    let mut stages = stages(o.scale, &o.mechanisms, &o.out, o.jobs);
+    if let Some(d) = &o.mi100_data {
+        stages.push(validation::mi100_stage(d));
+    }
     let bar = indicatif::ProgressBar::new(stages.len() as u64);
     if o.quiet || !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -491,7 +498,8 @@ pub fn run(o: &Options) -> Result<Vec<Section>, Box<dyn std::error::Error>> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let sections = sections(&results, &o.out)?;
+    let mut sections = sections(&results, &o.out)?;
+    validation::add_mi100(&mut sections, &results, &o.out)?;
     let meta = page::Meta {
         scale: o.scale.name(),
         version: env!("CARGO_PKG_VERSION"),

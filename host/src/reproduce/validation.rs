@@ -1,0 +1,258 @@
+//! The report's validation section: the GPU model against hardware data that no model
+//! constant was fitted to a dissertation figure with. Holds the MI100 comparison with
+//! rocBLAS' own MI100 tuning (`nmcp goldyloc library --json`): its stage, its scatter
+//! plot and its headline rows (median efficiency error, tuner agreement, distinct winners).
+
+use plotters::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+use super::figures::{arr, num, FigureError, Headline, Unit};
+use super::{figure, Section, Stage, StageResult};
+use crate::t3::plot::PlotResult;
+
+/// The section's title.
+pub const TITLE: &str = "validation: GPU model against hardware data";
+
+/// Name of the MI100 library stage (its JSON is `data/mi100-library.json`).
+pub const MI100_STAGE: &str = "mi100-library";
+
+/// The MI100 library stage, reading the rocBLAS data in `data`.
+pub fn mi100_stage(data: &Path) -> Stage {
+    Stage {
+        name: MI100_STAGE,
+        what: "validation: MI100 isolated tuning against rocBLAS' MI100 tuning",
+        args: vec![
+            "goldyloc".into(),
+            "library".into(),
+            "--data".into(),
+            data.display().to_string(),
+            "--json".into(),
+        ],
+    }
+}
+
+/// Adds the MI100 scatter and rows to the validation section of `sections` (creating the
+/// section if it is not there yet), when `results` hold the MI100 stage.
+///
+/// # Errors
+/// The stage's JSON lacks a key, or the plot cannot be written.
+pub fn add_mi100(
+    sections: &mut Vec<Section>,
+    results: &[StageResult],
+    out: &Path,
+) -> Result<(), String> {
+    let Some(r) = results.iter().find(|r| r.stage.name == MI100_STAGE) else {
+        return Ok(());
+    };
+    let fig = figure(
+        out,
+        "mi100-library.svg",
+        &library_scatter(&r.json).map_err(|e| e.0)?,
+        "MI100: the model's isolated efficiency (its tuned winner, % of the preset's matrix \
+         peak) against the efficiency rocBLAS stores for its own winner at the same size"
+            .into(),
+    )?;
+    let headlines = mi100_headlines(&r.json).map_err(|e| e.0)?;
+    let cmd = format!("nmcp {}", r.stage.args.join(" "));
+    match sections.iter_mut().find(|s| s.title == TITLE) {
+        Some(s) => {
+            s.commands.push(cmd);
+            s.headlines.extend(headlines);
+            s.figures.push(fig);
+        }
+        None => sections.push(Section {
+            title: TITLE,
+            commands: vec![cmd],
+            headlines,
+            figures: vec![fig],
+        }),
+    }
+    Ok(())
+}
+
+/// The rows of the MI100 comparison: per ref and FP32 / FP16, the median efficiency
+/// error and the tuner's agreement; per ref and logic type, the distinct winners.
+///
+/// # Errors
+/// A key is missing from the library JSON.
+pub fn mi100_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
+    const W: &str = "goldyloc library JSON";
+    let mut v = Vec::new();
+    let row = |figure: String, ours: f64, unit: Unit, baseline: String| Headline {
+        chapter: TITLE,
+        figure,
+        dissertation: None,
+        ours,
+        unit,
+        config: "MI100 preset, isolated tuning over the catalog".into(),
+        baseline,
+    };
+    for (i, g) in arr(doc, W, "by_family")?.iter().enumerate() {
+        let p = |k: &str| format!("by_family.{i}.{k}");
+        let who = format!(
+            "{} {}",
+            g["tag"].as_str().unwrap_or("?"),
+            g["dtype"].as_str().unwrap_or("?")
+        );
+        if !g["efficiency"].is_null() {
+            v.push(row(
+                format!("MI100 vs rocBLAS {who}: median |efficiency error|"),
+                num(doc, W, &p("efficiency.median_abs_rel_error"))?,
+                Unit::Percent,
+                format!(
+                    "{} rows; library median {:.1} %, model {:.1} %",
+                    num(doc, W, &p("efficiency.rows"))?,
+                    num(doc, W, &p("efficiency.library_median"))?,
+                    num(doc, W, &p("efficiency.model_median"))?
+                ),
+            ));
+        }
+        let rows = num(doc, W, &p("agreement.rows"))?;
+        for (k, what) in [
+            ("tile", "macro tile"),
+            ("depth_u", "DepthU"),
+            ("split_u", "GlobalSplitU"),
+            ("joint", "tile, DepthU and GSU"),
+        ] {
+            v.push(row(
+                format!("MI100 vs rocBLAS {who}: tuner agrees on {what}"),
+                num(doc, W, &p(&format!("agreement.{k}")))?,
+                Unit::Percent,
+                format!("{rows} rows"),
+            ));
+        }
+    }
+    for (i, g) in arr(doc, W, "by_type")?.iter().enumerate() {
+        let p = |k: &str| format!("by_type.{i}.distinct.{k}");
+        let gemms = num(doc, W, &p("gemms"))?;
+        v.push(row(
+            format!(
+                "MI100 vs rocBLAS {} {}: distinct model winners as a share of the GEMMs \
+                 (model's granularity)",
+                g["tag"].as_str().unwrap_or("?"),
+                g["dtype"].as_str().unwrap_or("?")
+            ),
+            num(doc, W, &p("model_kernels"))? / gemms.max(1.0),
+            Unit::Percent,
+            format!(
+                "library {:.0} of {gemms:.0} at the same granularity ({:.0} solutions); \
+                 tiles: model {:.0}, library {:.0}",
+                num(doc, W, &p("library_kernels"))?,
+                num(doc, W, &p("library_solutions"))?,
+                num(doc, W, &p("model_tiles"))?,
+                num(doc, W, &p("library_tiles"))?
+            ),
+        ));
+    }
+    Ok(v)
+}
+
+/// One point of the scatter: (library %, model %), its family and ref.
+type Point = (f64, f64, String, String);
+
+/// `mi100-library.svg`: model efficiency against the library's, one colour per FP32 /
+/// FP16, a filled circle for HEAD and a cross for rocm-4.1.0, with the diagonal.
+///
+/// # Errors
+/// A key is missing from the library JSON, or plotting failed.
+pub fn library_scatter(doc: &Value) -> Result<String, FigureError> {
+    const W: &str = "goldyloc library JSON";
+    let mut pts: Vec<Point> = Vec::new();
+    for (i, r) in arr(doc, W, "rows")?.iter().enumerate() {
+        let lib = num(doc, W, &format!("rows.{i}.row.efficiency"))?;
+        if lib <= 0.0 {
+            continue;
+        }
+        let fam = if r["row"]["dtype"].as_str() == Some("f32") {
+            "FP32"
+        } else {
+            "FP16"
+        };
+        pts.push((
+            lib,
+            num(doc, W, &format!("rows.{i}.model.efficiency"))?,
+            fam.into(),
+            r["row"]["tag"].as_str().unwrap_or("?").into(),
+        ));
+    }
+    let mut title = "MI100: model vs rocBLAS efficiency".to_string();
+    for (i, g) in arr(doc, W, "by_family")?.iter().enumerate() {
+        if !g["efficiency"].is_null() {
+            title.push_str(&format!(
+                "; {} {} med |err| {:.0} %",
+                g["tag"].as_str().unwrap_or("?"),
+                g["dtype"].as_str().unwrap_or("?"),
+                100.0
+                    * num(
+                        doc,
+                        W,
+                        &format!("by_family.{i}.efficiency.median_abs_rel_error")
+                    )?
+            ));
+        }
+    }
+    let mut svg = String::new();
+    draw_scatter(&mut svg, &title, &pts).map_err(|e| FigureError(format!("plot: {e}")))?;
+    Ok(svg)
+}
+
+fn draw_scatter(svg: &mut String, title: &str, pts: &[Point]) -> PlotResult {
+    let root = SVGBackend::with_string(svg, (860, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let top = pts
+        .iter()
+        .map(|p| p.0.max(p.1))
+        .fold(100.0f64, f64::max)
+        .ceil();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 14))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..top, 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("rocBLAS stored efficiency, % of peak")
+        .y_desc("model isolated efficiency, % of peak")
+        .draw()?;
+    let grey = RGBColor(120, 120, 120);
+    chart
+        .draw_series(LineSeries::new([(0.0, 0.0), (top, top)], grey))?
+        .label("model = library")
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], grey));
+    let pal = &crate::t3::plot::COLOURS;
+    for (fi, fam) in ["FP32", "FP16"].iter().enumerate() {
+        let c = pal[1 + fi % (pal.len() - 1)];
+        for tag in ["HEAD", "rocm-4.1.0"] {
+            let sel: Vec<(f64, f64)> = pts
+                .iter()
+                .filter(|p| p.2 == *fam && p.3 == tag)
+                .map(|p| (p.0, p.1))
+                .collect();
+            if sel.is_empty() {
+                continue;
+            }
+            let label = format!("{fam} {tag} ({})", sel.len());
+            if tag == "HEAD" {
+                chart
+                    .draw_series(sel.iter().map(|p| Circle::new(*p, 3, c.filled())))?
+                    .label(label)
+                    .legend(move |(x, y)| Circle::new((x + 8, y), 3, c.filled()));
+            } else {
+                chart
+                    .draw_series(sel.iter().map(|p| Cross::new(*p, 3, c.stroke_width(1))))?
+                    .label(label)
+                    .legend(move |(x, y)| Cross::new((x + 8, y), 3, c.stroke_width(1)));
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
