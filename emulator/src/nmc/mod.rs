@@ -4,4 +4,7 @@
 
 pub mod alu;
 pub mod engine;
+mod policy;
+mod script;
+mod stats;
 pub mod system;

@@ -1,0 +1,95 @@
+//! The CP's configuration and its errors: [`CpConfig`], the check of its queue descriptors
+//! ([`CpError`]) and the span of the queue rings it yields.
+
+use super::*;
+
+/// Errors of the command processor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum CpError {
+    /// A bounded table overflowed.
+    Capacity,
+    /// A queue descriptor is unusable (size not a power of two, or ring / index words
+    /// outside device memory).
+    BadQueue {
+        /// Queue index.
+        queue: u8,
+    },
+}
+
+impl fmt::Display for CpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Capacity => f.write_str("CP table capacity exceeded"),
+            Self::BadQueue { queue } => write!(
+                f,
+                "queue {queue}: size not a power of two or ring/index words outside device memory"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for CpError {}
+
+/// Everything the CP needs to know about its GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpConfig {
+    /// Active queues, index = queue id (addresses kept as 32-bit offsets,
+    /// [`QueueTable`]).
+    pub queues: QueueTable,
+    /// Device memory every address must fall in.
+    pub device: DeviceRange,
+    /// Per-CU resources, for occupancy and waves.
+    pub resources: CuResources,
+    /// The trained predictor.
+    pub predictor: CdPredictor,
+    /// GOLDYLOC's concurrency control. Off, the CP is the baseline one of a GPU without
+    /// GOLDYLOC: every kernel is dispatched with its own kernel object as soon as it
+    /// reaches a queue head (barrier bits still honoured), no GEMM extension record is
+    /// read, nothing is predicted and no group waits for another — the Default,
+    /// CU-Partition and Resource-Partition configurations of dissertation 7.4.5, run
+    /// through the same firmware and charged its real (smaller) cost.
+    pub concurrency_control: bool,
+}
+
+/// Checks every queue descriptor of `config` and returns the CP's `rings` span
+/// (`CpState::rings`).
+pub(super) fn check_config(config: &CpConfig) -> Result<(DevAddr, u64), CpError> {
+    for (i, q) in config.queues.iter().enumerate() {
+        if !q.is_valid(&config.device) {
+            return Err(CpError::BadQueue { queue: i as u8 });
+        }
+    }
+    let rings = config
+        .queues
+        .iter()
+        .map(|q| {
+            let len = u64::from(q.size_packets).saturating_mul(AQL_PACKET_BYTES as u64);
+            (q.ring_base, q.ring_base.saturating_add(len))
+        })
+        .fold((DevAddr::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+    let lo = rings.0.saturating_sub(7);
+    Ok((lo, rings.1.saturating_sub(lo)))
+}
+
+impl Default for CpConfig {
+    /// [`CpConfig::empty`].
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl CpConfig {
+    /// No queues, an empty device range, MI100 resources, the untrained predictor and
+    /// concurrency control on (what [`CommandProcessor::configure_in_place`] fills).
+    pub fn empty() -> Self {
+        Self {
+            queues: QueueTable::new(),
+            device: DeviceRange { base: 0, len: 0 },
+            resources: CuResources::MI100,
+            predictor: CdPredictor::default(),
+            concurrency_control: true,
+        }
+    }
+}
