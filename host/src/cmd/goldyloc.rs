@@ -1,4 +1,5 @@
-//! `nmcp goldyloc tune | train | eval`: the offline GOLDYLOC flow and its evaluation.
+//! `nmcp goldyloc tune | train | eval`: the offline GOLDYLOC flow and its evaluation
+//! (`validate` is in [`super::goldyloc_validate`]).
 
 use super::CmdResult;
 use crate::goldyloc::cache::Cache;
@@ -24,6 +25,8 @@ enum Step {
     Train(Common),
     /// Compare Sequential, Default, GO-Kernels, GOLDYLOC, Oracle, CU- and Resource-Partition.
     Eval(Common),
+    /// Check the GPU model against concurrent-GEMM measurements of a real GPU.
+    Validate(super::goldyloc_validate::ValidateArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -106,6 +109,7 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
         Step::Tune(c) => run_tune(&c),
         Step::Train(c) => run_train(&c),
         Step::Eval(c) => run_eval(&c),
+        Step::Validate(v) => super::goldyloc_validate::run(&v),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod board;
 pub mod cp;
 pub mod goldyloc;
+pub mod goldyloc_validate;
 pub mod io;
 pub mod lamb;
 pub mod lamb_checkpoint;

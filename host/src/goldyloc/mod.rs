@@ -10,6 +10,7 @@ pub mod eval;
 pub mod in_loop;
 pub mod pipeline;
 pub mod train;
+pub mod validate;
 pub mod tune;
 
 use nmcp_emulator::gpu::catalog::Catalog;
