@@ -135,12 +135,18 @@ mod tests {
         let cat = h200_catalog();
         assert_eq!(cat.len(), 12);
         let k0 = cat.get(0).copied().unwrap();
-        assert_eq!((k0.mt0, k0.mt1, k0.depth_u, k0.threads), (128, 256, 64, 256));
+        assert_eq!(
+            (k0.mt0, k0.mt1, k0.depth_u, k0.threads),
+            (128, 256, 64, 256)
+        );
         assert_eq!((k0.stages, k0.split_u, k0.split_atomic), (3, 1, false));
         let k11 = cat.get(11).copied().unwrap();
         assert_eq!((k11.split_u, k11.split_atomic, k11.index), (8, true, 11));
         // Three 128x256x64 FP16 stages: 144 KiB of shared memory.
-        assert_eq!(k0.lds_bytes(GemmDataType::F16), 3 * 384 * 64 * 2 + 3 * 2 * 64 * 8 * 2);
+        assert_eq!(
+            k0.lds_bytes(GemmDataType::F16),
+            3 * 384 * 64 * 2 + 3 * 2 * 64 * 8 * 2
+        );
     }
 
     #[test]

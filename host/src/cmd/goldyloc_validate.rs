@@ -68,7 +68,12 @@ pub fn run(a: &ValidateArgs) -> CmdResult {
 /// The per-GEMM tables and the aggregate figures.
 pub fn table(r: &ValidationReport) -> String {
     let mut out = String::new();
-    outln!(out, "GPU {}: {} GEMMs, measured against model", r.gpu, r.gemms);
+    outln!(
+        out,
+        "GPU {}: {} GEMMs, measured against model",
+        r.gpu,
+        r.gemms
+    );
     outln!(out, "");
     outln!(
         out,
@@ -128,7 +133,15 @@ pub fn table(r: &ValidationReport) -> String {
         i.spearman,
         100.0 * i.winner_agreement
     );
-    outln!(out, "{:<28} {:>8} {:>8} {:>8} {:>8}", "", "n = 2", "4", "8", "16");
+    outln!(
+        out,
+        "{:<28} {:>8} {:>8} {:>8} {:>8}",
+        "",
+        "n = 2",
+        "4",
+        "8",
+        "16"
+    );
     for (name, m) in [
         ("Default/Sequential measured", &r.default_over_sequential),
         ("GO/Default measured", &r.go_over_default),
@@ -183,9 +196,8 @@ fn write_svgs(dir: &Path, r: &ValidationReport) -> CmdResult {
     let cds: Vec<(String, Vec<(String, f64)>)> = data::CDS
         .iter()
         .map(|c| {
-            let get = |h: &std::collections::BTreeMap<u32, usize>| {
-                h.get(c).copied().unwrap_or(0) as f64
-            };
+            let get =
+                |h: &std::collections::BTreeMap<u32, usize>| h.get(c).copied().unwrap_or(0) as f64;
             (
                 format!("CD {c}"),
                 vec![

@@ -10,8 +10,8 @@ pub mod eval;
 pub mod in_loop;
 pub mod pipeline;
 pub mod train;
-pub mod validate;
 pub mod tune;
+pub mod validate;
 
 use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::config::GpuConfig;

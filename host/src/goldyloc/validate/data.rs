@@ -152,7 +152,12 @@ fn text(v: &Value, key: &str, at: &str) -> Result<String, String> {
 }
 
 /// `{"2": t, "4": t, ...}` at the given keys, in order.
-fn times<const N: usize>(v: &Value, key: &str, at: &str, keys: [u32; N]) -> Result<[f64; N], String> {
+fn times<const N: usize>(
+    v: &Value,
+    key: &str,
+    at: &str,
+    keys: [u32; N],
+) -> Result<[f64; N], String> {
     let obj = field(v, key, at)?;
     let at = format!("{at}.{key}");
     let mut out = [0.0; N];

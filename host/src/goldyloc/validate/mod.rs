@@ -157,8 +157,10 @@ fn model_cublas(
     let k = *catalog
         .get(i as usize)
         .ok_or_else(|| no_kernel("isolated", s))?;
-    let conc = |n: u32| concurrent_time(gpu, cal, s, &k, n).ok_or_else(|| no_kernel("concurrent", s));
-    let seq = |n: u32| sequential_time(gpu, cal, s, &k, n).ok_or_else(|| no_kernel("sequential", s));
+    let conc =
+        |n: u32| concurrent_time(gpu, cal, s, &k, n).ok_or_else(|| no_kernel("concurrent", s));
+    let seq =
+        |n: u32| sequential_time(gpu, cal, s, &k, n).ok_or_else(|| no_kernel("sequential", s));
     let mut dos = [Pair {
         measured: 0.0,
         model: 0.0,
@@ -357,9 +359,17 @@ fn summarise(
     for (j, &n) in NS.iter().enumerate() {
         default_over_sequential.insert(
             n,
-            pair_geomean(cublas.iter().map(|c| c.default_over_sequential[j]).collect()),
+            pair_geomean(
+                cublas
+                    .iter()
+                    .map(|c| c.default_over_sequential[j])
+                    .collect(),
+            ),
         );
-        go_over_default.insert(n, pair_geomean(triton.iter().map(|t| t.go_gain[j]).collect()));
+        go_over_default.insert(
+            n,
+            pair_geomean(triton.iter().map(|t| t.go_gain[j]).collect()),
+        );
     }
     let mut measured_hist = BTreeMap::new();
     let mut model_hist = BTreeMap::new();
@@ -371,7 +381,10 @@ fn summarise(
         measured_majority_share: majority(&measured_hist, cublas.len()),
         model_majority_share: majority(&model_hist, cublas.len()),
         agreement: share(
-            cublas.iter().filter(|c| c.best_cd16.0 == c.best_cd16.1).count(),
+            cublas
+                .iter()
+                .filter(|c| c.best_cd16.0 == c.best_cd16.1)
+                .count(),
             cublas.len(),
         ),
         measured_hist,
