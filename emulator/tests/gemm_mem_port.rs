@@ -32,6 +32,8 @@ fn kernel(mt0: u16, mt1: u16, depth_u: u16, threads: u16) -> CatalogKernel {
         prefetch: true,
         lds_pad: true,
         stagger_mapping: 0,
+        stages: 0,
+        split_atomic: false,
     }
 }
 

@@ -48,15 +48,41 @@ pub struct CatalogKernel {
     /// (StaggerU, see `gpu::llc_channel`): 0 the tile row, 1 the tile column.
     #[serde(default)]
     pub stagger_mapping: u8,
+    /// Software-pipeline stages of the K loop (Triton's `num_stages`): that many LDS
+    /// buffers, `stages - 1` tiles' loads in flight while one is computed on. 0 is
+    /// Tensile's kernel, whose stages follow from `prefetch` (2 with it, 1 without).
+    /// Left out of the serialised form when 0, so Tensile catalogs keep their cache keys.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stages: u8,
+    /// How split-K slices combine (only with `split_u > 1`): `false` is Tensile's
+    /// multiple-buffer reduction kernel after the main kernel; `true` is Triton's split-K,
+    /// whose slices add their partial tiles into an FP32 output with atomic adds after a
+    /// memset kernel zeroes it (see [`super::gemm::KernelCost::tail_ns`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split_atomic: bool,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }
 
 impl CatalogKernel {
-    /// LDS bytes per workgroup: A and B slabs of U rows, doubled with prefetch, plus row
-    /// padding.
+    /// LDS buffers of the K loop's pipeline: `stages` when given, else 2 with prefetch
+    /// and 1 without.
+    pub fn pipeline_stages(&self) -> u32 {
+        match self.stages {
+            0 if self.prefetch => 2,
+            0 => 1,
+            s => u32::from(s),
+        }
+    }
+
+    /// LDS bytes per workgroup: A and B slabs of U rows, one per pipeline stage, plus
+    /// row padding.
     pub fn lds_bytes(&self, dtype: GemmDataType) -> u32 {
         let eb = dtype.bytes();
         let slab = (u32::from(self.mt0) + u32::from(self.mt1)) * u32::from(self.depth_u) * eb;
-        let buffers = if self.prefetch { 2 } else { 1 };
+        let buffers = self.pipeline_stages();
         let pad = if self.lds_pad {
             2 * u32::from(self.depth_u) * LDS_PAD_ELEMENTS * eb * buffers
         } else {
@@ -76,7 +102,7 @@ impl CatalogKernel {
         let staged =
             (u32::from(self.mt0) + u32::from(self.mt1)) * u32::from(self.depth_u) * dtype.bytes();
         let staging = staged.div_ceil(4 * u32::from(self.threads));
-        let staging = if self.prefetch { staging * 2 } else { staging };
+        let staging = staging * self.pipeline_stages().clamp(1, 2);
         self.accumulators() + staging + VGPR_OVERHEAD
     }
 
@@ -115,9 +141,10 @@ impl CatalogKernel {
     }
 
     /// A Tensile-like name, e.g. `MT128x64_U16_T256_S1_PF_PAD` (`_SUM1` when the
-    /// stagger follows the tile column).
+    /// stagger follows the tile column, `_ST4` for explicit pipeline stages, `_ATOMIC`
+    /// for split-K by atomic adds).
     pub fn name(&self) -> String {
-        format!(
+        let mut name = format!(
             "MT{}x{}_U{}_T{}_S{}{}{}{}",
             self.mt0,
             self.mt1,
@@ -131,7 +158,14 @@ impl CatalogKernel {
             } else {
                 ""
             }
-        )
+        );
+        if self.stages != 0 {
+            name.push_str(&format!("_ST{}", self.stages));
+        }
+        if self.split_atomic {
+            name.push_str("_ATOMIC");
+        }
+        name
     }
 }
 
@@ -278,6 +312,8 @@ impl Catalog {
                                         prefetch,
                                         lds_pad,
                                         stagger_mapping,
+                                        stages: 0,
+                                        split_atomic: false,
                                     };
                                     if k.lds_bytes(GemmDataType::F16) > LDS_LIMIT {
                                         continue;
@@ -290,6 +326,16 @@ impl Catalog {
                 }
             }
         }
+        for (i, k) in kernels.iter_mut().enumerate() {
+            k.index = u32::try_from(i).unwrap_or(u32::MAX);
+        }
+        Self { kernels }
+    }
+
+    /// A catalog of exactly these kernels, re-indexed from 0 in the given order (a
+    /// vendor's or a compiler's own list, e.g. [`super::triton::h200_catalog`]).
+    pub fn from_kernels(kernels: impl IntoIterator<Item = CatalogKernel>) -> Self {
+        let mut kernels: Vec<CatalogKernel> = kernels.into_iter().collect();
         for (i, k) in kernels.iter_mut().enumerate() {
             k.index = u32::try_from(i).unwrap_or(u32::MAX);
         }

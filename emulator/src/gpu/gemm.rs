@@ -295,7 +295,14 @@ fn cost_of_meta(
     };
     let tail_ns = if kernel.split_u > 1 {
         let outputs = m * n * f64::from(shape.batch.max(1));
-        let bytes = outputs * (4.0 * split + eb);
+        // Tensile: a reduction kernel reads every f32 partial and writes the output.
+        // Triton (atomic): a memset kernel zeroes the f32 output before the main kernel;
+        // on one stream it costs the same wherever it sits, so it is charged here.
+        let bytes = if kernel.split_atomic {
+            outputs * 4.0
+        } else {
+            outputs * (4.0 * split + eb)
+        };
         gpu.kernel_start_ns + bytes / gpu.hbm_sustained().max(f64::MIN_POSITIVE)
     } else {
         0.0
@@ -345,10 +352,12 @@ fn cost_of_meta(
     let iterations = k_loop.iterations as f64;
     let latency = cal.memory_latency_ns.max(0.0);
     let tail_loop_ns = if k_loop.tail > 0 { latency } else { 0.0 };
+    // A pipeline of `s` stages keeps `s - 1` tiles' loads in flight (Little's law).
+    let in_flight = f64::from(kernel.pipeline_stages().saturating_sub(1).max(1));
     let latency_floor = if latency <= 0.0 {
         0.0
-    } else if kernel.prefetch {
-        iterations * latency
+    } else if kernel.pipeline_stages() >= 2 {
+        iterations * latency / in_flight
     } else {
         iterations * latency + wg_flops / wg_flops_per_ns.max(f64::MIN_POSITIVE)
     };
@@ -435,6 +444,8 @@ pub fn kernel_from_meta(meta: &KernelMeta, dtype: GemmDataType) -> CatalogKernel
         prefetch: meta.lds_bytes >= slab.saturating_mul(2),
         lds_pad: false,
         stagger_mapping: 0,
+        stages: 0,
+        split_atomic: false,
     }
 }
 

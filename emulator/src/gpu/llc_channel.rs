@@ -210,6 +210,8 @@ mod tests {
             prefetch: true,
             lds_pad: true,
             stagger_mapping: 0,
+            stages: 0,
+            split_atomic: false,
         };
         GemmTiling::new(&shape, &kernel)
     }

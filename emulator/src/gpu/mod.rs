@@ -12,6 +12,7 @@ pub mod dump;
 pub mod fixed_engine;
 pub mod fixture;
 pub mod gemm;
+pub mod h200;
 pub mod llc_channel;
 pub mod mem_port;
 pub mod partitioned;

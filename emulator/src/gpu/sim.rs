@@ -210,9 +210,22 @@ impl<P: MemoryPort> GpuSim<P> {
         shape: &GemmShape,
         k: &CatalogKernel,
     ) -> bool {
+        self.launch_gemm_packet(now, tag, shape, k, false)
+    }
+
+    /// [`GpuSim::launch_gemm`] with the packet's barrier bit: `true` for a kernel that
+    /// waited at its queue's head for the queue's previous kernel (one stream).
+    pub fn launch_gemm_packet(
+        &mut self,
+        now: Nanos,
+        tag: u64,
+        shape: &GemmShape,
+        k: &CatalogKernel,
+        barrier: bool,
+    ) -> bool {
         match kernel_cost(&self.gpu, &self.cal, shape, k) {
             Some(cost) => {
-                self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)), false);
+                self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)), barrier);
                 true
             }
             None => false,
@@ -245,8 +258,12 @@ impl<P: MemoryPort> GpuSim<P> {
         let mut start_delay = self.gpu.kernel_start_ns;
         if barrier {
             if let Some(head_since) = self.last_completed_dispatched_at {
-                // At least a picosecond: placement happens at a start event.
-                start_delay = (start_delay - (at - head_since).max(0.0)).max(1e3 * TIME_EPS);
+                // At least a picosecond: placement happens at a start event; at least the
+                // GPU's inter-kernel gap (completion signal, packet processing, cache
+                // release and acquire), which no look-ahead hides.
+                start_delay = (start_delay - (at - head_since).max(0.0))
+                    .max(self.gpu.inter_kernel_gap_ns)
+                    .max(1e3 * TIME_EPS);
             }
         }
         let pool = self.launches % (self.pools.max(1) as usize);
@@ -1045,6 +1062,28 @@ pub fn isolated_time(
     k: &CatalogKernel,
 ) -> Option<Nanos> {
     makespan(gpu, cal, &[(*shape, *k)]).map(|r| r.0)
+}
+
+/// Time of `copies` identical GEMMs run one after the other on one queue (Sequential):
+/// each launched with the barrier bit the moment its predecessor completes, so the
+/// GPU's look-ahead hides what it can of its start-up (see `push_kernel`).
+pub fn sequential_time(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    k: &CatalogKernel,
+    copies: u32,
+) -> Option<Nanos> {
+    let mut sim = GpuSim::new(gpu.clone(), *cal);
+    let mut events = Vec::new();
+    let mut at = 0.0;
+    for i in 0..copies.max(1) {
+        if !sim.launch_gemm_packet(at, u64::from(i), shape, k, i > 0) {
+            return None;
+        }
+        at = sim.run_to_idle(&mut events);
+    }
+    Some(at)
 }
 
 /// Time of `copies` identical GEMMs run concurrently on separate queues.

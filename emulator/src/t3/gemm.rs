@@ -51,6 +51,8 @@ pub fn producer_kernel(tile: (u16, u16)) -> CatalogKernel {
         prefetch: true,
         lds_pad: true,
         stagger_mapping: 0,
+        stages: 0,
+        split_atomic: false,
     }
 }
 

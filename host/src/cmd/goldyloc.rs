@@ -1,4 +1,5 @@
-//! `nmcp goldyloc tune | train | eval`: the offline GOLDYLOC flow and its evaluation.
+//! `nmcp goldyloc tune | train | eval`: the offline GOLDYLOC flow and its evaluation
+//! (`validate` is in [`super::goldyloc_validate`]).
 
 use super::CmdResult;
 use crate::goldyloc::cache::Cache;
@@ -27,6 +28,8 @@ enum Step {
     /// The MI100 model's isolated tuning against rocBLAS' MI100 tuning (efficiency,
     /// tuner agreement, distinct winners).
     Library(super::goldyloc_library::LibraryArgs),
+    /// Check the GPU model against concurrent-GEMM measurements of a real GPU.
+    Validate(super::goldyloc_validate::ValidateArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -110,6 +113,7 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
         Step::Train(c) => run_train(&c),
         Step::Eval(c) => run_eval(&c),
         Step::Library(a) => super::goldyloc_library::run(&a),
+        Step::Validate(v) => super::goldyloc_validate::run(&v),
     }
 }
 

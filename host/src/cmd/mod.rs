@@ -7,6 +7,7 @@ pub mod board;
 pub mod cp;
 pub mod goldyloc;
 pub mod goldyloc_library;
+pub mod goldyloc_validate;
 pub mod io;
 pub mod lamb;
 pub mod lamb_checkpoint;

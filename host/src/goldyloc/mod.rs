@@ -12,6 +12,7 @@ pub mod library;
 pub mod pipeline;
 pub mod train;
 pub mod tune;
+pub mod validate;
 
 use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::config::GpuConfig;
