@@ -114,7 +114,7 @@ fn run_board(a: RunArgs) -> CmdResult {
     let report = run_qemu(&a.qemu, machine, &elf);
     bar.finish_and_clear();
     let report = report?;
-    print!("{report}");
+    stdout!("{report}");
     let reported = report.lines().next().and_then(|l| field(l, "machine"));
     if reported != Some(machine) {
         return Err(format!(
@@ -126,9 +126,8 @@ fn run_board(a: RunArgs) -> CmdResult {
     let mut failures = Vec::new();
     let expected_path = board_dir.join("expected").join(format!("{machine}.txt"));
     if a.bless {
-        std::fs::write(&expected_path, &report)
-            .map_err(|e| format!("{}: cannot write: {e}", expected_path.display()))?;
-        println!("blessed {}", expected_path.display());
+        super::io::write_file(&expected_path, report.as_bytes())?;
+        stdoutln!("blessed {}", expected_path.display());
     } else {
         let expected = std::fs::read_to_string(&expected_path).map_err(|e| {
             format!(
@@ -148,12 +147,12 @@ fn run_board(a: RunArgs) -> CmdResult {
 
     let budgets_path = board_dir.join("budgets.toml");
     let budgets = Budgets::load(&budgets_path, machine)?;
-    let bytes = std::fs::read(&elf).map_err(|e| format!("{}: cannot read: {e}", elf.display()))?;
+    let bytes = super::io::read_input(&elf, super::io::MAX_BINARY_INPUT)?;
     let sizes = section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
     check_budgets(&budgets, &report, &sizes, &mut failures);
 
     if failures.is_empty() {
-        println!("board check: ok ({machine})");
+        stdoutln!("board check: ok ({machine})");
         Ok(())
     } else {
         for f in &failures {
@@ -308,7 +307,7 @@ fn compare(expected: &str, actual: &str, strict: bool, failures: &mut Vec<String
             if strict {
                 failures.push(format!("measurement changed: {msg}"));
             } else {
-                println!("note: measurement changed: {msg}");
+                stdoutln!("note: measurement changed: {msg}");
             }
         }
     }
@@ -351,7 +350,7 @@ fn compare_cp_decisions(virt: &str, report: &str, failures: &mut Vec<String>) {
         }
     }
     if failures.len() == before {
-        println!("CP decisions: {} lines equal to virt's", seen.len());
+        stdoutln!("CP decisions: {} lines equal to virt's", seen.len());
     }
 }
 
@@ -366,8 +365,7 @@ struct Budgets {
 
 impl Budgets {
     fn load(path: &Path, machine: &str) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = super::io::read_input_text(path)?;
         Self::parse(&text, machine).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -476,7 +474,7 @@ fn section_sizes(b: &[u8]) -> Result<Sizes, String> {
 fn check_budgets(b: &Budgets, report: &str, sizes: &Sizes, failures: &mut Vec<String>) {
     let over = |failures: &mut Vec<String>, what: String, value: u64, budget: u64| {
         let verdict = if value > budget { "OVER" } else { "ok" };
-        println!("budget {what}: {value} / {budget} {verdict}");
+        stdoutln!("budget {what}: {value} / {budget} {verdict}");
         if value > budget {
             failures.push(format!("{what} = {value} exceeds its budget {budget}"));
         }
