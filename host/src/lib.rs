@@ -190,7 +190,7 @@ fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error
     let capped = t3 || matches!(cli.command, Command::Mem(_) | Command::Sweep(_));
     if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !capped {
         return Err(Box::new(cmd::UsageError(
-            "--max-sim-time / --max-events: only `nmcp t3`, `nmcp mem` and `nmcp sweep` of them take simulation caps so far"
+            "--max-sim-time / --max-events: only `nmcp t3`, `nmcp mem` and `nmcp sweep` take simulation caps so far"
                 .into(),
         )));
     }

@@ -501,7 +501,7 @@ pub fn run(args: MemArgs) -> CmdResult {
     }
     if let Some(e) = cap_hit.borrow_mut().take() {
         return Err(format!(
-            "memory run stopped: {e} (requests counted as events, arrival cycles as time; {} requests finished)",
+            "memory run stopped: {e} (requests and the refreshes of idle stretches counted as events, arrival cycles as time; {} requests finished)",
             report.requests
         )
         .into());

@@ -49,7 +49,7 @@ fn to_f32(x: f64) -> Result<f32, String> {
     if y.is_finite() {
         Ok(y)
     } else {
-        Err(format!("{x}: beyond the f32 range"))
+        Err(format!("{x:e}: beyond the f32 range"))
     }
 }
 
