@@ -52,7 +52,7 @@ fn a_full_stdout_is_an_error_message_not_a_panic() {
     for args in [
         &["presets"][..],
         &["mem", "--requests", "1000", "--json"][..],
-        &["disasm", "--word", "0"][..],
+        &["disasm", "--word", "0x2e041200"][..],
     ] {
         let full = std::fs::OpenOptions::new()
             .write(true)
