@@ -112,8 +112,10 @@ mod tests {
     );
 
     /// Each parser with the range its `Ok` values must lie in.
-    fn parsers() -> Vec<Parser> {
-        vec![
+    fn parsers() -> [Parser; 7] {
+        // The array's type is given, so each function item and closure is coerced to the
+        // tuple's fn pointer.
+        [
             ("positive_f64", positive_f64, |x| x > 0.0),
             ("non_negative_f64", non_negative_f64, |x| x >= 0.0),
             ("fraction_f64", fraction_f64, |x| (0.0..=1.0).contains(&x)),
@@ -126,7 +128,7 @@ mod tests {
             (
                 "non_negative_f32",
                 |s| non_negative_f32(s).map(f64::from),
-                |x| x >= 0.0 && x <= f64::from(f32::MAX),
+                |x| (0.0..=f64::from(f32::MAX)).contains(&x),
             ),
             (
                 "decay_rate_f32",
