@@ -235,7 +235,7 @@ pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
 }
 
 /// Reads and parses a dump file, with the file name in any error.
-pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>> {
+pub fn read_dump(file: &Path) -> Result<QueueDump, Box<dyn std::error::Error>> {
     let data = read_input(file, MAX_BINARY_INPUT)?;
     QueueDump::parse(&data).map_err(|e| format!("{}: {e}", file.display()).into())
 }
