@@ -267,6 +267,22 @@ impl Session {
             }
             c
         } else {
+            // Another run's unfinished checkpoint is not overwritten by a fresh start.
+            if let Some(c) = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| decode(&path, &bytes).ok())
+            {
+                let done = u32::try_from(c.units.len()).unwrap_or(u32::MAX);
+                if c.units_total > 0 && done < c.units_total {
+                    return Err(CheckpointError::Mismatch(format!(
+                        "{} holds an unfinished run (`nmcp {}`, {done} of {} units): `nmcp resume {}` continues it; remove it or pick another --checkpoint-dir to start afresh",
+                        path.display(),
+                        c.argv.join(" "),
+                        c.units_total,
+                        dir.display()
+                    )));
+                }
+            }
             std::fs::create_dir_all(dir).map_err(|e| CheckpointError::Io(dir.clone(), e))?;
             Contents {
                 nmcp_version: env!("CARGO_PKG_VERSION").into(),

@@ -7,9 +7,27 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `print!` for command output, through [`cmd::io::write_stdout`]: a full or closed
+/// stdout is reported once at the end of the command instead of panicking.
+macro_rules! stdout {
+    ($($arg:tt)*) => {
+        $crate::cmd::io::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for command output (see [`stdout!`]).
+macro_rules! stdoutln {
+    () => {
+        $crate::cmd::io::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cmd::io::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod checkpoint;
 mod cmd;
-mod cp_replay;
+pub mod cp_replay;
 mod goldyloc;
 mod lamb;
 pub mod limits;
@@ -48,7 +66,8 @@ struct Cli {
     #[arg(long, global = true, value_name = "TIME", value_parser = limits::parse_sim_time)]
     max_sim_time: Option<u64>,
     /// Stop each simulation after this many events (T3: scheduled events and memory
-    /// completions; `nmcp mem`: requests admitted).
+    /// completions; `nmcp mem`: requests admitted plus the refreshes of the idle stretches
+    /// before them, so that a long gap in a trace binds too).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_events: Option<u64>,
     /// Cap the process's heap (e.g. 4G): an allocation past it stops the run with a
@@ -110,7 +129,9 @@ pub fn run_cli() -> ExitCode {
         Ok(v) => v,
         Err(code) => return code,
     };
-    let result = prepare(cli, argv).and_then(dispatch);
+    let result = prepare(cli, argv)
+        .and_then(dispatch)
+        .and_then(|()| cmd::io::finish_stdout().map_err(Into::into));
     cmd::bench::report_usage_if_asked();
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -165,10 +186,11 @@ fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error
         limits::set_memory_cap(b);
     }
     let t3 = matches!(cli.command, Command::T3(_));
-    let capped = t3 || matches!(cli.command, Command::Mem(_));
+    // A sweep passes its caps on to each point (`limits::child_cap_args`).
+    let capped = t3 || matches!(cli.command, Command::Mem(_) | Command::Sweep(_));
     if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !capped {
         return Err(Box::new(cmd::UsageError(
-            "--max-sim-time / --max-events: only `nmcp t3` and `nmcp mem` take simulation caps so far"
+            "--max-sim-time / --max-events: only `nmcp t3`, `nmcp mem` and `nmcp sweep` take simulation caps so far"
                 .into(),
         )));
     }

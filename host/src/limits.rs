@@ -20,6 +20,28 @@ pub fn sim_limits() -> Limits {
     SIM.get().copied().unwrap_or_default()
 }
 
+/// The caps of this process as options for a child `nmcp` (each sweep point runs in
+/// one): `--max-memory` always, `--max-sim-time` and `--max-events` when the child's
+/// command takes them (`nmcp t3`, `nmcp mem`), so a cap on `nmcp sweep` binds every
+/// point.
+pub fn child_cap_args(child_takes_sim_caps: bool) -> Vec<String> {
+    let mut args = Vec::new();
+    let cap = CAP.load(Ordering::Relaxed);
+    if cap != usize::MAX {
+        args.push(format!("--max-memory={cap}"));
+    }
+    if child_takes_sim_caps {
+        let l = sim_limits();
+        if let Some(ps) = l.max_sim_ps {
+            args.push(format!("--max-sim-time={ps}ps"));
+        }
+        if let Some(n) = l.max_events {
+            args.push(format!("--max-events={n}"));
+        }
+    }
+    args
+}
+
 /// `--max-sim-time`: a number with a unit, `ps`, `ns`, `us`, `ms` or `s` (e.g. `10ms`).
 pub fn parse_sim_time(s: &str) -> Result<u64, String> {
     let t = s.trim();

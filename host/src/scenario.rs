@@ -143,8 +143,7 @@ impl Source {
     /// # Errors
     /// `PATH: cannot read: ...`.
     pub(crate) fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = crate::cmd::io::read_input_text(path)?;
         Ok(Source {
             path: path.to_path_buf(),
             text,

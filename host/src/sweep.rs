@@ -475,6 +475,11 @@ fn run_point(exe: &Path, sweep: &Sweep, p: &Point, points_dir: &Path) -> Outcome
     let mut argv: Vec<String> = sweep.command.clone();
     argv.extend(p.args.iter().cloned());
     argv.push("--json".into());
+    let takes_sim_caps = matches!(
+        sweep.command.first().map(String::as_str),
+        Some("t3" | "mem")
+    );
+    argv.extend(crate::limits::child_cap_args(takes_sim_caps));
     let out = match std::process::Command::new(exe)
         .args(&argv)
         .stdin(Stdio::null())
@@ -659,8 +664,7 @@ struct Manifest {
 }
 
 fn read_json(path: &Path) -> Result<Json, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = crate::cmd::io::read_input_text(path)?;
     serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))
 }
 

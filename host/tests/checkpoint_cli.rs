@@ -384,3 +384,33 @@ fn commands_that_cannot_checkpoint_say_so() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("only the `nmcp t3` study"));
 }
+
+/// Row `checkpoint-unfinished-overwrite`: a fresh run (not `nmcp resume`) pointed at a
+/// directory that holds another run's unfinished checkpoint is refused and the checkpoint
+/// left as it was.
+#[test]
+fn a_fresh_run_does_not_overwrite_an_unfinished_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let args = ["lamb", "--ts-sweep", "--json"];
+    let mut tries = 0;
+    while !kill_after_first_checkpoint(&args, &ck) {
+        // It finished before the kill: that checkpoint is complete, and may be replaced.
+        tries += 1;
+        assert!(
+            tries < 5,
+            "the run always finished before it could be killed"
+        );
+        std::fs::remove_dir_all(&ck).unwrap();
+    }
+    let file = ck.join("checkpoint.nmcp");
+    let before = std::fs::read(&file).unwrap();
+    let mut fresh = args.to_vec();
+    fresh.extend(["--checkpoint-dir", ck.to_str().unwrap()]);
+    let o = run(&fresh);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("holds an unfinished run"), "{err}");
+    assert!(err.contains("nmcp resume"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}

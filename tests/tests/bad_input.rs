@@ -400,6 +400,70 @@ const CASES: &[Case] = &[
         code: 2,
         says: &["--max-memory"],
     },
+    // ----- the run's files, sizes and numbers (every command) -----
+    Case {
+        id: "output-is-input",
+        files: &[("a.s", b"fma.f32 ts0, mem, s1, ts0\n")],
+        args: &["asm", "{d}/a.s", "-o", "{d}/a.s"],
+        code: 1,
+        says: &["a.s: is an input of this run", "refusing to overwrite it"],
+    },
+    Case {
+        id: "output-is-a-directory",
+        files: &[],
+        args: &["cp", "gen-dump", "{d}"],
+        code: 1,
+        says: &["is a directory; name a file for the output"],
+    },
+    Case {
+        id: "input-endless",
+        files: &[],
+        args: &["presets", "--check", "/dev/zero"],
+        code: 1,
+        says: &["/dev/zero: larger than 67108864 bytes"],
+    },
+    Case {
+        id: "float-not-finite",
+        files: &[],
+        args: &["lamb", "--lr", "nan"],
+        code: 2,
+        says: &["--lr", "NaN: must be a finite number"],
+    },
+    Case {
+        id: "float-out-of-range",
+        files: &[],
+        args: &["lamb", "--beta2", "1"],
+        code: 2,
+        says: &["--beta2", "must be in [0, 1)"],
+    },
+    Case {
+        id: "float-beyond-f32",
+        files: &[],
+        args: &["lamb", "--eps", "1e39"],
+        code: 2,
+        says: &["--eps", "beyond the f32 range"],
+    },
+    Case {
+        id: "size-above-bound",
+        files: &[],
+        args: &["cp", "gen-dump", "{d}/q.bin", "--gemms", "4000000000"],
+        code: 2,
+        says: &["--gemms", "4000000000 is not in 1..=4096"],
+    },
+    Case {
+        id: "size-zero-that-would-hang",
+        files: &[],
+        args: &["mem", "--threads", "2", "--window", "0"],
+        code: 2,
+        says: &["--window", "0 is not in 1..=4294967296"],
+    },
+    Case {
+        id: "sim-caps-on-a-command-without-them",
+        files: &[],
+        args: &["lamb", "--max-events", "10"],
+        code: 2,
+        says: &["only `nmcp t3`, `nmcp mem` and `nmcp sweep`"],
+    },
 ];
 
 fn run(case: &Case, dir: &Path) -> (Option<i32>, String, String) {

@@ -164,15 +164,24 @@ impl QueueDump {
                     queue = a as u8;
                 }
                 Some((DIRECTIVE_MEM, a, b)) => {
-                    let records = b.div_ceil(AQL_PACKET_BYTES as u64);
-                    let span = records * AQL_PACKET_BYTES as u64;
-                    let end = (at as u64).checked_add(span);
-                    if end.is_none_or(|e| e > len) || a.checked_add(b).is_none() {
+                    // `b` is input: every step is checked (a length near 2^64 must not
+                    // wrap to a short span).
+                    let span = b
+                        .div_ceil(AQL_PACKET_BYTES as u64)
+                        .checked_mul(AQL_PACKET_BYTES as u64);
+                    let end = span.and_then(|s| (at as u64).checked_add(s));
+                    let (Some(span), Some(end)) = (span, end) else {
                         return Err(DumpError::MemTruncated { offset, bytes: b });
-                    }
+                    };
+                    let bytes = usize::try_from(b)
+                        .ok()
+                        .and_then(|b| data.get(at..at.checked_add(b)?));
+                    let (true, Some(bytes), Some(_)) = (end <= len, bytes, a.checked_add(b)) else {
+                        return Err(DumpError::MemTruncated { offset, bytes: b });
+                    };
                     dump.memory.push(MemSection {
                         addr: a,
-                        bytes: data[at..at + b as usize].to_vec(),
+                        bytes: bytes.to_vec(),
                     });
                     at += span as usize;
                 }

@@ -36,6 +36,10 @@ pub const DEFAULT_PRESET: &str = "hbm2-2000";
 /// Most banks one pseudo-channel may have: the controller keeps per-bank bit masks in a `u64`.
 pub const MAX_BANKS_PER_PSEUDO_CHANNEL: u32 = 64;
 
+/// The largest timing parameter a preset may give, tCK (2^20: far above any DRAM's, and
+/// small enough that the validator's sums of two or three of them cannot wrap).
+pub const MAX_TIMING_TCK: u32 = 1 << 20;
+
 /// A complete HBM device description.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -208,6 +212,37 @@ fn one() -> u32 {
     1
 }
 
+impl Timing {
+    /// Every parameter with its preset key (for the validator's bounds).
+    fn fields(&self) -> [(&'static str, u32); 23] {
+        [
+            ("timing.cl", self.cl),
+            ("timing.cwl", self.cwl),
+            ("timing.trcdrd", self.trcdrd),
+            ("timing.trcdwr", self.trcdwr),
+            ("timing.trp", self.trp),
+            ("timing.tras", self.tras),
+            ("timing.trc", self.trc),
+            ("timing.twr", self.twr),
+            ("timing.trtp", self.trtp),
+            ("timing.tccd_s", self.tccd_s),
+            ("timing.tccd_l", self.tccd_l),
+            ("timing.twtr_s", self.twtr_s),
+            ("timing.twtr_l", self.twtr_l),
+            ("timing.trrd_s", self.trrd_s),
+            ("timing.trrd_l", self.trrd_l),
+            ("timing.tfaw", self.tfaw),
+            ("timing.trefi", self.trefi),
+            ("timing.trfc", self.trfc),
+            ("timing.trfcpb", self.trfcpb),
+            ("timing.bl", self.bl),
+            ("timing.tccdwl", self.tccdwl),
+            ("timing.rtw_turnaround", self.rtw_turnaround),
+            ("timing.act_bus_cycles", self.act_bus_cycles),
+        ]
+    }
+}
+
 /// Refresh settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -377,24 +412,40 @@ impl HbmPreset {
                 format!("needs subarrays.per_bank >= 2 (is {sa}): it refreshes one subarray while others are accessed"),
             ));
         }
-        let pow2: [(&'static str, u32); 8] = [
-            ("organisation.stacks", o.stacks),
-            ("organisation.channels_per_stack", o.channels_per_stack),
+        // Upper bounds first, so that no product or sum below (nor any in the model:
+        // capacity, bank and pseudo-channel counts, timing sums) can wrap: the largest
+        // organisation is 2^12 pseudo-channels x 2^6 banks x 2^22 rows x 2^20 B rows,
+        // 2^60 B.
+        let pow2: [(&'static str, u32, u32); 8] = [
+            ("organisation.stacks", o.stacks, 16),
+            ("organisation.channels_per_stack", o.channels_per_stack, 64),
             (
                 "organisation.pseudo_channels_per_channel",
                 o.pseudo_channels_per_channel,
+                4,
             ),
-            ("organisation.bank_groups", o.bank_groups),
-            ("organisation.banks_per_group", o.banks_per_group),
-            ("organisation.rows", o.rows),
-            ("organisation.columns_per_row", o.columns_per_row),
-            ("organisation.bytes_per_column", o.bytes_per_column),
+            ("organisation.bank_groups", o.bank_groups, 64),
+            ("organisation.banks_per_group", o.banks_per_group, 64),
+            ("organisation.rows", o.rows, 1 << 22),
+            ("organisation.columns_per_row", o.columns_per_row, 1 << 12),
+            ("organisation.bytes_per_column", o.bytes_per_column, 256),
         ];
-        for (field, v) in pow2 {
+        for (field, v, max) in pow2 {
             if !v.is_power_of_two() {
                 return Err(rule(
                     field,
                     format!("is {v}; must be a power of two because the address mapping gives it whole bits"),
+                ));
+            }
+            if v > max {
+                return Err(rule(field, format!("is {v}; at most {max}")));
+            }
+        }
+        for (field, v) in t.fields() {
+            if v > MAX_TIMING_TCK {
+                return Err(rule(
+                    field,
+                    format!("is {v} tCK; at most {MAX_TIMING_TCK} (about a millisecond at 1 GHz)"),
                 ));
             }
         }

@@ -1,7 +1,7 @@
 //! `nmcp aql decode`: raw AQL packets (a queue dump) to a table or JSON lines.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use nmcp_emulator::gpu::queue::{DumpPacket, QueueDump};
@@ -232,7 +232,7 @@ fn packet_row(dump: &QueueDump, device: &DeviceRange, p: &DumpPacket, id: u64) -
     row
 }
 
-fn decode(file: &PathBuf, json: bool, device: Option<DeviceRange>) -> CmdResult {
+fn decode(file: &Path, json: bool, device: Option<DeviceRange>) -> CmdResult {
     let dump = read_dump(file)?;
     let device = device.or(dump.device).unwrap_or(DEFAULT_DEVICE);
     let ids = dispatch_ids(&dump);

@@ -78,7 +78,7 @@ fn parse_word(s: &str) -> Result<u32, String> {
 /// Runs `nmcp asm`.
 pub fn run_asm(args: AsmArgs) -> CmdResult {
     let name = args.file.display().to_string();
-    let text = std::fs::read_to_string(&args.file).map_err(|e| format!("{name}: {e}"))?;
+    let text = super::io::read_input_text(&args.file)?;
     let items = Assembler::new(&text)
         .collect::<Result<Vec<Item>, _>>()
         .map_err(|e| format!("{name}:{e}"))?;
@@ -99,7 +99,7 @@ pub fn run_disasm(args: DisasmArgs) -> CmdResult {
     let mut out = String::new();
     if let Some(file) = &args.file {
         let name = file.display().to_string();
-        let bytes = std::fs::read(file).map_err(|e| format!("{name}: {e}"))?;
+        let bytes = super::io::read_input(file, super::io::MAX_BINARY_INPUT)?;
         disassemble(&bytes, &mut out).map_err(|e| format!("{name}: {e}"))?;
     }
     for w in &args.word {
@@ -113,10 +113,7 @@ pub fn run_disasm(args: DisasmArgs) -> CmdResult {
 fn write_out(path: Option<&Path>, bytes: &[u8]) -> CmdResult {
     match path {
         Some(p) => super::io::write_file(p, bytes)?,
-        None => {
-            use std::io::Write;
-            std::io::stdout().write_all(bytes)?;
-        }
+        None => super::io::write_stdout_bytes(bytes),
     }
     Ok(())
 }

@@ -174,8 +174,8 @@ fn extract_report(text: &str) -> Option<String> {
 
 fn check_file(a: CheckArgs) -> CmdResult {
     let root = workspace_root(a.root.as_deref());
-    let text =
-        std::fs::read(&a.file).map_err(|e| format!("{}: cannot read: {e}", a.file.display()))?;
+    // A console capture may hold bytes from before the board's reset: read lossily.
+    let text = super::io::read_input(&a.file, super::io::MAX_TEXT_INPUT)?;
     let text = String::from_utf8_lossy(&text);
     let report = extract_report(&text).ok_or_else(|| {
         format!(
@@ -211,8 +211,8 @@ fn run_board(a: RunArgs) -> CmdResult {
     bar.finish_and_clear();
     // A serial console's lines end in "\r\n".
     let report = report?.replace('\r', "");
-    print!("{report}");
-    let bytes = std::fs::read(&elf).map_err(|e| format!("{}: cannot read: {e}", elf.display()))?;
+    stdout!("{report}");
+    let bytes = super::io::read_input(&elf, super::io::MAX_BINARY_INPUT)?;
     let sizes = section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
     check_report(&root, a.machine, &report, a.strict, a.bless, Some(&sizes))
 }
@@ -242,7 +242,7 @@ fn check_report(
     let expected_path = board_dir.join("expected").join(format!("{machine}.txt"));
     if bless {
         super::io::write_file(&expected_path, report.as_bytes())?;
-        println!("blessed {}", expected_path.display());
+        stdoutln!("blessed {}", expected_path.display());
     } else {
         let expected = std::fs::read_to_string(&expected_path).map_err(|e| {
             format!(
@@ -271,7 +271,7 @@ fn check_report(
     check_budgets(&budgets, report, &sizes, &mut failures);
 
     if failures.is_empty() {
-        println!("board check: ok ({machine})");
+        stdoutln!("board check: ok ({machine})");
         Ok(())
     } else {
         for f in &failures {
@@ -426,7 +426,7 @@ fn compare(expected: &str, actual: &str, strict: bool, failures: &mut Vec<String
             if strict {
                 failures.push(format!("measurement changed: {msg}"));
             } else {
-                println!("note: measurement changed: {msg}");
+                stdoutln!("note: measurement changed: {msg}");
             }
         }
     }
@@ -469,7 +469,7 @@ fn compare_cp_decisions(virt: &str, report: &str, failures: &mut Vec<String>) {
         }
     }
     if failures.len() == before {
-        println!("CP decisions: {} lines equal to virt's", seen.len());
+        stdoutln!("CP decisions: {} lines equal to virt's", seen.len());
     }
 }
 
@@ -487,8 +487,7 @@ struct Budgets {
 
 impl Budgets {
     fn load(path: &Path, machine: &str) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = super::io::read_input_text(path)?;
         Self::parse(&text, machine).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -598,7 +597,7 @@ fn section_sizes(b: &[u8]) -> Result<Sizes, String> {
 fn check_budgets(b: &Budgets, report: &str, sizes: &Sizes, failures: &mut Vec<String>) {
     let over = |failures: &mut Vec<String>, what: String, value: u64, budget: u64| {
         let verdict = if value > budget { "OVER" } else { "ok" };
-        println!("budget {what}: {value} / {budget} {verdict}");
+        stdoutln!("budget {what}: {value} / {budget} {verdict}");
         if value > budget {
             failures.push(format!("{what} = {value} exceeds its budget {budget}"));
         }

@@ -44,8 +44,9 @@ struct GenDumpArgs {
     /// Queues (1..=32).
     #[arg(long, default_value_t = 4)]
     queues: u8,
-    /// GEMMs per queue.
-    #[arg(long, default_value_t = 2)]
+    /// GEMMs per queue (1..=4096: with 32 queues the replay's rings, the top 16 MiB of
+    /// device memory, hold 8192 packets a queue).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     gemms: u32,
     /// Add one malformed packet of every kind the CP rejects.
     #[arg(long)]
@@ -59,7 +60,7 @@ struct GenDumpArgs {
     /// cached GOLDYLOC tuning step on the MI100 (its GO library records).
     #[arg(long)]
     app: Option<String>,
-    /// First library entry used.
+    /// First library entry used (below the library's length).
     #[arg(long, default_value_t = 0)]
     offset: usize,
 }
@@ -88,13 +89,13 @@ struct ReplayArgs {
     #[arg(long, default_value = "mi100")]
     gpu: String,
     /// Compute units of the fixed engine.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=4096))]
     cus: u32,
     /// Workgroup slots per CU of the fixed engine.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     slots: u32,
     /// Time of one GEMM workgroup in the fixed engine, ns.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, default_value_t = 1000.0, value_parser = super::numbers::positive_f64)]
     wg_ns: f64,
     /// Device memory, `BASE:LEN`; default: the dump's DEVICE directive, else 256 MiB at
     /// 0x10000000. The top 16 MiB hold the replay's queue rings.
@@ -122,8 +123,7 @@ fn gen_dump(a: &GenDumpArgs) -> CmdResult {
     }
     let library: Option<Vec<GemmExt>> = match (&a.library, &a.app) {
         (Some(path), _) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = super::io::read_input_text(path)?;
             Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?)
         }
         (None, Some(app)) => Some(pipeline::app_library("mi100", app)?),
@@ -136,8 +136,17 @@ fn gen_dump(a: &GenDumpArgs) -> CmdResult {
         if a.malformed {
             return Err("--malformed applies to the sample dump only".into());
         }
+        if a.offset >= lib.len() {
+            return Err(format!(
+                "--offset {}: the GO library has {} entries (0..{})",
+                a.offset,
+                lib.len(),
+                lib.len()
+            )
+            .into());
+        }
         let dump = go_dump(&lib, a.queues, a.gemms, a.offset);
-        std::fs::write(&a.out, dump.to_bytes()).map_err(|e| format!("{}: {e}", a.out.display()))?;
+        super::io::write_file(&a.out, &dump.to_bytes())?;
         let mut out = String::new();
         outln!(
             out,
@@ -150,7 +159,7 @@ fn gen_dump(a: &GenDumpArgs) -> CmdResult {
         return emit(&out);
     }
     let (dump, expect) = demo::dump(a.queues, a.gemms, a.malformed);
-    std::fs::write(&a.out, dump.to_bytes()).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    super::io::write_file(&a.out, &dump.to_bytes())?;
     let mut out = String::new();
     let bad = expect
         .iter()
@@ -178,8 +187,7 @@ fn load_predictor(a: &ReplayArgs) -> Result<(CdPredictor, String), Box<dyn std::
     }
     let (file, source) = match &a.predictor {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = super::io::read_input_text(path)?;
             let f: PredictorFile =
                 serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
             (f, path.display().to_string())

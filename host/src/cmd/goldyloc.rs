@@ -122,8 +122,7 @@ fn run_tune(c: &Common) -> CmdResult {
     let (tuned, secs) = pipeline::tune(&p)?;
     let library: Vec<GemmExt> = tuned.iter().map(|t| t.to_ext(&p.ctx.catalog)).collect();
     if let Some(out) = &c.out {
-        std::fs::write(out, serde_json::to_string_pretty(&library)?)
-            .map_err(|e| format!("{}: {e}", out.display()))?;
+        super::io::write_file(out, serde_json::to_string_pretty(&library)?.as_bytes())?;
     }
     let t = pipeline::tune_summary(&p, &tuned, secs);
     let strict = c
@@ -134,17 +133,19 @@ fn run_tune(c: &Common) -> CmdResult {
         if let (Some(st), Some(obj)) = (&strict, v.as_object_mut()) {
             obj.insert("strict_rc".into(), serde_json::to_value(st)?);
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        stdoutln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!(
+        stdoutln!(
             "tuned {} GEMMs ({} evaluated) over {} catalog kernels in {secs:.2} s",
-            t.gemms_tuned, t.evaluated_gemms, t.catalog_kernels
+            t.gemms_tuned,
+            t.evaluated_gemms,
+            t.catalog_kernels
         );
-        println!(
+        stdoutln!(
             "distinct isolated kernels over the evaluated GEMMs: {} (dissertation: 291 of 410)",
             t.distinct_isolated_kernels
         );
-        println!(
+        stdoutln!(
             "evaluated GEMMs whose winner has a runner-up within {:.0} %: {} of {} (a tuner \
              measuring hardware could pick either)",
             crate::goldyloc::tune::NEAR_TIE_BAND * 100.0,
@@ -156,7 +157,7 @@ fn run_tune(c: &Common) -> CmdResult {
             .iter()
             .map(|(s, d)| format!("{d} at {:.1} %", s * 100.0))
             .collect();
-        println!(
+        stdoutln!(
             "  study: distinct winners if each kernel's time were measured once with a \
              run-to-run variation of sigma: {} (the pipeline uses the model's exact times)",
             jitter.join(", ")
@@ -166,12 +167,12 @@ fn run_tune(c: &Common) -> CmdResult {
             .skip(1)
             .zip(&t.go_kernel_differs_share)
         {
-            println!(
+            stdoutln!(
                 "  CD {cd:>2}: GO kernel differs from the isolated kernel for {:.0} %",
                 s * 100.0
             );
         }
-        println!(
+        stdoutln!(
             "best CD (16 available) histogram, CD 1/2/4/8/16: {:?}",
             t.best_cd_histogram
         );
@@ -183,13 +184,13 @@ fn run_tune(c: &Common) -> CmdResult {
 }
 
 fn print_strict_rc(st: &crate::goldyloc::tune::StrictRcStudy) {
-    println!(
+    stdoutln!(
         "stricter constraints GPU/8 and GPU/16 (7.6.3; offline, profiled times): {} of {} GEMMs get a new candidate",
         st.gemms_with_new_candidates, st.gemms
     );
-    println!("  CD   GO speedup over serial: GPU,/2,/4   +/8,/16   gain   GEMMs won by /8,/16   max gain");
+    stdoutln!("  CD   GO speedup over serial: GPU,/2,/4   +/8,/16   gain   GEMMs won by /8,/16   max gain");
     for r in &st.rows {
-        println!(
+        stdoutln!(
             "  {:>2} {:>34.3}x {:>8.3}x {:>+5.2} % {:>19.1} % {:>9.3}x",
             r.cd,
             r.speedup_base,
@@ -199,7 +200,7 @@ fn print_strict_rc(st: &crate::goldyloc::tune::StrictRcStudy) {
             r.max_gain
         );
     }
-    println!("  (dissertation 7.6.3: GPU/8 and GPU/16 \"gave little benefit\"; no figure)");
+    stdoutln!("  (dissertation 7.6.3: GPU/8 and GPU/16 \"gave little benefit\"; no figure)");
 }
 
 fn run_train(c: &Common) -> CmdResult {
@@ -213,8 +214,7 @@ fn run_train(c: &Common) -> CmdResult {
     if let Some(dir) = out.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    std::fs::write(&out, serde_json::to_string_pretty(&model.fixed)?)
-        .map_err(|e| format!("{}: {e}", out.display()))?;
+    super::io::write_file(&out, serde_json::to_string_pretty(&model.fixed)?.as_bytes())?;
     let report = pipeline::evaluate(&p, &tuned, &model, true);
     if c.json {
         let v = serde_json::json!({
@@ -228,17 +228,17 @@ fn run_train(c: &Common) -> CmdResult {
             "tune_seconds": tune_secs,
             "train_seconds": train_secs,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        stdoutln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!(
+        stdoutln!(
             "dataset {} GEMMs, test {} (seed {}); tune {tune_secs:.2} s, train {train_secs:.2} s",
             tuned.len(),
             model.test.len(),
             c.seed
         );
-        println!("training accuracy {:.1} %", model.train_accuracy * 100.0);
+        stdoutln!("training accuracy {:.1} %", model.train_accuracy * 100.0);
         print_accuracy(&report);
-        println!("predictor written to {}", out.display());
+        stdoutln!("predictor written to {}", out.display());
     }
     Ok(())
 }
@@ -247,12 +247,12 @@ const PAPER_ACCURACY: [f64; 4] = [82.0, 70.0, 62.0, 47.0];
 const PAPER_GOLDYLOC_OVER_DEFAULT: [f64; 4] = [5.0, 10.0, 11.0, 12.0];
 
 fn print_accuracy(r: &EvalReport) {
-    println!(
+    stdoutln!(
         "predictor accuracy per scenario: {}-fold cross-validation by GEMM size (each GEMM predicted by the fixed-point model of the fold that never saw its size), seeds {:?}",
         crate::goldyloc::train::FOLDS,
         r.cross_validation_seeds
     );
-    println!("  available   GEMMs   accuracy (seeds: min-max)   majority class   dissertation");
+    stdoutln!("  available   GEMMs   accuracy (seeds: min-max)   majority class   dissertation");
     for (s, paper) in r.scenarios.iter().zip(PAPER_ACCURACY) {
         let lo = s
             .predictor_accuracy_seeds
@@ -264,7 +264,7 @@ fn print_accuracy(r: &EvalReport) {
             .iter()
             .copied()
             .fold(0.0, f64::max);
-        println!(
+        stdoutln!(
             "  {:>9} {:>7} {:>9.1} % ({:>4.1}-{:>4.1} %) {:>15.1} % {:>13.0} %",
             s.n,
             s.scored_gemms,
@@ -275,13 +275,13 @@ fn print_accuracy(r: &EvalReport) {
             paper
         );
     }
-    println!(
+    stdoutln!(
         "fixed point vs f64 agreement: {:.2} % of the dataset ({} disagreements)",
         r.fixed_point_agreement_all * 100.0,
         r.disagreements.len()
     );
     for (g, a, b) in r.disagreements.iter().take(20) {
-        println!("    {g}: f64 says CD {a}, fixed point CD {b}");
+        stdoutln!("    {g}: f64 says CD {a}, fixed point CD {b}");
     }
 }
 
@@ -300,10 +300,10 @@ fn run_eval(c: &Common) -> CmdResult {
         write_svg(dir, report)?;
     }
     if c.json {
-        println!("{}", serde_json::to_string(report)?);
+        stdoutln!("{}", serde_json::to_string(report)?);
         return loop_failures(report);
     }
-    println!(
+    stdoutln!(
         "GPU {}: {} evaluated GEMMs, dataset {} GEMMs; tune {tune_secs:.1} s, train {train_secs:.1} s, eval {eval_secs:.1} s",
         report.gpu, report.gemm_count, report.dataset_size
     );
@@ -334,65 +334,65 @@ fn loop_failures(report: &EvalReport) -> CmdResult {
 
 fn print_scenarios(report: &EvalReport) {
     for s in &report.scenarios {
-        println!(
+        stdoutln!(
             "\n== {} independent GEMMs: geomean speedup per app over Sequential ==",
             s.n
         );
-        print!("{:<12}{:>6}", "app", "gemms");
+        stdout!("{:<12}{:>6}", "app", "gemms");
         for name in CONFIGS {
-            print!("{:>12}", short(name));
+            stdout!("{:>12}", short(name));
         }
-        println!();
+        stdoutln!();
         for a in &s.apps {
-            print!("{:<12}{:>6}", a.app, a.gemms);
+            stdout!("{:<12}{:>6}", a.app, a.gemms);
             for v in &a.over_sequential {
-                print!("{v:>12.3}");
+                stdout!("{v:>12.3}");
             }
-            println!();
+            stdoutln!();
         }
-        print!("{:<12}{:>6}", "geomean", "");
+        stdout!("{:<12}{:>6}", "geomean", "");
         for v in &s.all_over_sequential {
-            print!("{v:>12.3}");
+            stdout!("{v:>12.3}");
         }
-        println!();
-        print!("{:<12}{:>6}", "max", "");
+        stdoutln!();
+        stdout!("{:<12}{:>6}", "max", "");
         for v in &s.max_over_sequential {
-            print!("{v:>12.3}");
+            stdout!("{v:>12.3}");
         }
-        println!();
-        print!("{:<12}{:>6}", "over Default", "");
+        stdoutln!();
+        stdout!("{:<12}{:>6}", "over Default", "");
         for v in &s.all_over_default {
-            print!("{v:>12.3}");
+            stdout!("{v:>12.3}");
         }
-        println!();
+        stdoutln!();
         if let (Some(room), Some(taken)) = (
             s.best_constant_cd_over_go_kernels,
             s.goldyloc_over_best_constant_cd,
         ) {
-            println!(
+            stdoutln!(
                 "best constant CD per GEMM in the loop (--cd-sweep): {:+.2} % over GO-Kernels; GOLDYLOC reaches {:.2} % of its speed",
                 (room - 1.0) * 100.0,
                 taken * 100.0
             );
         }
-        println!(
+        stdoutln!(
             "GOLDYLOC vs Default: improve {:.0} %, unchanged {:.0} %, degrade {:.0} % (dissertation, all scenarios: 64/29/7 %)",
             s.split[0] * 100.0,
             s.split[1] * 100.0,
             s.split[2] * 100.0
         );
-        println!("confusion matrix (rows = best CD, columns = predicted CD), test set:");
-        print!("        ");
+        stdoutln!("confusion matrix (rows = best CD, columns = predicted CD), test set:");
+        stdout!("        ");
         for cd in CONCURRENCY_DEGREES {
-            print!("{cd:>6}");
+            stdout!("{cd:>6}");
         }
-        println!();
+        stdoutln!();
         for (cd, row) in CONCURRENCY_DEGREES.iter().zip(&s.confusion) {
-            print!("  {cd:>4}  ");
+            stdout!("  {cd:>4}  ");
             for v in row {
-                print!("{v:>6}");
+                stdout!("{v:>6}");
             }
-            println!();
+            stdoutln!();
         }
     }
 }
@@ -401,9 +401,9 @@ fn print_end_to_end(report: &EvalReport) {
     if report.end_to_end.is_empty() {
         return;
     }
-    println!("\n== End to end: iteration speedup over Default from the GEMM share (1 / (1 - f + f / s)) ==");
+    stdoutln!("\n== End to end: iteration speedup over Default from the GEMM share (1 / (1 - f + f / s)) ==");
     for e in &report.end_to_end {
-        println!(
+        stdoutln!(
             "  {:<5} {:>2} GEMMs: f = {:.2}, GEMMs {:.3}x -> iteration {:+.1} % (dissertation: {})",
             e.app,
             e.n,
@@ -420,16 +420,16 @@ fn print_end_to_end(report: &EvalReport) {
         .collect();
     sources.dedup();
     for s in sources {
-        println!("  f: {s}");
+        stdoutln!("  f: {s}");
     }
 }
 
 fn print_cp_charges(report: &EvalReport) {
-    println!("\n== CP time per decision (firmware replay, steady state, board-calibrated CpCostModel at 1.5 GHz, 31-cycle memory) ==");
-    println!("(the evaluation above runs the same firmware in the loop: its time delays a dispatch only where it lies on the critical path)");
-    println!("dissertation: ~0.32 us to read/write 32 queues, 8 us per inspect+predict+write");
+    stdoutln!("\n== CP time per decision (firmware replay, steady state, board-calibrated CpCostModel at 1.5 GHz, 31-cycle memory) ==");
+    stdoutln!("(the evaluation above runs the same firmware in the loop: its time delays a dispatch only where it lies on the critical path)");
+    stdoutln!("dissertation: ~0.32 us to read/write 32 queues, 8 us per inspect+predict+write");
     for ch in &report.cp_charges {
-        println!(
+        stdoutln!(
             "  {:>2} GEMMs at CD {:>2}: {:>7} cycles, {:>3} decisions, {:>5} memory accesses, {:>7.3} us busy, {:.3} us per decision",
             ch.n,
             ch.cd,
@@ -443,14 +443,14 @@ fn print_cp_charges(report: &EvalReport) {
 }
 
 fn print_hetero(report: &EvalReport) {
-    println!("\n== heterogeneous mixes (n/2 + n/2 of two sizes), geomean over Default ==");
-    print!("{:<8}{:>7}", "n", "pairs");
+    stdoutln!("\n== heterogeneous mixes (n/2 + n/2 of two sizes), geomean over Default ==");
+    stdout!("{:<8}{:>7}", "n", "pairs");
     for name in HETERO_CONFIGS {
-        print!("{:>12}", short(name));
+        stdout!("{:>12}", short(name));
     }
-    println!("{:>10}", "mixed");
+    stdoutln!("{:>10}", "mixed");
     for h in &report.hetero {
-        println!(
+        stdoutln!(
             "{:<8}{:>7}{:>12.3}{:>12.3}{:>12.3}{:>12.3}{:>9.0}%",
             h.n,
             h.pairs,
@@ -461,12 +461,12 @@ fn print_hetero(report: &EvalReport) {
             h.mixed_share * 100.0
         );
     }
-    println!("dissertation: GO-Kernels +3-10 %, GOLDYLOC +15 % over Default at 16");
+    stdoutln!("dissertation: GO-Kernels +3-10 %, GOLDYLOC +15 % over Default at 16");
 }
 
 fn print_vs_dissertation(report: &EvalReport) {
-    println!("\n== next to the dissertation ==");
-    println!("{:<44}{:>10}{:>14}", "", "model", "dissertation");
+    stdoutln!("\n== next to the dissertation ==");
+    stdoutln!("{:<44}{:>10}{:>14}", "", "model", "dissertation");
     for (s, paper) in report.scenarios.iter().zip(PAPER_GOLDYLOC_OVER_DEFAULT) {
         let def = s.all_over_sequential.get(1).copied().unwrap_or(1.0);
         let paper_def = match s.n {
@@ -474,7 +474,7 @@ fn print_vs_dissertation(report: &EvalReport) {
             16 => "+7 %",
             _ => "-",
         };
-        println!(
+        stdoutln!(
             "{:<44}{:>+9.1}%{:>14}",
             format!("Default over Sequential, {} GEMMs", s.n),
             (def - 1.0) * 100.0,
@@ -486,20 +486,20 @@ fn print_vs_dissertation(report: &EvalReport) {
             4 | 8 => "+9 %",
             _ => "+10 %",
         };
-        println!(
+        stdoutln!(
             "{:<44}{:>+9.1}%{:>14}",
             format!("GO-Kernels over Default, {} GEMMs", s.n),
             (go - 1.0) * 100.0,
             paper_go
         );
         let oracle = s.all_over_default.get(4).copied().unwrap_or(1.0);
-        println!(
+        stdoutln!(
             "{:<44}{:>+9.1}%{:>14}",
             format!("Oracle over Default, {} GEMMs", s.n),
             (oracle - 1.0) * 100.0,
             "-"
         );
-        println!(
+        stdoutln!(
             "{:<44}{:>10}{:>14}",
             format!("improve/unchanged/degrade, {} GEMMs", s.n),
             format!(
@@ -511,19 +511,19 @@ fn print_vs_dissertation(report: &EvalReport) {
             "64/29/7 %"
         );
         let gl = s.all_over_default.get(3).copied().unwrap_or(1.0);
-        println!(
+        stdoutln!(
             "{:<44}{:>+9.1}%{:>13}%",
             format!("GOLDYLOC over Default, {} GEMMs", s.n),
             (gl - 1.0) * 100.0,
             format!("+{paper}")
         );
-        println!(
+        stdoutln!(
             "{:<44}{:>+9.1}%{:>14}",
             format!("GOLDYLOC over GO-Kernels, {} GEMMs", s.n),
             (gl / go - 1.0) * 100.0,
             "+3 % geomean"
         );
-        println!(
+        stdoutln!(
             "{:<44}{:>10}{:>14}",
             format!("GEMMs whose size the predictor never saw, {}", s.n),
             format!(

@@ -1,7 +1,10 @@
-//! What every subcommand needs for input and output: buffered output written at once,
-//! dump files read with the file name in errors, and address ranges parsed.
+//! What every subcommand needs for input and output: the run's files (every input read
+//! once, bounded in size and remembered; every output written whole or not at all and
+//! never over an input), standard output whose failures are reported rather than
+//! panicking, dump files read with the file name in errors, and address ranges parsed.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use nmcp_emulator::gpu::queue::QueueDump;
 use nmcp_isa::aql::DeviceRange;
@@ -16,13 +19,200 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
-/// Writes a command's output; a closed pipe (`| head`) is not an error.
+/// Writes a command's output (see [`write_stdout`]).
 pub fn emit(text: &str) -> CmdResult {
+    write_stdout(format_args!("{text}"));
+    Ok(())
+}
+
+/// The first error writing standard output, if any (later writes are skipped).
+static STDOUT_ERROR: Mutex<Option<std::io::Error>> = Mutex::new(None);
+
+/// Writes to standard output. `println!` panics when stdout cannot be written (a full
+/// device, a closed descriptor); every command's output goes through here instead
+/// (`stdoutln!`), and the first failure is kept for [`finish_stdout`] to report once
+/// the command is done.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+    let mut failed = STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if failed.is_none() {
+        if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+            *failed = Some(e);
+        }
+    }
+}
+
+/// [`write_stdout`] for bytes (binary output such as `nmcp asm -o -`).
+pub fn write_stdout_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    let mut failed = STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if failed.is_none() {
+        if let Err(e) = std::io::stdout().lock().write_all(bytes) {
+            *failed = Some(e);
+        }
+    }
+}
+
+/// Flushes standard output and says whether everything written reached it: `Ok` also
+/// when the reader closed the pipe (`nmcp ... | head` ends quietly, as Unix tools do;
+/// with SIGPIPE at its default action the process usually ends on the signal first),
+/// `Err` with the reason for any other failure (e.g. `No space left on device`).
+///
+/// # Errors
+/// `stdout: cannot write: ...`.
+pub fn finish_stdout() -> Result<(), String> {
+    use std::io::Write;
+    let mut failed = STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if failed.is_none() {
+        if let Err(e) = std::io::stdout().lock().flush() {
+            *failed = Some(e);
+        }
+    }
+    match failed.as_ref() {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("stdout: cannot write: {e}"))
+        }
         _ => Ok(()),
     }
+}
+
+/// The largest text input read whole (TOML, CSV, JSON, assembly): 64 MiB, far above any
+/// real preset, scenario, GEMM list or predictor, low enough that `/dev/zero` or an
+/// endless pipe is refused in well under a second.
+pub const MAX_TEXT_INPUT: u64 = 64 << 20;
+
+/// The largest binary input read whole (queue dumps, NMC binaries, `.npy` arrays): 4 GiB
+/// (a GPT-3-size tensor's largest array is under 1 GiB). `--max-memory` caps lower.
+pub const MAX_BINARY_INPUT: u64 = 4 << 30;
+
+/// What identifies an input file: its canonical path, and on Unix its device and inode
+/// (so a hard link or another spelling of the same file is recognised too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileId {
+    path: PathBuf,
+    inode: Option<(u64, u64)>,
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    };
+    #[cfg(not(unix))]
+    let inode = {
+        let _ = meta;
+        None
+    };
+    Some(FileId {
+        path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        inode,
+    })
+}
+
+/// Every file this run reads, in the order first read, with the name the user gave.
+static INPUTS: Mutex<Vec<(FileId, PathBuf)>> = Mutex::new(Vec::new());
+
+/// Records `path` as an input of this run: [`write_file`] then refuses to replace it.
+/// Readers that stream a file (traces) call this; [`read_input`] calls it itself.
+pub fn note_input(path: &Path) {
+    if let Some(id) = file_id(path) {
+        let mut inputs = INPUTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !inputs.iter().any(|(i, _)| *i == id) {
+            inputs.push((id, path.to_path_buf()));
+        }
+    }
+}
+
+/// The input `path` names, if it is one (same canonical path, or same device and inode).
+fn input_named_by(path: &Path) -> Option<PathBuf> {
+    let id = file_id(path)?;
+    let inputs = INPUTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    inputs
+        .iter()
+        .find(|(i, _)| i.path == id.path || (i.inode.is_some() && i.inode == id.inode))
+        .map(|(_, given)| given.clone())
+}
+
+/// Refuses an output path that would replace a file this run reads.
+///
+/// # Errors
+/// `OUT: is an input of this run (read as IN); write the output elsewhere`.
+pub fn check_output(path: &Path) -> Result<(), String> {
+    if let Some(input) = input_named_by(path) {
+        return Err(format!(
+            "{}: is an input of this run (read as {}); refusing to overwrite it: write the output elsewhere",
+            path.display(),
+            input.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!(
+            "{}: is a directory; name a file for the output",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a whole input file once, at most `limit` bytes, and records it as an input.
+/// A pipe or device is read once as it streams (so `<(cmd)` works); a directory, or
+/// anything longer than `limit` (e.g. `/dev/zero`), is refused.
+///
+/// # Errors
+/// `PATH: cannot read: ...`, `PATH: is a directory`, `PATH: larger than LIMIT bytes`.
+pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let what = |e: &dyn std::fmt::Display| format!("{}: cannot read: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| what(&e))?;
+    let meta = file.metadata().map_err(|e| what(&e))?;
+    if meta.is_dir() {
+        return Err(format!("{}: is a directory, not a file", path.display()));
+    }
+    let too_large = || {
+        format!(
+            "{}: larger than {limit} bytes, the limit for this input (is it the right file?)",
+            path.display()
+        )
+    };
+    if meta.is_file() && meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| what(&e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    note_input(path);
+    Ok(bytes)
+}
+
+/// [`read_input`] of a text file ([`MAX_TEXT_INPUT`]), as UTF-8.
+///
+/// # Errors
+/// As [`read_input`]; `PATH: byte N: not UTF-8 text`.
+pub fn read_input_text(path: &Path) -> Result<String, String> {
+    let bytes = read_input(path, MAX_TEXT_INPUT)?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{}: byte {}: not UTF-8 text",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// Parses `BASE:LEN`, each hex (`0x...`) or decimal.
@@ -45,8 +235,8 @@ pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
 }
 
 /// Reads and parses a dump file, with the file name in any error.
-pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>> {
-    let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+pub fn read_dump(file: &Path) -> Result<QueueDump, Box<dyn std::error::Error>> {
+    let data = read_input(file, MAX_BINARY_INPUT)?;
     QueueDump::parse(&data).map_err(|e| format!("{}: {e}", file.display()).into())
 }
 
@@ -57,6 +247,13 @@ pub fn read_dump(file: &PathBuf) -> Result<QueueDump, Box<dyn std::error::Error>
 /// # Errors
 /// The I/O error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    stage(path, bytes)?.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `bytes` in a temporary file in `path`'s directory, flushed to disk, ready to be
+/// renamed over `path`.
+fn stage(path: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
     use std::io::Write;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -72,16 +269,40 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     }
     tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(tmp)
 }
 
-/// [`write_atomic`] with the path in the error.
+/// The one way a command writes an output file: refused if it would replace an input of
+/// the run ([`check_output`]), else [`write_atomic`]; the path is in any error.
 ///
 /// # Errors
-/// `PATH: cannot write: ...`.
+/// `PATH: is an input of this run ...`, `PATH: cannot write: ...`.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    check_output(path)?;
     write_atomic(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+/// Writes several output files all or none: each is checked ([`check_output`]) and
+/// written to a temporary file next to it first, and only when every one is on disk are
+/// they renamed into place (a failure before that leaves every old file as it was).
+///
+/// # Errors
+/// As [`write_file`], naming the file.
+pub fn write_files(files: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
+    for (path, _) in files {
+        check_output(path)?;
+    }
+    let mut staged = Vec::with_capacity(files.len());
+    for (path, bytes) in files {
+        let tmp =
+            stage(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        staged.push((tmp, path));
+    }
+    for (tmp, path) in staged {
+        tmp.persist(path)
+            .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    }
+    Ok(())
 }
 
 /// A spinner on stderr with the elapsed time, for a step of a second or more that has no

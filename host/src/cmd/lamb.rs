@@ -40,39 +40,40 @@ pub struct LambArgs {
     /// trips, with the largest TS, and the bounds (timing only).
     #[arg(long)]
     breakdown: bool,
-    /// LAMB steps to run.
-    #[arg(long, default_value_t = 1)]
+    /// LAMB steps to run (1..=10000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     steps: u32,
-    /// Step number the bias correction uses for the first step (1 = first update).
-    #[arg(long, default_value_t = 1)]
+    /// Step number the bias correction uses for the first step (1 = first update; 0
+    /// would divide by 1 - beta^0 = 0); at most 2^24, so that step + steps never wraps.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1 << 24))]
     step: u32,
     /// Learning rate.
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, value_parser = super::numbers::positive_f32)]
     lr: f32,
     /// beta1.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, value_parser = super::numbers::decay_rate_f32)]
     beta1: f32,
     /// beta2.
-    #[arg(long, default_value_t = 0.999)]
+    #[arg(long, default_value_t = 0.999, value_parser = super::numbers::decay_rate_f32)]
     beta2: f32,
     /// epsilon.
-    #[arg(long, default_value_t = 1e-6)]
+    #[arg(long, default_value_t = 1e-6, value_parser = super::numbers::positive_f32)]
     eps: f32,
     /// Weight decay.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = super::numbers::non_negative_f32)]
     weight_decay: f32,
     /// Global-norm clipping threshold (0 disables clipping).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::numbers::non_negative_f32)]
     max_grad_norm: f32,
     /// Turn bias correction off.
     #[arg(long)]
     no_bias_correction: bool,
     /// Clamp the trust ratio to at most this value.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numbers::positive_f32)]
     trust_clamp: Option<f32>,
     /// LAMB's share of a training iteration, for the end-to-end estimate (percent,
     /// comma-separated).
-    #[arg(long, default_value = "7,25", value_delimiter = ',')]
+    #[arg(long, default_value = "7,25", value_delimiter = ',', value_parser = super::numbers::share_percent)]
     lamb_share: Vec<f64>,
     /// Run the bank ALUs on data (random tensors from --seed unless --input) and compare
     /// with the FP32 reference. Needs memory for every array: use small models.
@@ -88,7 +89,7 @@ pub struct LambArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// GPU-host reduction round trip in ns (see docs/calibration.md).
-    #[arg(long, default_value_t = NmcSystemConfig::default().host_reduction_ns)]
+    #[arg(long, default_value_t = NmcSystemConfig::default().host_reduction_ns, value_parser = super::numbers::non_negative_f64)]
     host_reduction_ns: f64,
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N
@@ -233,6 +234,9 @@ pub fn run(a: LambArgs) -> CmdResult {
     let out = super::lamb_checkpoint::run(&e, &mut || bar.inc(1))?;
     bar.finish_and_clear();
     crate::timeline::write_if_asked(&a.timeline, out.timeline.as_ref())?;
+    if let Some(got) = &out.state {
+        check_finite(got, named.as_deref())?;
+    }
     if let (Some(dir), Some(mut ts), Some(got)) = (&a.output, named, out.state) {
         for (t, g) in ts.iter_mut().zip(got) {
             t.state.w = g.w;
@@ -242,9 +246,31 @@ pub fn run(a: LambArgs) -> CmdResult {
         npy_io::write_dir(dir, &ts)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out.report)?);
+        stdoutln!("{}", serde_json::to_string_pretty(&out.report)?);
     } else {
         print_report(&out.report);
+    }
+    Ok(())
+}
+
+/// A functional step whose result is not finite (a learning rate or tensor values so large
+/// that f32 overflows) is an error naming the tensor, the array, the element and the
+/// value, not a report of NaN weights.
+fn check_finite(
+    got: &[nmcp_emulator::lamb::TensorState],
+    named: Option<&[npy_io::NamedTensor]>,
+) -> Result<(), String> {
+    for (t, s) in got.iter().enumerate() {
+        for (kind, data) in [("w", &s.w), ("m", &s.m), ("v", &s.v)] {
+            if let Some((i, x)) = data.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+                let name = named
+                    .and_then(|n| n.get(t))
+                    .map_or_else(|| format!("tensor {t}"), |n| format!("tensor `{}`", n.name));
+                return Err(format!(
+                    "the step's result is not finite: {name}, {kind}[{i}] = {x} (f32 overflowed: lower --lr or check the inputs' magnitudes)"
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -254,27 +280,30 @@ fn ms(s: f64) -> String {
 }
 
 fn print_report(r: &LambReport) {
-    println!(
+    stdoutln!(
         "LAMB on near-memory compute: {} ({} tensors, {:.1} M parameters), {} step(s)",
         r.model,
         r.tensors,
         r.parameters as f64 / 1e6,
         r.steps
     );
-    println!(
+    stdoutln!(
         "memory: {} ({:.0} GB/s peak), TS {} entries x 256 bit per bank, {} stage-1 program",
-        r.preset, r.peak_gbps, r.ts_entries, r.program
+        r.preset,
+        r.peak_gbps,
+        r.ts_entries,
+        r.program
     );
-    println!();
-    println!("{:<34} {:>12} {:>10}", "", "time", "NMC speedup");
-    println!(
+    stdoutln!();
+    stdoutln!("{:<34} {:>12} {:>10}", "", "time", "NMC speedup");
+    stdoutln!(
         "{:<34} {:>12} {:>10}",
         "NMC (DRAM-command level)",
         ms(r.nmc_seconds),
         ""
     );
     for (i, f) in [100, 90, 80].iter().enumerate() {
-        println!(
+        stdoutln!(
             "{:<34} {:>12} {:>9.2}x",
             format!("ideal GPU at {f} % of peak"),
             ms(r.ideal_gpu_seconds[i]),
@@ -285,8 +314,8 @@ fn print_report(r: &LambReport) {
     print_models(r);
     print_sweep(r);
     print_breakdown(r);
-    println!();
-    println!(
+    stdoutln!();
+    stdoutln!(
         "{} DRAM commands of the main run in {:.2} s of wall time for everything above ({:.1} M commands/s; timing-only runs simulate pseudo-channel 0 for all)",
         r.dram_commands,
         r.wall_seconds,
@@ -295,42 +324,46 @@ fn print_report(r: &LambReport) {
 }
 
 fn print_bounds_and_traffic(r: &LambReport) {
-    println!();
-    println!(
+    stdoutln!();
+    stdoutln!(
         "physical bound: {:.2}x  (per pseudo-channel, 16 banks move a 32 B column every tCCD_L",
         r.physical_bound
     );
-    println!("                while the bus moves one every BL; no NMC program can beat it)");
-    println!(
+    stdoutln!("                while the bus moves one every BL; no NMC program can beat it)");
+    stdoutln!(
         "bound for these programs: {:.2}x  (13 array passes vs the column slots the LAMB",
         r.program_bound
     );
-    println!("                programs execute, with no row switches at all)");
-    println!();
-    println!("DRAM: {} activations, {} column commands, {} commands in all, {} refreshes, {} host reductions", r.activations, r.column_commands, r.dram_commands, r.refreshes, r.reductions);
-    println!("GPU<->HBM bytes: ideal GPU {:.2} GB; NMC {} B of data (partials, scalars) + {:.2} MB of commands", r.gpu_bytes as f64 / 1e9, r.nmc_data_bytes, r.nmc_command_bytes as f64 / 1e6);
-    println!("data movement: {:.0}x less counting data only, {:.1}x less counting command words too (dissertation: ~13x)", r.data_movement_ratio, r.data_movement_ratio_with_commands);
+    stdoutln!("                programs execute, with no row switches at all)");
+    stdoutln!();
+    stdoutln!("DRAM: {} activations, {} column commands, {} commands in all, {} refreshes, {} host reductions", r.activations, r.column_commands, r.dram_commands, r.refreshes, r.reductions);
+    stdoutln!("GPU<->HBM bytes: ideal GPU {:.2} GB; NMC {} B of data (partials, scalars) + {:.2} MB of commands", r.gpu_bytes as f64 / 1e9, r.nmc_data_bytes, r.nmc_command_bytes as f64 / 1e6);
+    stdoutln!("data movement: {:.0}x less counting data only, {:.1}x less counting command words too (dissertation: ~13x)", r.data_movement_ratio, r.data_movement_ratio_with_commands);
     for (share, s) in &r.end_to_end {
-        println!(
+        stdoutln!(
             "end to end with LAMB at {share:.0} % of an iteration: {:.1} % faster",
             (s - 1.0) * 100.0
         );
     }
     if let (Some(e), Some(p)) = (r.max_error_vs_term_scale, r.max_plain_rel_error) {
-        println!("error vs the FP32 reference (w, m, v): {e:.2e} of the term scale (bound 1e-5); plain relative {p:.2e}");
+        stdoutln!("error vs the FP32 reference (w, m, v): {e:.2e} of the term scale (bound 1e-5); plain relative {p:.2e}");
     }
 }
 
 fn print_sweep(r: &LambReport) {
     for m in r.alu_models.iter().filter(|m| !m.ts_sweep.is_empty()) {
-        println!();
-        println!("TS sweep, {}", m.name);
-        println!(
+        stdoutln!();
+        stdoutln!("TS sweep, {}", m.name);
+        stdoutln!(
             "{:>6} {:>12} {:>8} {:>8} {:>8}",
-            "TS", "NMC time", "vs 100%", "vs 90%", "vs 80%"
+            "TS",
+            "NMC time",
+            "vs 100%",
+            "vs 90%",
+            "vs 80%"
         );
         for t in &m.ts_sweep {
-            println!(
+            stdoutln!(
                 "{:>6} {:>12} {:>7.2}x {:>7.2}x {:>7.2}x",
                 t.ts_entries,
                 ms(t.nmc_seconds),
@@ -350,17 +383,25 @@ fn print_models(r: &LambReport) {
     if r.alu_models.is_empty() {
         return;
     }
-    println!();
-    println!(
+    stdoutln!();
+    stdoutln!(
         "ALU issue models side by side (TS {}; physical bound {:.2}x)",
-        r.ts_entries, r.physical_bound
+        r.ts_entries,
+        r.physical_bound
     );
-    println!(
+    stdoutln!(
         "{:<36} {:>11} {:>7} {:>7} {:>7} {:>8} {:>9} {:>8}",
-        "", "NMC time", "vs 100%", "vs 90%", "vs 80%", "program", "row cycle", "analytic"
+        "",
+        "NMC time",
+        "vs 100%",
+        "vs 90%",
+        "vs 80%",
+        "program",
+        "row cycle",
+        "analytic"
     );
     for m in &r.alu_models {
-        println!(
+        stdoutln!(
             "{:<36} {:>11} {:>6.2}x {:>6.2}x {:>6.2}x {:>7.2}x {:>8.2}x {:>7.2}x",
             m.name,
             ms(m.nmc_seconds),
@@ -375,21 +416,21 @@ fn print_models(r: &LambReport) {
     // masa-decoupled and masa-2jobs only (other setups print as before).
     for m in &r.alu_models {
         match (m.job_bound, m.setup.row_policy) {
-            (Some(b), p) if p.two_jobs() => println!(
+            (Some(b), p) if p.two_jobs() => stdoutln!(
                 "{:<36} segment bound {b:.2}x (per run of overlapping jobs, from an idle engine or scalar write to the next: columns at tCCD_L or ALU work, whichever is longer; no row switches, refresh or host)",
                 m.name
             ),
-            (Some(b), _) => println!(
+            (Some(b), _) => stdoutln!(
                 "{:<36} job bound {b:.2}x (per job: columns at tCCD_L or ALU work, whichever is longer; no overlap across jobs, no row switches, refresh or host)",
                 m.name
             ),
             (None, _) => {}
         }
     }
-    println!("{DISSERTATION}");
-    println!("program: bound with no row switches, refresh or host time; row cycle: the row visits' tRC/tRAS/tWR floors, no schedule of these visits beats it (no refresh, stalls, host); analytic: the same commands at tCCD_L per column and tRP + tRCD per row switch only");
-    println!();
-    println!(
+    stdoutln!("{DISSERTATION}");
+    stdoutln!("program: bound with no row switches, refresh or host time; row cycle: the row visits' tRC/tRAS/tWR floors, no schedule of these visits beats it (no refresh, stalls, host); analytic: the same commands at tCCD_L per column and tRP + tRCD per row switch only");
+    stdoutln!();
+    stdoutln!(
         "{:<36} {:>9} {:>9} {:>9} {:>9} {:>11}",
         "where the time goes (ms per PC)",
         "columns",
@@ -400,7 +441,7 @@ fn print_models(r: &LambReport) {
     );
     for m in &r.alu_models {
         let t = &m.time;
-        print!(
+        stdout!(
             "{:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.3}",
             m.name,
             t.columns * 1e3,
@@ -411,17 +452,17 @@ fn print_models(r: &LambReport) {
         );
         // MASA only: the subarray selects (other setups print as before).
         if t.subarray_selects > 0.0 {
-            print!("  (+ SA_SEL {:.3})", t.subarray_selects * 1e3);
+            stdout!("  (+ SA_SEL {:.3})", t.subarray_selects * 1e3);
         }
-        println!();
+        stdoutln!();
     }
-    println!();
-    println!("data movement, candidate definitions (ideal-GPU bytes over NMC bytes; dissertation: ~13x):");
+    stdoutln!();
+    stdoutln!("data movement, candidate definitions (ideal-GPU bytes over NMC bytes; dissertation: ~13x):");
     for d in &r.data_movement {
-        println!("  {:>9.1}x  {} [{}]", d.ratio, d.definition, d.setup);
+        stdoutln!("  {:>9.1}x  {} [{}]", d.ratio, d.definition, d.setup);
     }
-    println!();
-    println!(
+    stdoutln!();
+    stdoutln!(
         "LAMB firmware (sequencer) on the CP: {:.3} ms charged ({:.2} % of the NMC time), of which {:.3} ms ({:.2} %) the engines could not hide",
         r.firmware_seconds * 1e3,
         r.firmware_share * 100.0,
@@ -432,13 +473,15 @@ fn print_models(r: &LambReport) {
 
 fn print_breakdown(r: &LambReport) {
     if !r.breakdown.is_empty() {
-        println!();
-        println!(
+        stdoutln!();
+        stdoutln!(
             "{:<64} {:>12} {:>8}",
-            "where the time goes", "NMC time", "vs 100%"
+            "where the time goes",
+            "NMC time",
+            "vs 100%"
         );
         for v in &r.breakdown {
-            println!(
+            stdoutln!(
                 "{:<64} {:>12} {:>7.2}x",
                 v.what,
                 ms(v.nmc_seconds),

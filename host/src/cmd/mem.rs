@@ -52,8 +52,18 @@ struct TraceMark {
 }
 
 /// Size and CRC-32 of a file (read once, a buffer at a time).
+/// A checkpointed trace is read twice (here, then streamed; again on resume), so it must
+/// be a regular file: a pipe would be consumed here and is refused.
 fn file_identity(path: &std::path::Path) -> Result<(u64, u32), String> {
     use std::io::Read;
+    // Before opening: opening a pipe would wait for a writer.
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if !regular && path.exists() {
+        return Err(format!(
+            "{}: not a regular file: a checkpointed run reads its trace again on resume (drop --checkpoint-dir to stream a pipe)",
+            path.display()
+        ));
+    }
     let mut f =
         std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let mut h = crc32fast::Hasher::new();
@@ -155,13 +165,14 @@ pub struct MemArgs {
     #[arg(long, default_value_t = 64)]
     size: u32,
     /// Fraction of synthetic requests that are writes.
-    #[arg(long, default_value_t = 0.0, conflicts_with = "trace")]
+    #[arg(long, default_value_t = 0.0, conflicts_with = "trace",
+          value_parser = super::numbers::fraction_f64)]
     write_ratio: f64,
     /// Seed of the synthetic generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Read and write queue depth per pseudo-channel (default: the preset's).
-    #[arg(long)]
+    /// Read and write queue depth per pseudo-channel, 1..=65536 (default: the preset's).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     queue_depth: Option<usize>,
     /// Row-buffer policy (default: the preset's).
     #[arg(long, value_enum)]
@@ -184,10 +195,10 @@ pub struct MemArgs {
     /// Threads: 1 runs serially; N > 1 (0: all cores) steps the channels in parallel in
     /// windows, with a result identical to the serial run (paced traces gain; saturating
     /// streams, which stall the front end, run serially anyway).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
     threads: usize,
-    /// Cycles per parallel window (with --threads other than 1).
-    #[arg(long, default_value_t = 8192)]
+    /// Cycles per parallel window (with --threads other than 1), 1..=2^32.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     window: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -206,8 +217,7 @@ pub enum BusArg {
 fn load_preset(args: &MemArgs) -> Result<HbmPreset, Box<dyn std::error::Error>> {
     match &args.preset_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            let text = super::io::read_input_text(path)?;
             HbmPreset::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()).into())
         }
         None => Ok(HbmPreset::builtin(&args.preset)?),
@@ -310,6 +320,7 @@ pub fn run(args: MemArgs) -> CmdResult {
         Some(path) => {
             let mut file = std::fs::File::open(path)
                 .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            super::io::note_input(path);
             let format = args.format.map(|f| match f {
                 FormatArg::Dramsim3 => TraceFormat::DramSim3,
                 FormatArg::Ramulator => TraceFormat::Ramulator,
@@ -371,7 +382,11 @@ pub fn run(args: MemArgs) -> CmdResult {
     };
 
     // User caps (--max-events, --max-sim-time): the source stops at the first request
-    // past either, and the run ends with an error saying what was reached.
+    // past either, and the run ends with an error saying what was reached. Events are the
+    // requests admitted plus the refreshes an idle stretch before each arrival holds (one
+    // per pseudo-channel every tREFI; the controller handles each), so that a trace with
+    // a gap of 10^15 cycles is stopped by --max-events too, not simulated refresh by
+    // refresh for days.
     let caps = crate::limits::sim_limits();
     let cap_hit: std::rc::Rc<std::cell::RefCell<Option<nmcp_emulator::sim::LimitReached>>> =
         Default::default();
@@ -380,10 +395,16 @@ pub fn run(args: MemArgs) -> CmdResult {
     } else {
         let slot = cap_hit.clone();
         let ps_per_cycle = (preset.organisation.tck_ns * 1000.0).round() as u64;
-        let mut admitted = resumed_at.unwrap_or(0);
+        let mut events = resumed_at.unwrap_or(0);
+        let mut last_arrival = 0u64;
+        let trefi = u64::from(preset.timing.trefi).max(1);
+        let pcs = u64::from(preset.pseudo_channels());
         Box::new(source.map_while(move |r| {
-            admitted += 1;
-            match caps.check(r.arrival.saturating_mul(ps_per_cycle), admitted) {
+            let idle_refreshes =
+                (r.arrival.saturating_sub(last_arrival) / trefi).saturating_mul(pcs);
+            last_arrival = last_arrival.max(r.arrival);
+            events = events.saturating_add(1).saturating_add(idle_refreshes);
+            match caps.check(r.arrival.saturating_mul(ps_per_cycle), events) {
                 Ok(()) => Some(r),
                 Err(e) => {
                     *slot.borrow_mut() = Some(e);
@@ -480,7 +501,7 @@ pub fn run(args: MemArgs) -> CmdResult {
     }
     if let Some(e) = cap_hit.borrow_mut().take() {
         return Err(format!(
-            "memory run stopped: {e} (requests counted as events, arrival cycles as time; {} requests finished)",
+            "memory run stopped: {e} (requests and the refreshes of idle stretches counted as events, arrival cycles as time; {} requests finished)",
             report.requests
         )
         .into());
@@ -503,7 +524,7 @@ pub fn run(args: MemArgs) -> CmdResult {
                 o.insert("parallel_windows_redone".into(), redone.into());
             }
         }
-        println!("{}", serde_json::to_string(&v)?);
+        stdoutln!("{}", serde_json::to_string(&v)?);
     } else {
         print_table(&report, preset.organisation.tck_ns, wall, speed);
     }
@@ -535,11 +556,16 @@ fn pct(part: u64, whole: u64) -> f64 {
 
 fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
     let entries = r.row_hits + r.row_misses + r.row_conflicts;
-    println!(
+    stdoutln!(
         "preset        {} ({} pseudo-channels), mapping {}, {} page, {} refresh, queues {}",
-        r.preset, r.pseudo_channels, r.mapping, r.page_policy, r.refresh, r.queue_depth
+        r.preset,
+        r.pseudo_channels,
+        r.mapping,
+        r.page_policy,
+        r.refresh,
+        r.queue_depth
     );
-    println!(
+    stdoutln!(
         "requests      {} ({} reads, {} writes), {} bytes in {} cycles ({:.1} us)",
         r.requests,
         r.reads,
@@ -548,11 +574,13 @@ fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
         r.cycles,
         r.simulated_ns / 1e3
     );
-    println!(
+    stdoutln!(
         "bandwidth     {:.1} GB/s of {:.1} GB/s peak ({:.2} % of peak)",
-        r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak
+        r.bandwidth_gbps,
+        r.peak_gbps,
+        r.percent_of_peak
     );
-    println!(
+    stdoutln!(
         "read latency  mean {:.1} cycles ({:.1} ns), p99 {} cycles, min {}, max {}",
         r.read_latency_mean,
         r.read_latency_mean * tck_ns,
@@ -560,7 +588,7 @@ fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
         r.read_latency_min,
         r.read_latency_max
     );
-    println!(
+    stdoutln!(
         "row buffer    hits {} ({:.1} %), misses {} ({:.1} %), conflicts {} ({:.1} %)",
         r.row_hits,
         pct(r.row_hits, entries),
@@ -579,7 +607,7 @@ fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
             let b = bytes.and_then(|b| b.get(kind)).copied().unwrap_or(0);
             format!("{n} {plural} ({b} B)")
         };
-        println!(
+        stdoutln!(
             "class         {class}: {}, {}, {}",
             part("read", "reads"),
             part("write", "writes"),
@@ -587,15 +615,15 @@ fn print_table(r: &RunReport, tck_ns: f64, wall: f64, speed: f64) {
         );
     }
     let cmds: Vec<String> = r.commands.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("commands      {}", cmds.join(", "));
-    println!(
+    stdoutln!("commands      {}", cmds.join(", "));
+    stdoutln!(
         "utilisation   data bus {:.1} %, banks with a row open {:.1} %, mean read queue {:.1} / {}",
         100.0 * r.data_bus_utilisation,
         100.0 * r.bank_utilisation,
         r.read_queue_mean,
         r.queue_depth
     );
-    println!(
+    stdoutln!(
         "simulator     {} requests in {:.3} s = {:.2} M requests/s",
         r.requests,
         wall,

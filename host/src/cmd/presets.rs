@@ -22,10 +22,9 @@ pub struct PresetsArgs {
 /// Runs `nmcp presets`.
 pub fn run(args: PresetsArgs) -> CmdResult {
     if let Some(path) = args.check {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = super::io::read_input_text(&path)?;
         let p = HbmPreset::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        println!(
+        stdoutln!(
             "{}: ok: preset `{}`, {} pseudo-channels, peak {:.1} GB/s",
             path.display(),
             p.name,
@@ -36,10 +35,10 @@ pub fn run(args: PresetsArgs) -> CmdResult {
     }
     if let Some(name) = args.dump {
         let text = builtin_toml(&name).ok_or(PresetError::Unknown(name))?;
-        print!("{text}");
+        stdout!("{text}");
         return Ok(());
     }
-    println!(
+    stdoutln!(
         "{:<14} {:>4} {:>9} {:>8} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>9}  description",
         "name",
         "PCs",
@@ -57,7 +56,7 @@ pub fn run(args: PresetsArgs) -> CmdResult {
     for (name, _) in BUILTIN_PRESETS {
         let p = HbmPreset::builtin(name)?;
         let t = &p.timing;
-        println!(
+        stdoutln!(
             "{:<14} {:>4} {:>9.1} {:>8} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>9}  {}",
             p.name,
             p.pseudo_channels(),

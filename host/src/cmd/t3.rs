@@ -107,10 +107,10 @@ struct MachineArgs {
     #[arg(long)]
     gpu_2x_cu: bool,
     /// Link bandwidth per direction in GB/s (Table 8.1: 150 GB/s bidirectional).
-    #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = positive_f64)]
+    #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = super::numbers::positive_f64)]
     link_gbps: f64,
     /// One-way link latency in ns.
-    #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = non_negative_f64)]
+    #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = super::numbers::non_negative_f64)]
     link_latency_ns: f64,
     /// MCA occupancy threshold in queue entries per pseudo-channel (default: picked from
     /// the producer's isolated first stage).
@@ -323,22 +323,6 @@ fn parse_check_config(s: &str) -> Result<Scenario, String> {
         _ => Err(format!(
             "unknown configuration {s:?} (known: t3, t3-mca, sequential)"
         )),
-    }
-}
-
-fn positive_f64(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        Ok(x) => Err(format!("{x}: must be a positive number")),
-        Err(e) => Err(format!("{s:?}: {e}")),
-    }
-}
-
-fn non_negative_f64(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        Ok(x) => Err(format!("{x}: must be a number >= 0")),
-        Err(e) => Err(format!("{s:?}: {e}")),
     }
 }
 

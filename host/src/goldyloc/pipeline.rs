@@ -91,8 +91,7 @@ pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
     ctx.cd_sweep = c.cd_sweep;
     let mut eval: Vec<(String, GemmShape)> = match &c.gemms {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = crate::cmd::io::read_input_text(path)?;
             let list = parse_gemm_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?;
             list.into_iter()
                 .map(|(s, _)| ("user".to_string(), s))

@@ -46,7 +46,14 @@ fn err(path: &Path, what: impl Into<String>) -> NpyIoError {
 
 /// Reads one float32 C-order array.
 fn read_array(path: &Path) -> Result<(Vec<u64>, Vec<f32>), NpyIoError> {
-    let bytes = std::fs::read(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    // read_input's message starts with the path already.
+    let bytes =
+        crate::cmd::io::read_input(path, crate::cmd::io::MAX_BINARY_INPUT).map_err(|e| {
+            let what = e
+                .strip_prefix(&format!("{}: ", path.display()))
+                .unwrap_or(&e);
+            err(path, what)
+        })?;
     let file = npyz::NpyFile::new(&bytes[..])
         .map_err(|e| err(path, format!("not a valid .npy file: {e}")))?;
     let dtype = file.dtype();
@@ -61,7 +68,21 @@ fn read_array(path: &Path) -> Result<(Vec<u64>, Vec<f32>), NpyIoError> {
         return Err(err(path, "array is in Fortran order, expected C order"));
     }
     let shape = file.shape().to_vec();
-    let expected: u64 = shape.iter().product();
+    // The header's shape is input: its product must not wrap, and it cannot exceed what
+    // the file holds (4 bytes an element).
+    let expected = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= bytes.len() as u64 / 4)
+        .ok_or_else(|| {
+            err(
+                path,
+                format!(
+                    "shape {shape:?} needs more elements than the file's {} bytes hold",
+                    bytes.len()
+                ),
+            )
+        })?;
     let data: Vec<f32> = file.into_vec().map_err(|e| {
         err(
             path,
@@ -72,6 +93,12 @@ fn read_array(path: &Path) -> Result<(Vec<u64>, Vec<f32>), NpyIoError> {
         return Err(err(
             path,
             format!("holds {} elements, shape says {expected}", data.len()),
+        ));
+    }
+    if let Some((i, x)) = data.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+        return Err(err(
+            path,
+            format!("element {i} is {x}: tensors must hold finite numbers"),
         ));
     }
     Ok((shape, data))
@@ -138,33 +165,45 @@ pub fn read_dir(dir: &Path) -> Result<Vec<NamedTensor>, NpyIoError> {
     Ok(out)
 }
 
-fn write_array(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), NpyIoError> {
-    let file = std::fs::File::create(path).map_err(|e| err(path, format!("cannot create: {e}")))?;
+/// One float32 C-order array as `.npy` bytes.
+fn npy_bytes(path: &Path, shape: &[u64], data: &[f32]) -> Result<Vec<u8>, NpyIoError> {
+    let mut bytes = std::io::Cursor::new(Vec::new());
     let mut w = npyz::WriteOptions::new()
         .default_dtype()
         .shape(shape)
-        .writer(std::io::BufWriter::new(file))
+        .writer(&mut bytes)
         .begin_nd()
         .map_err(|e| err(path, format!("cannot write: {e}")))?;
     w.extend(data.iter().copied())
         .map_err(|e| err(path, format!("cannot write: {e}")))?;
     w.finish()
-        .map_err(|e| err(path, format!("cannot write: {e}")))
+        .map_err(|e| err(path, format!("cannot write: {e}")))?;
+    Ok(bytes.into_inner())
 }
 
-/// Writes `NAME.w.npy`, `NAME.m.npy` and `NAME.v.npy` for every tensor. The caller
-/// computes everything first, so a bad input never leaves a half-written directory.
+#[cfg(test)]
+fn write_array(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), NpyIoError> {
+    let bytes = npy_bytes(path, shape, data)?;
+    std::fs::write(path, bytes).map_err(|e| err(path, format!("cannot write: {e}")))
+}
+
+/// Writes `NAME.w.npy`, `NAME.m.npy` and `NAME.v.npy` for every tensor, all or none
+/// ([`crate::cmd::io::write_files`]): never over an input of the run (an update in place
+/// of `--input` is refused), and a failure leaves every old file as it was.
 ///
 /// # Errors
-/// An I/O failure, naming the file.
-pub fn write_dir(dir: &Path, tensors: &[NamedTensor]) -> Result<(), NpyIoError> {
+/// An I/O failure or an output that is an input, naming the file.
+pub fn write_dir(dir: &Path, tensors: &[NamedTensor]) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir).map_err(|e| err(dir, format!("cannot create directory: {e}")))?;
+    let mut files = Vec::with_capacity(tensors.len() * 3);
     for t in tensors {
         for (kind, data) in [("w", &t.state.w), ("m", &t.state.m), ("v", &t.state.v)] {
-            write_array(&dir.join(format!("{}.{kind}.npy", t.name)), &t.shape, data)?;
+            let path = dir.join(format!("{}.{kind}.npy", t.name));
+            let bytes = npy_bytes(&path, &t.shape, data)?;
+            files.push((path, bytes));
         }
     }
-    Ok(())
+    Ok(crate::cmd::io::write_files(&files)?)
 }
 
 #[cfg(test)]
