@@ -57,7 +57,7 @@ pub fn run(a: &LibraryArgs) -> CmdResult {
         super::io::write_file(&dir.join("mi100-library.svg"), svg.as_bytes())?;
     }
     if a.json {
-        println!("{}", serde_json::to_string(&doc)?);
+        stdoutln!("{}", serde_json::to_string(&doc)?);
         return Ok(());
     }
     print_report(&report, secs);
@@ -83,7 +83,7 @@ fn print_group(g: &Group) {
             )
         },
     );
-    println!(
+    stdoutln!(
         "{:<11} {:<11} {:>4} {:>6} {:>6} {:>6} {:>6} | {eff}",
         g.tag,
         g.dtype,
@@ -96,14 +96,14 @@ fn print_group(g: &Group) {
 }
 
 fn print_report(r: &LibraryReport, secs: f64) {
-    println!(
+    stdoutln!(
         "GPU {} ({:.3} GHz), {} catalog kernels, {} matched rows; tuned in {secs:.1} s",
         r.gpu,
         r.clock_ghz,
         r.catalog_kernels,
         r.rows.len()
     );
-    println!(
+    stdoutln!(
         "\nTuner agreement with the library (share of rows) | efficiency (% of the preset's peak)"
     );
     let head = format!(
@@ -121,16 +121,16 @@ fn print_report(r: &LibraryReport, secs: f64) {
         "med|err|",
         "med d"
     );
-    println!("{head}");
+    stdoutln!("{head}");
     for g in &r.by_family {
         print_group(g);
     }
-    println!("{head}");
+    stdoutln!("{head}");
     for g in &r.by_type {
         print_group(g);
     }
-    println!("\nDistinct winners on the matched GEMMs of each logic type");
-    println!(
+    stdoutln!("\nDistinct winners on the matched GEMMs of each logic type");
+    stdoutln!(
         "{:<11} {:<11} {:>5} | {:>13} {:>15} | {:>11} {:>13} | {:>14}",
         "ref",
         "type",
@@ -143,7 +143,7 @@ fn print_report(r: &LibraryReport, secs: f64) {
     );
     for g in &r.by_type {
         if let Some(d) = g.distinct {
-            println!(
+            stdoutln!(
                 "{:<11} {:<11} {:>5} | {:>13} {:>15} | {:>11} {:>13} | {:>14}",
                 g.tag,
                 g.dtype,
@@ -156,7 +156,7 @@ fn print_report(r: &LibraryReport, secs: f64) {
             );
         }
     }
-    println!(
+    stdoutln!(
         "\nkernels: (MT0, MT1, U, threads, GSU, prefetch, LDS pad, StaggerU mapping); tiles: \
          (MT0, MT1, DepthU, GSU). Efficiency rows: those with a stored value (> 0)."
     );
