@@ -42,8 +42,10 @@ for t in "${targets[@]}"; do
   log="work/$t.log"
   set +e
   args=("${budget[@]}")
-  # t3_config simulates a small multi-GPU system per input (~40 ms): fewer inputs.
+  # t3_config simulates a small multi-GPU system per input (~40 ms) and queue_dump replays
+  # a whole dump per input (~10 ms): fewer inputs in the smoke.
   if [[ "$secs" == runs:* && "$t" == t3_config ]]; then args=(-runs=500 -seed=1); fi
+  if [[ "$secs" == runs:* && "$t" == queue_dump ]]; then args=(-runs=2000 -seed=1); fi
   "target/$host/release/$t" "work/$t" "corpus/$t" "${args[@]}" -timeout=60 \
     -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"$log" 2>&1
   rc=$?
