@@ -442,6 +442,13 @@ pub struct PhaseScript {
     stageable: bool,
 }
 
+impl PhaseScript {
+    /// ALU operations one column's pass through the phase executes on one bank's ALU.
+    fn alu_ops_per_column(&self) -> u64 {
+        self.steps.iter().map(|st| u64::from(st.alu_ops)).sum()
+    }
+}
+
 fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
     let mut s = PhaseScript::default();
     let mut reductions = 0;
@@ -545,6 +552,9 @@ pub struct EngineStats {
     /// Pipelined model: cycles the ALU computes (its operations at the rate the chunk
     /// sustains), whether or not they overlap the column stream.
     pub alu_busy_cycles: u64,
+    /// ALU operations executed, one per bank ALU per 256-bit operation (an all-bank
+    /// instruction on one column counts once per bank): the energy model's count.
+    pub alu_bank_ops: u64,
     /// MASA: subarray selects issued (all-bank SA_SEL counts once).
     #[serde(skip_serializing_if = "is_zero")]
     pub subarray_selects: u64,
@@ -589,6 +599,7 @@ impl EngineStats {
             alu_stall_cycles: self.alu_stall_cycles * n,
             visit_floor_cycles: self.visit_floor_cycles * n,
             alu_busy_cycles: self.alu_busy_cycles * n,
+            alu_bank_ops: self.alu_bank_ops * n,
             subarray_selects: self.subarray_selects * n,
             subarray_select_cycles: self.subarray_select_cycles * n,
             job_floor_cycles: self.job_floor_cycles * n,
@@ -1445,6 +1456,8 @@ impl NmcChannelEngine {
                         self.issue(ctrl, c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
+                    let banks = if single.is_some() { 1 } else { self.banks as u64 };
+                    self.stats.alu_bank_ops += sc.alu_ops_per_column() * banks;
                     if let Some(st) = store.as_deref_mut() {
                         self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
                     }
@@ -1931,7 +1944,8 @@ impl NmcChannelEngine {
         col: u32,
         op_ticks: u64,
     ) {
-        self.count_alu_work(sc, 1, op_ticks);
+        let banks = if single.is_some() { 1 } else { self.banks as u64 };
+        self.count_alu_work(sc, 1, op_ticks, banks);
         let staged = self.policy == RowPolicy::Staged && single.is_none() && sc.stageable;
         // (Under MASA, program-order phases write directly, as under program order.)
         for st in &sc.steps {
@@ -1952,7 +1966,7 @@ impl NmcChannelEngine {
         n: u32,
         op_ticks: u64,
     ) {
-        self.count_alu_work(sc, u64::from(n), op_ticks);
+        self.count_alu_work(sc, u64::from(n), op_ticks, self.banks as u64);
         for st in &sc.steps {
             for c in col..col + n {
                 self.step_pipelined(ctrl, st, None, row, c, op_ticks, true);
@@ -1960,9 +1974,10 @@ impl NmcChannelEngine {
         }
     }
 
-    fn count_alu_work(&mut self, sc: &PhaseScript, columns: u64, op_ticks: u64) {
-        let ops: u64 = sc.steps.iter().map(|st| u64::from(st.alu_ops)).sum();
+    fn count_alu_work(&mut self, sc: &PhaseScript, columns: u64, op_ticks: u64, banks: u64) {
+        let ops = sc.alu_ops_per_column();
         self.alu_busy_ticks += ops * op_ticks * columns;
+        self.stats.alu_bank_ops += ops * columns * banks;
         self.stats.alu_busy_cycles = self.alu_busy_ticks / ALU_TICKS_PER_TCK;
     }
 
