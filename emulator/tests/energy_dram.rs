@@ -31,18 +31,43 @@ fn a_hand_written_sequence_costs_what_the_hand_computation_says() {
     let seq = [
         (0, Command::Act { bank: B0, row: 7 }),
         (4, Command::Act { bank: B1, row: 9 }),
-        (14, Command::Rd { bank: B0, row: 7, col: 0 }),
-        (18, Command::Rd { bank: B1, row: 9, col: 1 }),
-        (40, Command::Wr { bank: B0, row: 7, col: 2 }),
+        (
+            14,
+            Command::Rd {
+                bank: B0,
+                row: 7,
+                col: 0,
+            },
+        ),
+        (
+            18,
+            Command::Rd {
+                bank: B1,
+                row: 9,
+                col: 1,
+            },
+        ),
+        (
+            40,
+            Command::Wr {
+                bank: B0,
+                row: 7,
+                col: 2,
+            },
+        ),
         (100, Command::PreAll),
         (114, Command::Ref),
         (500, Command::RefPb { bank: B1 }),
     ];
     for (at, c) in seq {
-        pc.issue(&c, at).unwrap_or_else(|e| panic!("{c} at {at}: {e}"));
+        pc.issue(&c, at)
+            .unwrap_or_else(|e| panic!("{c} at {at}: {e}"));
     }
     let a = DramActivity::from_pseudo_channels([&pc], 1000);
-    assert_eq!(a.active_cycles, 100, "a bank open from 0 to the PREA at 100");
+    assert_eq!(
+        a.active_cycles, 100,
+        "a bank open from 0 to the PREA at 100"
+    );
     assert_eq!(a.bank_precharges, 2, "the PREA closed two banks");
     let e = DramEnergy::of(&a, &CommandEnergy::of(&p));
     let pj = 1e-12;
@@ -50,7 +75,11 @@ fn a_hand_written_sequence_costs_what_the_hand_computation_says() {
     assert!(close(e.precharge_j, 2.0 * 210.0 * pj), "{}", e.precharge_j);
     assert!(close(e.read_j, 2.0 * 402.0 * pj), "{}", e.read_j);
     assert!(close(e.write_j, 534.0 * pj), "{}", e.write_j);
-    assert!(close(e.refresh_j, (40950.0 + 2559.375) * pj), "{}", e.refresh_j);
+    assert!(
+        close(e.refresh_j, (40950.0 + 2559.375) * pj),
+        "{}",
+        e.refresh_j
+    );
     assert!(close(e.background_active_j, 100.0 * 33.0 * pj));
     assert!(close(e.background_idle_j, 900.0 * 24.0 * pj));
     assert_eq!(e.interface_bits, 3 * 256);
@@ -77,7 +106,10 @@ fn all_bank_and_update_commands_cost_per_bank_and_per_lane() {
     let pj = 1e-12;
     assert!(close(e.activate_j, 16.0 * 204.0 * pj));
     assert!(close(e.read_j, 16.0 * 402.0 * pj));
-    assert_eq!(e.interface_bits, 0, "AB-RD moves nothing over the interface");
+    assert_eq!(
+        e.interface_bits, 0,
+        "AB-RD moves nothing over the interface"
+    );
     assert!(close(e.nmc_alu_j, 128.0 * 0.5 * pj));
 
     let mut pc = PseudoChannel::new(&p);
@@ -104,8 +136,16 @@ fn the_energy_section_is_validated_with_the_field_named() {
     for (from, to, field) in [
         ("idd3n_ma = 55.0", "idd3n_ma = 30.0", "energy.idd3n_ma"),
         ("vdd_v = 1.2", "vdd_v = nan", "energy.vdd_v"),
-        ("io_pj_per_bit = 1.79", "io_pj_per_bit = -1.0", "energy.io_pj_per_bit"),
-        ("idd_width_bits = 128", "idd_width_bits = 0", "energy.idd_width_bits"),
+        (
+            "io_pj_per_bit = 1.79",
+            "io_pj_per_bit = -1.0",
+            "energy.io_pj_per_bit",
+        ),
+        (
+            "idd_width_bits = 128",
+            "idd_width_bits = 0",
+            "energy.idd_width_bits",
+        ),
     ] {
         assert!(text.contains(from), "{from}");
         let err = HbmPreset::from_toml(&text.replace(from, to)).unwrap_err();

@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 
-use crate::hbm::{CommandKind, HbmPreset, PseudoChannel, COMMAND_KINDS};
+use crate::hbm::bank::COMMAND_KINDS;
+use crate::hbm::{CommandKind, HbmPreset, PseudoChannel};
 use crate::memctrl::Controller;
 
 use super::params::EnergyParams;

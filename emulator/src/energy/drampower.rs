@@ -106,3 +106,47 @@ pub fn trace_text(
     let _ = writeln!(text, "{end},END_OF_SIMULATION,0,0,0,0,0");
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hbm::BankId;
+
+    #[test]
+    fn lines_follow_drampower_5s_csv_and_refuse_nmc_commands() {
+        let shape = TraceShape {
+            banks_per_group: 4,
+            bytes_per_column: 2,
+        };
+        let b = BankId::new(1, 2);
+        let pc0 = [
+            LoggedCommand {
+                at: 0,
+                cmd: Command::Act { bank: b, row: 5 },
+            },
+            LoggedCommand {
+                at: 14,
+                cmd: Command::Rd {
+                    bank: b,
+                    row: 5,
+                    col: 3,
+                },
+            },
+        ];
+        let pc1 = [LoggedCommand {
+            at: 14,
+            cmd: Command::Ref,
+        }];
+        let text = trace_text(&[&pc0, &pc1], shape, 100).unwrap();
+        assert_eq!(
+            text,
+            "0,ACT,0,1,6,5,0\n14,RD,0,1,6,5,3,0x0000\n14,REFA,1,0,0,0,0\n100,END_OF_SIMULATION,0,0,0,0,0\n"
+        );
+        let nmc = [LoggedCommand {
+            at: 7,
+            cmd: Command::AbRd { col: 0 },
+        }];
+        let e = trace_text(&[&nmc], shape, 10).unwrap_err();
+        assert_eq!((e.pseudo_channel, e.at), (0, 7));
+    }
+}

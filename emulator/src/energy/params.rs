@@ -93,9 +93,24 @@ impl EnergyParams {
                 0.0,
                 1e4,
             ),
-            ("energy.gpu_pj_per_flop_f16", self.gpu_pj_per_flop_f16, 0.0, 1e4),
-            ("energy.gpu_pj_per_flop_f32", self.gpu_pj_per_flop_f32, 0.0, 1e4),
-            ("energy.gpu_llc_pj_per_byte", self.gpu_llc_pj_per_byte, 0.0, 1e4),
+            (
+                "energy.gpu_pj_per_flop_f16",
+                self.gpu_pj_per_flop_f16,
+                0.0,
+                1e4,
+            ),
+            (
+                "energy.gpu_pj_per_flop_f32",
+                self.gpu_pj_per_flop_f32,
+                0.0,
+                1e4,
+            ),
+            (
+                "energy.gpu_llc_pj_per_byte",
+                self.gpu_llc_pj_per_byte,
+                0.0,
+                1e4,
+            ),
             ("energy.gpu_static_w", self.gpu_static_w, 0.0, 1e4),
         ];
         for (field, v, lo, hi) in ranged {

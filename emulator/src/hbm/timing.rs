@@ -13,8 +13,8 @@
 use std::fmt;
 
 use super::bank::{BankId, Command, COMMAND_KINDS};
-use super::power_state::PowerState;
 use super::config::{HbmPreset, TimingCycles};
+use super::power_state::PowerState;
 use super::Cycle;
 
 /// A timing constraint, named as in the JEDEC tables (and SPEC 2.1 / 3.3).

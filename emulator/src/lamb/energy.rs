@@ -51,6 +51,9 @@ pub fn lamb_energy(
     let mut dram = DramEnergy::of(&nmc.activity, &ce);
     dram.add_interface_bits(nmc.host_bytes * 8, &ce);
     let mut nmc_report = EnergyReport::dram(&dram);
+    // Only the host protocol's few bytes cross the interface: energy per such bit would
+    // divide the whole in-memory step by them, a number with no meaning.
+    nmc_report.dram_pj_per_interface_bit = None;
     nmc_report.add_gpu(&GpuEnergy::of(
         &GpuWork {
             seconds: nmc.seconds,

@@ -1456,7 +1456,11 @@ impl NmcChannelEngine {
                         self.issue(ctrl, c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
-                    let banks = if single.is_some() { 1 } else { self.banks as u64 };
+                    let banks = if single.is_some() {
+                        1
+                    } else {
+                        self.banks as u64
+                    };
                     self.stats.alu_bank_ops += sc.alu_ops_per_column() * banks;
                     if let Some(st) = store.as_deref_mut() {
                         self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
@@ -1944,7 +1948,11 @@ impl NmcChannelEngine {
         col: u32,
         op_ticks: u64,
     ) {
-        let banks = if single.is_some() { 1 } else { self.banks as u64 };
+        let banks = if single.is_some() {
+            1
+        } else {
+            self.banks as u64
+        };
         self.count_alu_work(sc, 1, op_ticks, banks);
         let staged = self.policy == RowPolicy::Staged && single.is_none() && sc.stageable;
         // (Under MASA, program-order phases write directly, as under program order.)

@@ -16,7 +16,11 @@ use nmcp_isa::gemm_ext::GemmDataType;
 use super::SubLayerResult;
 
 /// The energy of `r` on one GPU with `preset`'s memory, its GEMM in `dtype`.
-pub fn sublayer_energy(preset: &HbmPreset, r: &SubLayerResult, dtype: GemmDataType) -> EnergyReport {
+pub fn sublayer_energy(
+    preset: &HbmPreset,
+    r: &SubLayerResult,
+    dtype: GemmDataType,
+) -> EnergyReport {
     let b = &r.bytes;
     let cycles = (r.total_seconds / (preset.organisation.tck_ns * 1e-9)).ceil() as u64;
     let bytes = StreamBytes {

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
+use nmcp_emulator::energy::drampower::{self, TraceShape};
+use nmcp_emulator::energy::{CommandEnergy, DramActivity, DramEnergy, EnergyReport};
 use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::energy::drampower::{self, TraceShape};
-use nmcp_emulator::energy::{CommandEnergy, DramActivity, DramEnergy, EnergyReport};
 use nmcp_emulator::memctrl::{
     ControllerConfig, LoggedCommand, MemoryState, MemorySystem, Request, RunReport,
 };

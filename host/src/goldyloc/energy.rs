@@ -71,7 +71,12 @@ pub fn parse_label(label: &str) -> Option<(u64, u64, u64, u64, u64)> {
 }
 
 /// The energy of `sets` GEMMs of `label` taking `seconds`.
-pub fn set_energy(preset: &HbmPreset, label: &str, sets: u32, seconds: f64) -> Option<EnergyReport> {
+pub fn set_energy(
+    preset: &HbmPreset,
+    label: &str,
+    sets: u32,
+    seconds: f64,
+) -> Option<EnergyReport> {
     let (m, n, k, batch, bytes) = parse_label(label)?;
     let copies = u64::from(sets) * batch;
     let flops = 2.0 * (m * n * k) as f64 * copies as f64;
@@ -84,7 +89,11 @@ pub fn set_energy(preset: &HbmPreset, label: &str, sets: u32, seconds: f64) -> O
     let cycles = (seconds / (preset.organisation.tck_ns * 1e-9)).ceil() as u64;
     let activity = DramActivity::streaming(preset, stream, cycles);
     let mut r = EnergyReport::dram(&DramEnergy::of(&activity, &CommandEnergy::of(preset)));
-    let (f16, f32) = if bytes == 4 { (0.0, flops) } else { (flops, 0.0) };
+    let (f16, f32) = if bytes == 4 {
+        (0.0, flops)
+    } else {
+        (flops, 0.0)
+    };
     r.add_gpu(&GpuEnergy::of(
         &GpuWork {
             flops_f16: f16,
@@ -138,7 +147,11 @@ pub fn goldyloc_energy(report: &EvalReport) -> Result<GoldylocEnergy, String> {
     let scenarios = ns
         .iter()
         .map(|&n| {
-            let of = |i: usize| sets.iter().filter(move |s| s.n == n).map(move |s| s.default_over[i]);
+            let of = |i: usize| {
+                sets.iter()
+                    .filter(move |s| s.n == n)
+                    .map(move |s| s.default_over[i])
+            };
             let times = |i: usize| {
                 report.gemms.iter().filter(move |g| g.n == n).map(move |g| {
                     g.time_ns.get(default).copied().unwrap_or(f64::NAN)
@@ -166,14 +179,20 @@ mod tests {
 
     #[test]
     fn labels_parse_and_a_faster_set_costs_less() {
-        assert_eq!(parse_label("1024_4096_1024_01"), Some((1024, 4096, 1024, 1, 2)));
+        assert_eq!(
+            parse_label("1024_4096_1024_01"),
+            Some((1024, 4096, 1024, 1, 2))
+        );
         assert_eq!(parse_label("64_64_64_10_b8_f32"), Some((64, 64, 64, 8, 4)));
         assert_eq!(parse_label("64_x_64_00"), None);
         let p = HbmPreset::builtin(GOLDYLOC_ENERGY_PRESET).unwrap();
         let slow = set_energy(&p, "1024_4096_1024_01", 4, 2e-3).unwrap();
         let fast = set_energy(&p, "1024_4096_1024_01", 4, 1e-3).unwrap();
         // Same FLOPs and bytes: the difference is static and standby power over 1 ms.
-        assert_eq!(slow.components_j["gpu_compute"], fast.components_j["gpu_compute"]);
+        assert_eq!(
+            slow.components_j["gpu_compute"],
+            fast.components_j["gpu_compute"]
+        );
         let static_w = p.energy.gpu_static_w;
         let diff = slow.total_j - fast.total_j;
         assert!(diff > static_w * 1e-3, "{diff}");

@@ -39,8 +39,7 @@ pub fn lamb(doc: &Value) -> Result<Vec<Headline>, FigureError> {
             ours: gpu / nmc,
             unit: Unit::Times,
             config: cfg,
-            baseline: "Samsung HBM-PIM (other workloads): system energy -71 %, i.e. 3.4x"
-                .into(),
+            baseline: "Samsung HBM-PIM (other workloads): system energy -71 %, i.e. 3.4x".into(),
         },
         Headline {
             chapter: CH,
@@ -68,7 +67,11 @@ pub fn t3(rows: &[Value]) -> Result<Vec<Headline>, FigureError> {
     };
     let seq = total("sequential")?;
     let n = seq.len();
-    for (c, name) in [("sequential", "Sequential"), ("t3", "T3"), ("t3-mca", "T3-MCA")] {
+    for (c, name) in [
+        ("sequential", "Sequential"),
+        ("t3", "T3"),
+        ("t3-mca", "T3-MCA"),
+    ] {
         let xs = total(c)?;
         if xs.is_empty() {
             continue;

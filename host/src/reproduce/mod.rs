@@ -448,7 +448,14 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
             let rows = r.json.as_array().map(Vec::as_slice).unwrap_or(&[]);
             energy::t3(rows)
         } else if name.starts_with("goldyloc") {
-            energy::goldyloc(&r.json, if name.ends_with("f32") { "FP32" } else { "FP16" })
+            energy::goldyloc(
+                &r.json,
+                if name.ends_with("f32") {
+                    "FP32"
+                } else {
+                    "FP16"
+                },
+            )
         } else {
             continue;
         };
