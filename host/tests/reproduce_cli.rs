@@ -5,6 +5,8 @@
 //! The browser part runs when `chromium` is on the PATH; with `NMCP_BROWSER_TEST=1` (set
 //! by `.ci/run`, which installs it) a missing browser fails the test instead of skipping.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -20,7 +22,7 @@ fn scratch(tag: &str) -> PathBuf {
 fn nmcp(dir: &Path, args: &[&str]) -> Output {
     Command::new(NMCP)
         .args(args)
-        .env("NMCP_CACHE", dir.join("cache"))
+        .env("NMCP_CACHE", common::test_cache(&dir.join("cache")))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {NMCP}: {e}"))
 }

@@ -21,11 +21,20 @@ pub fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// Runs the CLI `bin` with its offline cache in `dir/cache` and asserts it succeeded.
+/// The offline cache a CLI test runs with: `$NMCP_TEST_CACHE` when set (`.ci/run` sets one
+/// directory for the whole run, so the tests, the report test and the report step tune
+/// each GEMM set once), else `dir/cache`, private to the test binary.
+pub fn test_cache(dir: &std::path::Path) -> PathBuf {
+    std::env::var_os("NMCP_TEST_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("cache"))
+}
+
+/// Runs the CLI `bin` with its offline cache ([`test_cache`]) and asserts it succeeded.
 pub fn nmcp_cached(bin: &str, dir: &std::path::Path, args: &[&str]) -> Output {
     let out = Command::new(bin)
         .args(args)
-        .env("NMCP_CACHE", dir.join("cache"))
+        .env("NMCP_CACHE", test_cache(dir))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
     assert!(

@@ -47,7 +47,14 @@ impl Cache {
             return;
         }
         if let Ok(text) = serde_json::to_string(value) {
-            let tmp = self.dir.join(format!(".{step}-{key:016x}.tmp"));
+            // One temporary name per process and call: tests and CI steps that share one
+            // cache directory may store the same entry at once, and each rename is whole.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let pid = std::process::id();
+            let tmp = self
+                .dir
+                .join(format!(".{step}-{key:016x}.{pid}.{seq}.tmp"));
             if std::fs::write(&tmp, text).is_ok() {
                 let _ = std::fs::rename(&tmp, self.path(step, key));
             }

@@ -8,6 +8,15 @@ use std::process::Command;
 /// The CLI under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
 
+/// The offline cache a CLI test runs with: `$NMCP_TEST_CACHE` when set (`.ci/run` sets one
+/// directory for the whole run, so every test and the report step tune each GEMM set
+/// once), else `private`, the test's own.
+pub fn test_cache(private: &Path) -> std::path::PathBuf {
+    std::env::var_os("NMCP_TEST_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| private.to_path_buf())
+}
+
 /// Runs nmcp in `dir`: exit code, stdout, stderr.
 pub fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let o = Command::new(BIN)
