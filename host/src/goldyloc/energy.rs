@@ -12,6 +12,7 @@ use nmcp_emulator::hbm::HbmPreset;
 use serde::Serialize;
 
 use super::eval::{EvalReport, CONFIGS};
+use crate::t3::geomean;
 
 /// The memory preset GOLDYLOC's energy is computed on.
 pub const GOLDYLOC_ENERGY_PRESET: &str = "lamb-ch6";
@@ -106,17 +107,6 @@ pub fn set_energy(
     Some(r)
 }
 
-fn geomean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (n, s) = xs
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .fold((0usize, 0.0), |(n, s), x| (n + 1, s + x.ln()));
-    if n == 0 {
-        f64::NAN
-    } else {
-        (s / n as f64).exp()
-    }
-}
-
 /// The energy of every GEMM set of `report`.
 pub fn goldyloc_energy(report: &EvalReport) -> Result<GoldylocEnergy, String> {
     let preset = HbmPreset::builtin(GOLDYLOC_ENERGY_PRESET).map_err(|e| e.to_string())?;
@@ -160,8 +150,12 @@ pub fn goldyloc_energy(report: &EvalReport) -> Result<GoldylocEnergy, String> {
             };
             ScenarioEnergy {
                 n,
-                default_over: (0..CONFIGS.len()).map(|i| geomean(of(i))).collect(),
-                default_time_over: (0..CONFIGS.len()).map(|i| geomean(times(i))).collect(),
+                default_over: (0..CONFIGS.len())
+                    .map(|i| geomean(of(i)).unwrap_or(f64::NAN))
+                    .collect(),
+                default_time_over: (0..CONFIGS.len())
+                    .map(|i| geomean(times(i)).unwrap_or(f64::NAN))
+                    .collect(),
             }
         })
         .collect();
