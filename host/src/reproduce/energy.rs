@@ -30,7 +30,7 @@ pub fn lamb(doc: &Value) -> Result<Vec<Headline>, FigureError> {
             ours: nmc,
             unit: Unit::Joules,
             config: cfg.clone(),
-            baseline: format!("ideal GPU at peak {:.3} J", gpu),
+            baseline: format!("ideal GPU at peak {gpu:.3} J"),
         },
         Headline {
             chapter: CH,
