@@ -114,7 +114,7 @@ impl EnergyParams {
             ("energy.gpu_static_w", self.gpu_static_w, 0.0, 1e4),
         ];
         for (field, v, lo, hi) in ranged {
-            if !v.is_finite() || v < lo || v > hi {
+            if !v.is_finite() || !(lo..=hi).contains(&v) {
                 return Err((field, format!("is {v}; must be a number in [{lo}, {hi}]")));
             }
         }
