@@ -7,9 +7,10 @@
 //! memory holds), [`trace`] (request sources), [`gpu`] (queues, dispatcher, GEMM model),
 //! [`lamb`] (LAMB model, reference and ideal-GPU baseline). [`sim`] is the one time axis
 //! and event queue; [`node`] is one GPU (firmware + hardware); [`system`] holds N nodes
-//! and owns time.
+//! and owns time. [`energy`] turns their counters into joules.
 #![warn(missing_docs)]
 
+pub mod energy;
 pub mod gpu;
 pub mod hbm;
 pub mod lamb;

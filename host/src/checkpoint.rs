@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 /// The first bytes of every checkpoint file.
 pub const MAGIC: [u8; 8] = *b"NMCPCKPT";
 
-/// The checkpoint format version; a file of another version is refused.
-pub const FORMAT_VERSION: u16 = 3;
+/// The checkpoint format version; a file of another version is refused (4: a
+/// pseudo-channel's state carries its power state, for the energy model).
+pub const FORMAT_VERSION: u16 = 4;
 
 /// The file a checkpoint directory holds.
 pub const FILE_NAME: &str = "checkpoint.nmcp";

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::mapping::AddressMapping;
+use crate::energy::EnergyParams;
 
 /// The presets that ship with the emulator, as (name, TOML text).
 pub const BUILTIN_PRESETS: [(&str, &str); 6] = [
@@ -63,6 +64,10 @@ pub struct HbmPreset {
     /// "Subarrays (MASA)"). Absent: one subarray per bank, today's DRAM exactly.
     #[serde(default, skip_serializing_if = "Subarrays::is_single")]
     pub subarrays: Subarrays,
+    /// Energy parameters (docs/decisions/energy.md; every value's source in
+    /// docs/calibration.md). Absent: [`EnergyParams::default`], the `hbm2-2000` values.
+    #[serde(default)]
+    pub energy: EnergyParams,
 }
 
 /// Subarray-level parallelism (MASA: Kim et al., "A Case for Exploiting Subarray-Level
@@ -605,6 +610,7 @@ impl HbmPreset {
         }
         AddressMapping::parse(&c.mapping, self)
             .map_err(|e| rule("controller.mapping", e.to_string()))?;
+        self.energy.check().map_err(|(field, r)| rule(field, r))?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@
 pub mod bank;
 pub mod config;
 pub mod mapping;
+pub mod power_state;
 pub mod timing;
 
 pub use bank::{BankId, Command, CommandKind};

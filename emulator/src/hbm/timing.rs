@@ -14,6 +14,7 @@ use std::fmt;
 
 use super::bank::{BankId, Command, COMMAND_KINDS};
 use super::config::{HbmPreset, TimingCycles};
+use super::power_state::PowerState;
 use super::Cycle;
 
 /// A timing constraint, named as in the JEDEC tables (and SPEC 2.1 / 3.3).
@@ -489,6 +490,9 @@ pub struct PseudoChannel {
     /// The end of the refresh in progress (REF or AB-SA-REF): no refresh starts before it.
     #[serde(default = "no_gate")]
     refresh: Gated,
+    /// Active-standby time and bank precharges, for the energy model.
+    #[serde(default)]
+    power: PowerState,
 }
 
 impl PseudoChannel {
@@ -525,6 +529,7 @@ impl PseudoChannel {
             counts: [0; COMMAND_KINDS],
             masa: Masa::new(preset, groups * per),
             refresh: Gated::ZERO,
+            power: PowerState::default(),
         }
     }
 
@@ -629,6 +634,16 @@ impl PseudoChannel {
     /// Commands issued so far, indexed by [`CommandKind`] as `usize`.
     pub fn command_counts(&self) -> &[u64; COMMAND_KINDS] {
         &self.counts
+    }
+
+    /// Cycles up to `now` with at least one bank (or subarray) open: active standby.
+    pub fn active_cycles(&self, now: Cycle) -> u64 {
+        self.power.active_cycles(now)
+    }
+
+    /// Banks (or subarrays) precharged so far, by PRE, PREA and AB-SA-PRE.
+    pub fn bank_precharges(&self) -> u64 {
+        self.power.precharges
     }
 
     /// Cycles each bank has had a row open up to `now`, for utilisation statistics.
@@ -1090,6 +1105,10 @@ impl PseudoChannel {
     }
 
     fn close(&mut self, i: usize, at: Cycle) {
+        self.power.precharges += match &self.masa {
+            Some(m) => u64::from(m.open.get(i).map_or(0, |o| o.count_ones())),
+            None => u64::from(self.banks[i].open_row != NO_ROW),
+        };
         let b = &mut self.banks[i];
         if b.open_row != NO_ROW {
             b.open_row = NO_ROW;
@@ -1146,6 +1165,20 @@ impl PseudoChannel {
     #[inline]
     fn apply(&mut self, cmd: &Command, at: Cycle) {
         self.counts[cmd.kind() as usize] += 1;
+        if cmd.kind().is_row_command() {
+            // Only row commands open or close banks: the active-standby clock is kept
+            // here, off the column commands' path.
+            let was_open = self.any_open();
+            self.apply_state(cmd, at);
+            self.power.track(was_open, self.any_open(), at);
+        } else {
+            self.apply_state(cmd, at);
+        }
+    }
+
+    /// The buses and bank state after `cmd` at `at`.
+    #[inline]
+    fn apply_state(&mut self, cmd: &Command, at: Cycle) {
         if cmd.kind().is_row_command() {
             let cycles = if matches!(cmd, Command::Act { .. } | Command::AbAct { .. }) {
                 self.t.act_bus
@@ -1307,6 +1340,9 @@ impl PseudoChannel {
                     let Some(m) = &mut self.masa else {
                         return;
                     };
+                    if m.open.get(i).is_some_and(|o| o & (1 << s) != 0) {
+                        self.power.precharges += 1;
+                    }
                     m.close(&self.t, i, s, at);
                     if m.designated[i] as usize == s {
                         let b = &mut self.banks[i];

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::hbm::config::RefreshMode;
 use crate::hbm::HbmPreset;
 use crate::lamb::checked::CheckedRun;
+use crate::lamb::energy::{lamb_energy, LambEnergy, NmcSide};
 use crate::lamb::reference::{Comparison, LambHyper, TensorState};
 use crate::lamb::run::{LambError, LambRun, LambRunConfig};
 use crate::lamb::{IdealGpu, ARRAY_PASSES};
@@ -309,6 +310,8 @@ pub struct LambReport {
     pub wall_seconds: f64,
     /// Simulated DRAM commands per wall-clock second.
     pub dram_commands_per_second: f64,
+    /// Energy of the main run against the ideal GPU at 100 % of peak.
+    pub energy: LambEnergy,
 }
 
 /// A report and, for functional runs, the state NMC left in memory.
@@ -793,6 +796,17 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
     let (comparison, state) = main
         .checked
         .map_or((None, None), |(c, s)| (Some(c), Some(s)));
+    let energy = lamb_energy(
+        preset,
+        &NmcSide {
+            activity: main.run.nmc().dram_activity(main.cycles),
+            host_bytes: nmc_data,
+            seconds: nmc_s,
+        },
+        params,
+        e.steps,
+        gpu_s[0],
+    );
     let wall_s = wall.elapsed().as_secs_f64();
     let report = LambReport {
         model: e.model.clone(),
@@ -836,6 +850,7 @@ pub fn run(e: &LambExperiment, progress: &mut dyn FnMut()) -> Result<LambOutcome
         firmware_exposed_seconds: exposed,
         wall_seconds: wall_s,
         dram_commands_per_second: totals.commands_total as f64 / wall_s,
+        energy,
     };
     Ok(LambOutcome {
         report,

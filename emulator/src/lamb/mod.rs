@@ -2,6 +2,7 @@
 //! ideal-GPU baseline the NMC run is compared with.
 
 pub mod checked;
+pub mod energy;
 pub mod experiment;
 pub mod ideal_gpu;
 pub mod model;

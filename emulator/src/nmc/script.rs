@@ -56,6 +56,13 @@ pub struct PhaseScript {
     pub(super) stageable: bool,
 }
 
+impl PhaseScript {
+    /// ALU operations one column's pass through the phase executes on one bank's ALU.
+    pub(super) fn alu_ops_per_column(&self) -> u64 {
+        self.steps.iter().map(|st| u64::from(st.alu_ops)).sum()
+    }
+}
+
 pub(super) fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
     let mut s = PhaseScript::default();
     let mut reductions = 0;

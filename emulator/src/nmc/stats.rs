@@ -37,6 +37,9 @@ pub struct EngineStats {
     /// Pipelined model: cycles the ALU computes (its operations at the rate the chunk
     /// sustains), whether or not they overlap the column stream.
     pub alu_busy_cycles: u64,
+    /// ALU operations executed, one per bank ALU per 256-bit operation (an all-bank
+    /// instruction on one column counts once per bank): the energy model's count.
+    pub alu_bank_ops: u64,
     /// MASA: subarray selects issued (all-bank SA_SEL counts once).
     #[serde(skip_serializing_if = "is_zero")]
     pub subarray_selects: u64,
@@ -81,6 +84,7 @@ impl EngineStats {
             alu_stall_cycles: self.alu_stall_cycles * n,
             visit_floor_cycles: self.visit_floor_cycles * n,
             alu_busy_cycles: self.alu_busy_cycles * n,
+            alu_bank_ops: self.alu_bank_ops * n,
             subarray_selects: self.subarray_selects * n,
             subarray_select_cycles: self.subarray_select_cycles * n,
             job_floor_cycles: self.job_floor_cycles * n,

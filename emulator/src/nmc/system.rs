@@ -536,6 +536,28 @@ impl NmcBlock {
         self.error.take()
     }
 
+    /// What the DRAM did up to cycle `end`, for the energy model: every pseudo-channel's
+    /// commands and state time, and the bank ALUs' lane operations (mirrored: pseudo-channel
+    /// 0 counts for every one, as in [`Self::totals`]).
+    pub fn dram_activity(&self, end: u64) -> crate::energy::DramActivity {
+        let (n, copies) = if self.mirror {
+            (1, self.engines.len() as u64)
+        } else {
+            (self.engines.len(), 1)
+        };
+        let controllers = self.memory.controllers();
+        let mut a = crate::energy::DramActivity::from_controllers(
+            controllers.get(..n).unwrap_or(controllers),
+            end,
+        );
+        let lanes = u64::from(self.memory.preset().organisation.bytes_per_column / 4);
+        a.nmc_lane_ops = self.engines[..n]
+            .iter()
+            .map(|e| e.stats().alu_bank_ops * lanes)
+            .sum();
+        a.times(copies)
+    }
+
     /// Totals over the run so far.
     pub fn totals(&self) -> NmcTotals {
         let mut t = self.totals;
@@ -560,6 +582,7 @@ impl NmcBlock {
             e.refresh_cycles += s.refresh_cycles;
             e.alu_stall_cycles += s.alu_stall_cycles;
             e.alu_busy_cycles += s.alu_busy_cycles;
+            e.alu_bank_ops += s.alu_bank_ops;
             e.visit_floor_cycles += s.visit_floor_cycles;
             e.subarray_selects += s.subarray_selects;
             e.subarray_select_cycles += s.subarray_select_cycles;

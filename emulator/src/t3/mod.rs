@@ -6,6 +6,7 @@
 //! Decisions (tiling, chunking, schedule, tracker overflow, link reading) are in
 //! `docs/decisions/t3.md`.
 
+pub mod energy;
 pub mod gemm;
 pub mod layout;
 pub mod link;

@@ -3,6 +3,7 @@
 
 use super::CmdResult;
 use crate::goldyloc::cache::Cache;
+use crate::goldyloc::energy::{goldyloc_energy, GoldylocEnergy};
 use crate::goldyloc::eval::{EvalReport, CONFIGS, HETERO_CONFIGS};
 use crate::goldyloc::pipeline::{self, Options};
 use crate::goldyloc::train::DEFAULT_SEED;
@@ -246,6 +247,24 @@ fn run_train(c: &Common) -> CmdResult {
 const PAPER_ACCURACY: [f64; 4] = [82.0, 70.0, 62.0, 47.0];
 const PAPER_GOLDYLOC_OVER_DEFAULT: [f64; 4] = [5.0, 10.0, 11.0, 12.0];
 
+/// Per scenario, Default's joules over each configuration's next to its time ratio.
+fn print_energy(e: &GoldylocEnergy) {
+    stdoutln!();
+    stdoutln!(
+        "energy per GEMM set (memory {}; geomean of Default's joules over the configuration's, time ratio in brackets; dissertation: not evaluated)",
+        e.preset
+    );
+    for s in &e.scenarios {
+        let cells: Vec<String> = e
+            .configs
+            .iter()
+            .zip(s.default_over.iter().zip(&s.default_time_over))
+            .map(|(c, (j, t))| format!("{c} {j:.3} ({t:.3})"))
+            .collect();
+        stdoutln!("  n={:<3} {}", s.n, cells.join(", "));
+    }
+}
+
 fn print_accuracy(r: &EvalReport) {
     stdoutln!(
         "predictor accuracy per scenario: {}-fold cross-validation by GEMM size (each GEMM predicted by the fixed-point model of the fold that never saw its size), seeds {:?}",
@@ -299,8 +318,13 @@ fn run_eval(c: &Common) -> CmdResult {
     if let Some(dir) = &c.svg {
         write_svg(dir, report)?;
     }
+    let energy = goldyloc_energy(report)?;
     if c.json {
-        stdoutln!("{}", serde_json::to_string(report)?);
+        let mut v = serde_json::to_value(report)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("energy".into(), serde_json::to_value(&energy)?);
+        }
+        stdoutln!("{}", serde_json::to_string(&v)?);
         return loop_failures(report);
     }
     stdoutln!(
@@ -312,6 +336,7 @@ fn run_eval(c: &Common) -> CmdResult {
     print_end_to_end(report);
     print_hetero(report);
     print_vs_dissertation(report);
+    print_energy(&energy);
     print_accuracy(report);
     loop_failures(report)
 }

@@ -339,6 +339,9 @@ fn print_bounds_and_traffic(r: &LambReport) {
     stdoutln!("DRAM: {} activations, {} column commands, {} commands in all, {} refreshes, {} host reductions", r.activations, r.column_commands, r.dram_commands, r.refreshes, r.reductions);
     stdoutln!("GPU<->HBM bytes: ideal GPU {:.2} GB; NMC {} B of data (partials, scalars) + {:.2} MB of commands", r.gpu_bytes as f64 / 1e9, r.nmc_data_bytes, r.nmc_command_bytes as f64 / 1e6);
     stdoutln!("data movement: {:.0}x less counting data only, {:.1}x less counting command words too (dissertation: ~13x)", r.data_movement_ratio, r.data_movement_ratio_with_commands);
+    stdoutln!("energy NMC:       {}", r.energy.nmc.line());
+    stdoutln!("energy ideal GPU: {}", r.energy.ideal_gpu.line());
+    stdoutln!("energy: the ideal GPU spends {:.2}x NMC's joules ({:.1} ALU lane operations per parameter and step on both sides; dissertation: not evaluated)", r.energy.gpu_over_nmc, r.energy.lane_ops_per_parameter);
     for (share, s) in &r.end_to_end {
         stdoutln!(
             "end to end with LAMB at {share:.0} % of an iteration: {:.1} % faster",

@@ -7,10 +7,14 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
+use nmcp_emulator::energy::drampower::{self, TraceShape};
+use nmcp_emulator::energy::{CommandEnergy, DramActivity, DramEnergy, EnergyReport};
 use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::memctrl::{ControllerConfig, MemoryState, MemorySystem, Request, RunReport};
+use nmcp_emulator::memctrl::{
+    ControllerConfig, LoggedCommand, MemoryState, MemorySystem, Request, RunReport,
+};
 use nmcp_emulator::trace::{
     Pattern, Synthetic, TraceError, TraceFormat, TracePosition, TraceReader,
 };
@@ -203,6 +207,12 @@ pub struct MemArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Write the issued DRAM commands to FILE in DRAMPower's command-trace format (CSV:
+    /// cycle, command, pseudo-channel as rank, bank group, bank, row, column, data), for
+    /// cross-checking the energy (docs/decisions/energy.md). Holds the commands in memory
+    /// until the run ends; needs a serial run from the start (no --threads, no resume).
+    #[arg(long, value_name = "FILE")]
+    command_trace: Option<PathBuf>,
 }
 
 /// Command interface.
@@ -414,6 +424,17 @@ pub fn run(args: MemArgs) -> CmdResult {
         }))
     };
     let mut system = MemorySystem::new(&preset, mapping, cfg);
+    if args.command_trace.is_some() {
+        if args.threads != 1 || resumed.is_some() {
+            return Err(
+                "--command-trace needs a serial run from the first request (--threads 1, not resumed)"
+                    .into(),
+            );
+        }
+        for c in system.controllers_mut() {
+            c.set_logging(true);
+        }
+    }
     if let Some(ck) = resumed {
         system
             .restore(ck.system)
@@ -511,9 +532,24 @@ pub fn run(args: MemArgs) -> CmdResult {
     } else {
         0.0
     };
+    let energy = EnergyReport::dram(&DramEnergy::of(
+        &DramActivity::from_controllers(system.controllers(), report.cycles),
+        &CommandEnergy::of(&preset),
+    ));
+    if let Some(path) = &args.command_trace {
+        let logs: Vec<&[LoggedCommand]> = system.controllers().iter().map(|c| c.log()).collect();
+        let shape = TraceShape {
+            banks_per_group: preset.organisation.banks_per_group,
+            bytes_per_column: preset.organisation.bytes_per_column,
+        };
+        let text = drampower::trace_text(&logs, shape, report.cycles)
+            .map_err(|e| format!("--command-trace: {e}"))?;
+        super::io::write_file(path, text.as_bytes())?;
+    }
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(o) = v.as_object_mut() {
+            o.insert("energy".into(), serde_json::to_value(&energy)?);
             o.insert("wall_seconds".into(), wall.into());
             o.insert("requests_per_second".into(), speed.into());
             o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
@@ -527,6 +563,7 @@ pub fn run(args: MemArgs) -> CmdResult {
         stdoutln!("{}", serde_json::to_string(&v)?);
     } else {
         print_table(&report, preset.organisation.tck_ns, wall, speed);
+        stdoutln!("energy        {}", energy.line());
     }
     Ok(())
 }

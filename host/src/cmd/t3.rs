@@ -555,7 +555,7 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     crate::timeline::write_if_asked(&a.timeline, timeline.as_ref())?;
     if a.json {
-        let rows = report::rows(&results, a.gpus, simulate);
+        let rows = report::rows(&results, a.gpus, simulate, a.dtype.gemm());
         emit(&(serde_json::to_string_pretty(&rows)? + "\n"))
     } else {
         let ctx = report::ReportContext {
@@ -563,6 +563,7 @@ fn run_study(a: &StudyArgs) -> CmdResult {
             simulate,
             gpu: opts.gpu.name.clone(),
             dtype: a.dtype.name(),
+            gemm_dtype: a.dtype.gemm(),
             wall_seconds: wall,
         };
         let mut text = report::report(&results, &ctx);

@@ -6,6 +6,7 @@
 //! seed); results are cached as JSON under a hash of those inputs, so a rerun is instant.
 
 pub mod cache;
+pub mod energy;
 pub mod eval;
 pub mod in_loop;
 pub mod library;

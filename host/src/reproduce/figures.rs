@@ -42,6 +42,10 @@ pub enum Unit {
     Times,
     /// A share: `22.0 %`.
     Percent,
+    /// Energy: `1.234 mJ`.
+    Joules,
+    /// Energy per bit: `3.10 pJ/bit`.
+    PjPerBit,
 }
 
 impl Unit {
@@ -50,6 +54,8 @@ impl Unit {
         match self {
             Unit::Times => format!("{v:.2}x"),
             Unit::Percent => format!("{:.1} %", v * 100.0),
+            Unit::Joules => nmcp_emulator::energy::report::joules(v),
+            Unit::PjPerBit => format!("{v:.2} pJ/bit"),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! `data/` beside the report. So the report is a front-end over the same public interface,
 //! never a second copy of a model. See `docs/decisions/reproduce.md`.
 
+pub mod energy;
 pub mod figures;
 pub mod page;
 pub mod plot;
@@ -436,6 +437,38 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
             commands: vec![cmd(r)],
             headlines: figures::t3(rows).map_err(|e| e.0)?,
             figures: child_figures(out, "t3", &files),
+        });
+    }
+    let mut headlines = Vec::new();
+    let mut commands = Vec::new();
+    for r in results {
+        let name = r.stage.name;
+        let h = if name == "lamb" {
+            energy::lamb(&r.json)
+        } else if name == "t3" {
+            let rows = r.json.as_array().map(Vec::as_slice).unwrap_or(&[]);
+            energy::t3(rows)
+        } else if name.starts_with("goldyloc") {
+            energy::goldyloc(
+                &r.json,
+                if name.ends_with("f32") {
+                    "FP32"
+                } else {
+                    "FP16"
+                },
+            )
+        } else {
+            continue;
+        };
+        headlines.extend(h.map_err(|e| e.0)?);
+        commands.push(cmd(r));
+    }
+    if !headlines.is_empty() {
+        v.push(Section {
+            title: "Energy (not evaluated in the dissertation)",
+            commands,
+            headlines,
+            figures: Vec::new(),
         });
     }
     Ok(v)

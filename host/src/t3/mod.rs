@@ -8,6 +8,10 @@ pub mod plot;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use nmcp_emulator::energy::EnergyReport;
+use nmcp_emulator::hbm::HbmPreset;
+use nmcp_emulator::t3::energy::sublayer_energy;
+use nmcp_emulator::t3::run::T3_PRESET;
 use nmcp_emulator::t3::{
     CheckOutput, CheckRun, Scenario, Simulate, SubLayer, SubLayerResult, TrafficBytes,
 };
@@ -65,6 +69,8 @@ pub struct Row {
     pub gpus: u32,
     /// `all-gpus` or `shortcut`.
     pub simulate: &'static str,
+    /// Energy per GPU (`t3::energy::sublayer_energy`).
+    pub energy: EnergyReport,
 }
 
 /// The name of a [`Simulate`] in JSON and reports.
@@ -76,8 +82,15 @@ pub const fn simulate_name(s: Simulate) -> &'static str {
 }
 
 impl Row {
-    /// The row of `r`, run on `gpus` GPUs (0 = the sub-layer's TP) simulated as `simulate`.
-    pub fn new(r: &SubLayerResult, gpus: u32, simulate: Simulate) -> Self {
+    /// The row of `r`, run on `gpus` GPUs (0 = the sub-layer's TP) simulated as `simulate`,
+    /// its GEMM in `dtype` on `preset`'s memory.
+    pub fn new(
+        r: &SubLayerResult,
+        gpus: u32,
+        simulate: Simulate,
+        preset: &HbmPreset,
+        dtype: GemmDataType,
+    ) -> Self {
         let sl = &r.sublayer;
         Self {
             model: sl.model.clone(),
@@ -96,15 +109,24 @@ impl Row {
             k: sl.k,
             gpus: if gpus == 0 { sl.tp } else { gpus },
             simulate: simulate_name(simulate),
+            energy: sublayer_energy(preset, r, dtype),
         }
     }
 }
 
-/// The rows of `results`, in order.
-pub fn rows(results: &[SubLayerResult], gpus: u32, simulate: Simulate) -> Vec<Row> {
+/// The rows of `results`, in order, their energy on the T3 preset's memory with the GEMM
+/// in `dtype`.
+pub fn rows(
+    results: &[SubLayerResult],
+    gpus: u32,
+    simulate: Simulate,
+    dtype: GemmDataType,
+) -> Vec<Row> {
+    // A built-in preset: it loads (the preset tests check every one).
+    let preset = HbmPreset::builtin(T3_PRESET).unwrap_or_else(|e| panic!("{T3_PRESET}: {e}"));
     results
         .iter()
-        .map(|r| Row::new(r, gpus, simulate))
+        .map(|r| Row::new(r, gpus, simulate, &preset, dtype))
         .collect()
 }
 
@@ -256,6 +278,8 @@ pub struct ReportContext {
     pub gpu: String,
     /// Data type name.
     pub dtype: &'static str,
+    /// The GEMM's data type (its FLOPs' energy rate).
+    pub gemm_dtype: GemmDataType,
     /// Wall time of all the runs.
     pub wall_seconds: f64,
 }
@@ -330,6 +354,7 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
     }
     speedup_section(&mut o, results, gs.len());
     traffic_section(&mut o, &gs, results);
+    energy_section(&mut o, &gs, ctx.gemm_dtype);
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -339,6 +364,58 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
         ctx.wall_seconds
     );
     o
+}
+
+/// Energy per GPU of Sequential, T3 and T3-MCA per sub-layer, and T3-MCA's saving
+/// (`t3::energy`; the dissertation does not evaluate energy).
+fn energy_section(o: &mut String, gs: &[Group<'_>], dtype: GemmDataType) {
+    let Ok(preset) = HbmPreset::builtin(T3_PRESET) else {
+        return;
+    };
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "energy per GPU (mJ: DRAM / GPU / total){:>30}",
+        "T3-MCA saves"
+    );
+    let mut savings = Vec::new();
+    for g in gs {
+        let _ = write!(o, "  {:<22}", label(g.sublayer));
+        let mut totals = [None; 3];
+        for (i, s) in TRAFFIC_SCENARIOS.iter().enumerate() {
+            let Some(r) = g.get(*s) else {
+                let _ = write!(o, " {:>26}", "-");
+                continue;
+            };
+            let e = sublayer_energy(&preset, r, dtype);
+            totals[i] = Some(e.total_j);
+            let _ = write!(
+                o,
+                " {:>26}",
+                format!(
+                    "{}: {:.2}/{:.2}/{:.2}",
+                    s.name(),
+                    e.sum_of("dram_") * 1e3,
+                    e.sum_of("gpu_") * 1e3,
+                    e.total_j * 1e3
+                )
+            );
+        }
+        if let (Some(seq), Some(mca)) = (totals[0], totals[2]) {
+            let saving = 1.0 - mca / seq;
+            savings.push(saving);
+            let _ = write!(o, " {:>8}", pct(saving));
+        }
+        let _ = writeln!(o);
+    }
+    if !savings.is_empty() {
+        let mean = savings.iter().sum::<f64>() / savings.len() as f64;
+        let _ = writeln!(
+            o,
+            "  mean saving of T3-MCA over sequential: {} (dissertation: not evaluated)",
+            pct(mean)
+        );
+    }
 }
 
 fn speedup_section(o: &mut String, results: &[SubLayerResult], n: usize) {
@@ -543,7 +620,7 @@ pub(crate) mod tests {
 
     #[test]
     fn json_rows_have_every_key_and_the_config_names() {
-        let rs = rows(&sample(), 0, Simulate::AllGpus);
+        let rs = rows(&sample(), 0, Simulate::AllGpus, GemmDataType::F16);
         assert_eq!(rs.len(), 10);
         let v = serde_json::to_value(&rs).unwrap();
         let keys = [
@@ -602,7 +679,7 @@ pub(crate) mod tests {
         assert_eq!(v[0]["sublayer"], "OP");
         assert_eq!(v[5]["sublayer"], "FC-2");
         assert_eq!(v[5]["k"], 3072 * 4 / 8);
-        let shortcut = rows(&sample(), 16, Simulate::Shortcut);
+        let shortcut = rows(&sample(), 16, Simulate::Shortcut, GemmDataType::F16);
         assert_eq!(shortcut[0].gpus, 16);
         assert_eq!(shortcut[0].simulate, "shortcut");
     }
@@ -643,6 +720,7 @@ pub(crate) mod tests {
             simulate: Simulate::AllGpus,
             gpu: "t3-table-8.1".into(),
             dtype: "f16",
+            gemm_dtype: GemmDataType::F16,
             wall_seconds: 1.5,
         };
         let text = report(&sample(), &ctx);

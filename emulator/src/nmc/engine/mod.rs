@@ -625,6 +625,12 @@ impl NmcChannelEngine {
                         self.issue(ctrl, c);
                     }
                     self.stats.column_commands += sc.ops.len() as u64;
+                    let banks = if single.is_some() {
+                        1
+                    } else {
+                        self.banks as u64
+                    };
+                    self.stats.alu_bank_ops += sc.alu_ops_per_column() * banks;
                     if let Some(st) = store.as_deref_mut() {
                         self.execute(st, sc, single, row, col, cmd.chunk, k as u8)?;
                     }

@@ -78,7 +78,12 @@ impl NmcChannelEngine {
         col: u32,
         op_ticks: u64,
     ) {
-        self.count_alu_work(sc, 1, op_ticks);
+        let banks = if single.is_some() {
+            1
+        } else {
+            self.banks as u64
+        };
+        self.count_alu_work(sc, 1, op_ticks, banks);
         let staged = self.policy == RowPolicy::Staged && single.is_none() && sc.stageable;
         // (Under MASA, program-order phases write directly, as under program order.)
         for st in &sc.steps {
@@ -99,7 +104,7 @@ impl NmcChannelEngine {
         n: u32,
         op_ticks: u64,
     ) {
-        self.count_alu_work(sc, u64::from(n), op_ticks);
+        self.count_alu_work(sc, u64::from(n), op_ticks, self.banks as u64);
         for st in &sc.steps {
             for c in col..col + n {
                 self.step_pipelined(ctrl, st, None, row, c, op_ticks, true);
@@ -107,9 +112,16 @@ impl NmcChannelEngine {
         }
     }
 
-    pub(super) fn count_alu_work(&mut self, sc: &PhaseScript, columns: u64, op_ticks: u64) {
-        let ops: u64 = sc.steps.iter().map(|st| u64::from(st.alu_ops)).sum();
+    pub(super) fn count_alu_work(
+        &mut self,
+        sc: &PhaseScript,
+        columns: u64,
+        op_ticks: u64,
+        banks: u64,
+    ) {
+        let ops = sc.alu_ops_per_column();
         self.alu_busy_ticks += ops * op_ticks * columns;
+        self.stats.alu_bank_ops += ops * columns * banks;
         self.stats.alu_busy_cycles = self.alu_busy_ticks / ALU_TICKS_PER_TCK;
     }
 
