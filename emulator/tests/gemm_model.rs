@@ -313,7 +313,7 @@ fn gpu_half_and_quarter_scale_cus_and_llc_but_not_hbm() {
     let e = GpuConfig::preset("mi100-eighth").expect_err("no such preset");
     assert_eq!(
         e.to_string(),
-        "unknown GPU preset `mi100-eighth` (mi100, mi100-half, mi100-quarter, t3-table-8.1)"
+        "unknown GPU preset `mi100-eighth` (mi100, mi100-half, mi100-quarter, t3-table-8.1, h200)"
     );
 }
 
