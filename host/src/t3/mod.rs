@@ -640,6 +640,7 @@ pub(crate) mod tests {
             "k",
             "gpus",
             "simulate",
+            "energy",
         ];
         for row in v.as_array().unwrap() {
             let o = row.as_object().unwrap();
@@ -647,6 +648,8 @@ pub(crate) mod tests {
                 assert!(o.contains_key(k), "missing {k} in {row}");
             }
             assert_eq!(o.len(), keys.len(), "{row}");
+            let total = o["energy"]["total_j"].as_f64().unwrap();
+            assert!(total.is_finite() && total > 0.0, "energy.total_j in {row}");
             let b = o["bytes"].as_object().unwrap();
             for k in [
                 "gemm_reads",
