@@ -11,16 +11,14 @@ use heapless::Deque;
 use nmcp_firmware::cp::{CpConfig, CuResources, QueueConfig};
 use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, Stage1Program};
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MapError, MappedFifo, MemoryError, NmcController, NmcError,
-    NmcTicket, OutputMapController, TrackerController, TrackerError,
+    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest,
+    KernelDispatcher, MappedFifo, MemoryError, NmcController, NmcError, NmcTicket,
 };
 use nmcp_firmware::Event;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
 use nmcp_isa::nmc::{EncodedMacroCommand, MacroCommand, MAX_MACRO_BYTES};
-use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 use crate::scenario::{CpScenario, LambScenario, PredictorWeights, MAX_TENSORS};
 
@@ -60,6 +58,10 @@ pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
 
 /// Window layout: offsets from [`DEVICE_BASE`], virt's and the HiFive1's compact one.
 pub mod map;
+/// The T3 blocks (store tracker, DMA engines, output mapping) of the T3 line.
+mod t3;
+
+pub use t3::{T3_RING_BYTES, T3_RUNS};
 
 /// What the queue layout needs of a GEMM shape whose record is written
 /// ([`Board::lay_out_cp_shape`]).
@@ -135,6 +137,17 @@ pub struct BoardStats {
     /// on its own NMC bookkeeping (`nmc_hash`) inside the platform calls: not firmware or
     /// driver work, so the LAMB lines subtract it from their measurement.
     pub bookkeeping_ticks: u64,
+    /// T3 output maps and dispatch starts accepted.
+    pub t3_maps: u32,
+    /// T3 tracker entries accepted.
+    pub t3_entries: u32,
+    /// T3 DMA descriptors accepted.
+    pub t3_dmas: u32,
+    /// T3 records refused with a full tracker (`SetFull`; the firmware retries them).
+    pub t3_refused: u32,
+    /// FNV-1a over every encoded output map, dispatch start, tracker entry and DMA
+    /// descriptor (timed into `bookkeeping_ticks`, like `nmc_hash`).
+    pub t3_hash: u32,
 }
 
 const FNV_OFFSET: u32 = 0x811c_9dc5;
@@ -230,6 +243,8 @@ pub struct Board<'a> {
     /// refuses a valid group, and pays nothing for the hook).
     #[cfg(any(test, feature = "fault-injection"))]
     refuse_pushed: u32,
+    /// The T3 blocks' state (the tracker's pending entries live in `mem`).
+    t3: t3::T3Model,
     /// What the firmware asked for.
     pub stats: BoardStats,
 }
@@ -272,9 +287,11 @@ impl<'a> Board<'a> {
             dispatched: heapless::Vec::new(),
             #[cfg(any(test, feature = "fault-injection"))]
             refuse_pushed: 0,
+            t3: t3::T3Model::default(),
             stats: BoardStats {
                 dispatch_hash: FNV_OFFSET,
                 nmc_hash: FNV_OFFSET,
+                t3_hash: FNV_OFFSET,
                 ..BoardStats::default()
             },
         }
@@ -333,6 +350,7 @@ impl<'a> Board<'a> {
         self.stats = BoardStats {
             dispatch_hash: FNV_OFFSET,
             nmc_hash: FNV_OFFSET,
+            t3_hash: FNV_OFFSET,
             ..BoardStats::default()
         };
     }
@@ -344,9 +362,11 @@ impl<'a> Board<'a> {
         self.mem.fill(0);
         self.nmc.clear();
         self.next_ticket = 0;
+        self.t3 = t3::T3Model::default();
         self.stats = BoardStats {
             dispatch_hash: FNV_OFFSET,
             nmc_hash: FNV_OFFSET,
+            t3_hash: FNV_OFFSET,
             ..BoardStats::default()
         };
     }
@@ -917,31 +937,5 @@ impl NmcController for Board<'_> {
             .map_err(|_| NmcError::Busy)?;
         self.stats.reductions = self.stats.reductions.saturating_add(1);
         Ok(t)
-    }
-}
-
-impl DmaController for Board<'_> {
-    /// The board has no DMA engines: refusing at once keeps the split-phase contract (an
-    /// `Ok` would promise a `DmaDone` that never comes and hang T3 firmware).
-    fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
-        Err(DmaError::Unsupported)
-    }
-}
-
-impl TrackerController for Board<'_> {
-    /// The board has no store tracker (see [`DmaController`] above for why not `Ok`).
-    fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
-        Err(TrackerError::Unsupported)
-    }
-}
-
-impl OutputMapController for Board<'_> {
-    /// The board has no T3 output mapping (see [`DmaController`] above for why not `Ok`).
-    fn map_output(&mut self, _map: &OutputMap) -> Result<(), MapError> {
-        Err(MapError::Unsupported)
-    }
-
-    fn set_dispatch_start(&mut self, _first_wg: u32) -> Result<(), MapError> {
-        Err(MapError::Unsupported)
     }
 }

@@ -37,8 +37,9 @@ pub use board::{
 };
 pub use report::{Measured, Meter, NoMeter, RunError, MAX_LAMB_EVENTS, MEASURED_KEYS};
 pub use suite::cp::run_cp;
-pub use suite::lamb::{run_lamb, run_lamb_suite};
+pub use suite::lamb::{report_stack, run_lamb, run_lamb_suite};
 pub use suite::parts::{run_decide, run_parts};
+pub use suite::t3::{run_t3, T3_GEMM};
 
 /// The scenario blobs a run decodes.
 #[derive(Debug, Clone, Copy)]
@@ -87,5 +88,7 @@ pub fn run_small(
     out: &mut impl Write,
 ) -> Result<(), RunError> {
     run_cp(fw, board, meter, blobs.cp, out)?;
-    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)
+    run_lamb_suite(&mut fw.nmc, board, meter, blobs, out)?;
+    run_t3(&mut fw.t3, board, meter, out)?;
+    report_stack(meter, out)
 }

@@ -87,6 +87,8 @@ pub enum RunError {
     Firmware(FirmwareError),
     /// The LAMB step did not finish within [`MAX_LAMB_EVENTS`] events.
     LambStuck,
+    /// The T3 job was not done (or a DMA not complete) when the events ran out.
+    T3Stuck,
     /// Writing a report line failed.
     Output,
     /// The CP wrote this many dispatch requests naming a queue the board does not have
@@ -101,6 +103,11 @@ impl fmt::Display for RunError {
             Self::Layout(e) => write!(f, "scenario layout: {e}"),
             Self::Firmware(e) => write!(f, "firmware: {e}"),
             Self::LambStuck => write!(f, "LAMB step not done after {MAX_LAMB_EVENTS} events"),
+            Self::T3Stuck => write!(
+                f,
+                "T3 job not done after {} events",
+                crate::suite::t3::MAX_T3_EVENTS
+            ),
             Self::Output => f.write_str("report output failed"),
             Self::StrayRequests(n) => write!(
                 f,

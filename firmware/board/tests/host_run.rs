@@ -8,8 +8,8 @@ use common::{blob, functional, host_report, more_blobs, more_refs};
 #[cfg(feature = "hifive1")]
 use nmcp_board::run_cp;
 use nmcp_board::{
-    board, run_all, run_lamb_suite, scenario, Blobs, Board, LayoutError, NoMeter, RunError,
-    WINDOW_BYTES,
+    board, report_stack, run_all, run_lamb_suite, run_t3, scenario, Blobs, Board, LayoutError,
+    NoMeter, RunError, WINDOW_BYTES,
 };
 use nmcp_firmware::nmc::NmcSequencer;
 use nmcp_firmware::Firmware;
@@ -36,7 +36,8 @@ fn host_run_matches_committed_qemu_output() {
     assert_eq!(functional(&host), functional(qemu), "host report:\n{host}");
 }
 
-/// The same for the LAMB part of the HiFive1 build's report.
+/// The same for the LAMB and T3 part of the HiFive1 build's report (in the LAMB
+/// scenarios' window: the T3 blocks' pending entries fit in it).
 #[test]
 fn host_lamb_suite_matches_committed_sifive_e_output() {
     let mut mem = vec![0u8; board::LAMB_WINDOW_BYTES];
@@ -55,7 +56,10 @@ fn host_lamb_suite_matches_committed_sifive_e_output() {
     };
     let mut out = String::new();
     run_lamb_suite(&mut seq, &mut board, &mut NoMeter, &blobs, &mut out).unwrap();
-    // The LAMB part of the report (its CP lines: `small_cp_decides_like_...`).
+    let mut t3 = nmcp_firmware::t3::T3Programmer::default();
+    run_t3(&mut t3, &mut board, &mut NoMeter, &mut out).unwrap();
+    report_stack(&mut NoMeter, &mut out).unwrap();
+    // The LAMB and T3 part of the report (its CP lines: `small_cp_decides_like_...`).
     let qemu: std::vec::Vec<String> = functional(include_str!("../expected/sifive_e.txt"))
         .into_iter()
         .filter(|l| !l.starts_with("cp_decision"))
