@@ -21,6 +21,37 @@ pub const PAGE_BYTES: usize = 4096;
 pub struct DeviceMemory {
     range: DeviceRange,
     pages: BTreeMap<u64, Box<[u8; PAGE_BYTES]>>,
+    /// A stretch held as words instead of pages ([`DeviceMemory::map_words`]).
+    window: Option<Window>,
+}
+
+/// A directly mapped stretch of device memory: the words a CP reads and patches in place
+/// through the platform's mapped view (the queues' rings and indices), as a hardware CP
+/// sees its queue memory at a fixed address. Word `i` holds bytes `4i..4i + 4` from
+/// `base`, little-endian, as the firmware reads them (`u32::from_le`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Window {
+    base: u64,
+    words: Vec<u32>,
+}
+
+impl Window {
+    fn end(&self) -> u64 {
+        self.base + 4 * self.words.len() as u64
+    }
+
+    fn byte(&self, addr: u64) -> u8 {
+        let i = (addr - self.base) as usize;
+        (u32::from_le(self.words[i / 4]) >> (8 * (i % 4))) as u8
+    }
+
+    fn set_byte(&mut self, addr: u64, b: u8) {
+        let i = (addr - self.base) as usize;
+        let shift = 8 * (i % 4);
+        let w = &mut self.words[i / 4];
+        let v = (u32::from_le(*w) & !(0xFF << shift)) | (u32::from(b) << shift);
+        *w = v.to_le();
+    }
 }
 
 fn split(addr: u64) -> (u64, usize) {
@@ -36,6 +67,7 @@ impl DeviceMemory {
         Self {
             range,
             pages: BTreeMap::new(),
+            window: None,
         }
     }
 
@@ -65,6 +97,62 @@ impl DeviceMemory {
         }
     }
 
+    /// Holds `[base, base + len)` as words from now on (its bytes so far carried over),
+    /// offered by [`DeviceMemory::mapped_words`]: the view a CP's fast path reads (the
+    /// node maps its queues' area). One window per memory; a second call moves it.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] outside the mapped range; [`MemoryError::Misaligned`]
+    /// when `base` or `len` is not a multiple of 4.
+    pub fn map_words(&mut self, base: u64, len: u64) -> Result<(), MemoryError> {
+        let n = usize::try_from(len).map_err(|_| MemoryError::OutOfRange)?;
+        self.check(base, n)?;
+        if !base.is_multiple_of(4) || !len.is_multiple_of(4) {
+            return Err(MemoryError::Misaligned);
+        }
+        let mut bytes = vec![0u8; n];
+        self.read(base, &mut bytes)?;
+        // The old window's bytes go back to pages before the new one takes its range.
+        if let Some(old) = self.window.take() {
+            let mut b = vec![0u8; 4 * old.words.len()];
+            for (i, d) in b.iter_mut().enumerate() {
+                *d = old.byte(old.base + i as u64);
+            }
+            self.write(old.base, &b)?;
+            self.read(base, &mut bytes)?;
+        }
+        let words = bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_le())
+            .collect();
+        self.window = Some(Window { base, words });
+        // The pages under the window are stale from now on; drop the ones it covers whole.
+        let first = base.div_ceil(PAGE_BYTES as u64);
+        let end = (base + len) / PAGE_BYTES as u64;
+        self.pages.retain(|&p, _| p < first || p >= end);
+        Ok(())
+    }
+
+    /// The window of [`DeviceMemory::map_words`]: its address and its words.
+    pub fn mapped_words(&self) -> Option<(u64, &[u32])> {
+        self.window.as_ref().map(|w| (w.base, w.words.as_slice()))
+    }
+
+    /// [`DeviceMemory::mapped_words`] for stores.
+    pub fn mapped_words_mut(&mut self) -> Option<(u64, &mut [u32])> {
+        self.window
+            .as_mut()
+            .map(|w| (w.base, w.words.as_mut_slice()))
+    }
+
+    /// Bytes from `a` up to the window's start (unbounded when the window is not ahead).
+    fn before_window(&self, a: u64) -> usize {
+        match &self.window {
+            Some(w) if a < w.base => usize::try_from(w.base - a).unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        }
+    }
+
     /// Copies `buf.len()` bytes starting at `addr` into `buf`.
     ///
     /// # Errors
@@ -74,8 +162,19 @@ impl DeviceMemory {
         self.check(addr, buf.len())?;
         let mut done = 0;
         while done < buf.len() {
-            let (page, off) = split(addr + done as u64);
-            let n = (PAGE_BYTES - off).min(buf.len() - done);
+            let a = addr + done as u64;
+            if let Some(w) = self.window.as_ref().filter(|w| a >= w.base && a < w.end()) {
+                let n = ((w.end() - a) as usize).min(buf.len() - done);
+                for (i, d) in buf[done..done + n].iter_mut().enumerate() {
+                    *d = w.byte(a + i as u64);
+                }
+                done += n;
+                continue;
+            }
+            let (page, off) = split(a);
+            let n = (PAGE_BYTES - off)
+                .min(buf.len() - done)
+                .min(self.before_window(a));
             let dst = &mut buf[done..done + n];
             match self.pages.get(&page) {
                 Some(p) => dst.copy_from_slice(&p[off..off + n]),
@@ -95,8 +194,19 @@ impl DeviceMemory {
         self.check(addr, data.len())?;
         let mut done = 0;
         while done < data.len() {
-            let (page, off) = split(addr + done as u64);
-            let n = (PAGE_BYTES - off).min(data.len() - done);
+            let a = addr + done as u64;
+            if let Some(w) = self.window.as_mut().filter(|w| a >= w.base && a < w.end()) {
+                let n = ((w.end() - a) as usize).min(data.len() - done);
+                for (i, &b) in data[done..done + n].iter().enumerate() {
+                    w.set_byte(a + i as u64, b);
+                }
+                done += n;
+                continue;
+            }
+            let (page, off) = split(a);
+            let n = (PAGE_BYTES - off)
+                .min(data.len() - done)
+                .min(self.before_window(a));
             let p = self
                 .pages
                 .entry(page)

@@ -259,6 +259,11 @@ pub struct NodeParts<E: KernelEngine> {
     nmc_ops: Vec<NmcOp>,
     nmc_error: Option<EngineError>,
     mem_done: Vec<crate::memctrl::MemCompletion>,
+    /// The queues' area offered to the CP as mapped words, with `fifo` as the
+    /// dispatcher's request FIFO (its fast path, as on the board); off: the general path.
+    mapped: bool,
+    /// The dispatcher's request FIFO the CP's steady lane writes in place.
+    fifo: heapless::Vec<nmcp_firmware::platform::DispatchRequest, MAX_QUEUES>,
 }
 
 /// One GPU: firmware plus hardware.
@@ -306,6 +311,9 @@ impl<E: KernelEngine> GpuNode<E> {
             let base = config.device.base + config.device.len - SYSTEM_AREA_BYTES;
             queues = queue::layout_queues(&mut memory, base, config.queues, config.ring_packets)
                 .map_err(NodeError::Memory)?;
+            // The rings and index words at a fixed address, as a hardware CP maps them:
+            // the view its fast path reads (platform.rs).
+            memory.map_words(base, area).map_err(NodeError::Memory)?;
             firmware
                 .cp
                 .configure(CpConfig {
@@ -356,12 +364,21 @@ impl<E: KernelEngine> GpuNode<E> {
                 nmc_ops: Vec::new(),
                 nmc_error: None,
                 mem_done: Vec::new(),
+                mapped: true,
+                fifo: heapless::Vec::new(),
             },
             cp_free_at: 0,
             records: Vec::new(),
             summary: RunSummary::default(),
             last_error: None,
         })
+    }
+
+    /// Offers the queues' area to the CP as mapped words (the default: the path the
+    /// board takes and is charged for) or not (every word through `read`: the general
+    /// path); returns the previous setting.
+    pub fn set_mapped_view(&mut self, mapped: bool) -> bool {
+        std::mem::replace(&mut self.parts.mapped, mapped)
     }
 
     /// The node's index in its system.

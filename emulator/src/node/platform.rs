@@ -8,8 +8,8 @@
 
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MapError, MemoryError, NmcController, NmcError, NmcTicket,
-    OutputMapController, TrackerController, TrackerError,
+    DmaError, KernelDispatcher, MapError, MappedFifo, MemoryError, NmcController, NmcError,
+    NmcTicket, OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_isa::nmc::MacroCommand;
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
@@ -17,7 +17,7 @@ use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 use super::{Launched, NmcOp, NodeParts};
 use crate::gpu::dispatch::launch_from_packet;
 use crate::gpu::queue::INVALID_HEADER;
-use crate::gpu::KernelEngine;
+use crate::gpu::{KernelEngine, KernelLaunch};
 use crate::nmc::system::NmcBlock;
 use crate::sim::Tick;
 
@@ -90,24 +90,46 @@ impl<E: KernelEngine> DeviceMemory for NodePlatform<'_, E> {
     fn write(&mut self, addr: DevAddr, data: &[u8]) -> Result<(), MemoryError> {
         self.parts.memory.write(addr, data)
     }
+
+    /// The queues' area as words (`DeviceMemory::map_words`, set up by the node): the
+    /// view the CP's fast path reads, as the board's window is.
+    fn mapped_words(&self) -> Option<(DevAddr, &[u32])> {
+        self.parts
+            .mapped
+            .then(|| self.parts.memory.mapped_words())
+            .flatten()
+    }
+
+    fn mapped_words_mut(&mut self) -> Option<(DevAddr, &mut [u32])> {
+        if !self.parts.mapped {
+            return None;
+        }
+        self.parts.memory.mapped_words_mut()
+    }
 }
 
-impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
-    fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+impl<E: KernelEngine> NodePlatform<'_, E> {
+    /// The checks of a dispatch and its launch, nothing changed yet.
+    fn prepare(&self, req: &DispatchRequest) -> Result<KernelLaunch, DispatchError> {
         let qc = self.check_head(req.queue, req.dispatch_id)?;
-        let p = &mut *self.parts;
+        let p = &*self.parts;
         if p.dispatching
             .get(usize::from(req.queue))
             .is_some_and(|d| d.is_some())
         {
             return Err(DispatchError::Busy);
         }
-        let launch = launch_from_packet(
+        launch_from_packet(
             &p.memory,
             qc.packet_addr(req.dispatch_id),
             req.kernel_object,
             p.non_gemm_workgroup_ns,
-        )?;
+        )
+    }
+
+    /// Starts a prepared dispatch.
+    fn commit(&mut self, req: &DispatchRequest, launch: KernelLaunch) {
+        let p = &mut *self.parts;
         let tag = p.next_tag;
         p.next_tag += 1;
         p.launched.insert(
@@ -125,6 +147,55 @@ impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
             o.kernel_object = Some(req.kernel_object);
         }
         p.pending_launches.push((tag, launch));
+    }
+}
+
+impl<E: KernelEngine> KernelDispatcher for NodePlatform<'_, E> {
+    fn dispatch(&mut self, req: &DispatchRequest) -> Result<(), DispatchError> {
+        let launch = self.prepare(req)?;
+        self.commit(req, launch);
+        Ok(())
+    }
+
+    /// The mapped view with the dispatcher's request FIFO (the steady lane writes a
+    /// group's requests straight into it), as the board offers them.
+    fn mapped_fifo(&mut self) -> Option<MappedFifo<'_>> {
+        let p = &mut *self.parts;
+        if !p.mapped {
+            return None;
+        }
+        let (base, words) = p.memory.mapped_words_mut()?;
+        Some(MappedFifo {
+            base,
+            words,
+            fifo: &mut p.fifo,
+        })
+    }
+
+    /// Dispatches the pushed group whole or not at all: every request is checked (head,
+    /// busy queue, one request per queue, its packet) before any starts; then they start
+    /// in order and leave the FIFO.
+    fn dispatch_pushed(&mut self, from: usize) -> Result<(), DispatchError> {
+        let reqs: Vec<DispatchRequest> = self
+            .parts
+            .fifo
+            .get(from..)
+            .ok_or(DispatchError::Unsupported)?
+            .to_vec();
+        let mut launches = Vec::with_capacity(reqs.len());
+        let mut seen = 0u64;
+        for r in &reqs {
+            let bit = 1u64 << (r.queue & 63);
+            if seen & bit != 0 {
+                return Err(DispatchError::Busy);
+            }
+            seen |= bit;
+            launches.push(self.prepare(r)?);
+        }
+        for (r, l) in reqs.iter().zip(launches) {
+            self.commit(r, l);
+        }
+        self.parts.fifo.truncate(from);
         Ok(())
     }
 
