@@ -1,6 +1,6 @@
 //! The node's mapped view of its queues (the fast path the board's CP takes): the CP
-//! decides exactly as on the general path, classifies heads on the fast path, and is
-//! charged less for it.
+//! decides exactly as on the general path, takes the steady lane for repeated shapes,
+//! and is charged less for it.
 
 use nmcp_emulator::gpu::queue::sample;
 use nmcp_emulator::gpu::FixedTimeEngine;
@@ -27,12 +27,13 @@ fn by_m() -> CdPredictor {
     p
 }
 
-/// Three iterations of a training loop on 8 queues, each enqueued when the one before is
-/// done: M 1024 on queues 0-3, 4096 on 4-7 (one record per shape, as a framework reuses
-/// its records), so every head after the first iteration's is a shape its queue has
-/// seen (steady decisions); queue 7's second GEMM is a new shape (M 512), queue 3's
-/// third is M 4096 (the general path classifies them), and queue 5's second GEMM is
-/// followed by a non-GEMM kernel the CP dispatches alone.
+/// Five iterations of a training loop on 8 queues, each enqueued when the one before is
+/// done: M 4096 (CD 16: one group of all 8) on every queue (one record per shape, as a
+/// framework reuses its records), so the heads of the fourth iteration are the shapes
+/// the queues held last (a steady decision); in the second, queue 7's GEMM is a new
+/// shape (M 512, CD 1) and queue 5's is followed by a non-GEMM kernel the CP dispatches
+/// alone; in the fifth, queue 3 runs M 1024 (CD 4; a key that does not hold sends the
+/// decision the general way).
 fn run(mapped: bool, cost: FirmwareCost) -> (System<FixedTimeEngine>, RunSummary) {
     let cfg = GpuNodeConfig {
         queues: usize::from(QUEUES),
@@ -55,12 +56,12 @@ fn run(mapped: bool, cost: FirmwareCost) -> (System<FixedTimeEngine>, RunSummary
     let mut at = 0.0;
     let mut total = RunSummary::default();
     // Each iteration enqueued when the previous one is done, as a training loop does.
-    for it in 0..3u32 {
+    for it in 0..5u32 {
         for q in 0..QUEUES {
             let shape = match (it, q) {
                 (1, 7) => 2,
-                (2, 3) => 1,
-                (_, q) => usize::from(q >= 4),
+                (4, 3) => 0,
+                _ => 1,
             };
             let m = shapes[shape];
             let ext = sample::gemm_ext(m, 512, 512, KO_BASE + u64::from(m));
@@ -117,17 +118,16 @@ fn mapped_and_general_paths_decide_the_same() {
     assert!(!sm.truncated && !sg.truncated);
     assert_eq!(sm.handler_errors + sg.handler_errors, 0);
     let (dm, dg) = (decisions(&mapped), decisions(&general));
-    assert_eq!(dm.len(), 25, "{dm:#?}");
+    assert_eq!(dm.len(), 41, "{dm:#?}");
     assert_eq!(dm, dg);
     for o in mapped.node(0).outcomes().values() {
         assert_eq!((o.dispatches, o.completions), (1, 1), "{o:?}");
     }
     let (wm, wg): (CpWork, CpWork) = (mapped.node(0).cp_work(), general.node(0).cp_work());
-    // The mapped run classified heads on the fast path; the general run never did. Both
-    // learnt the same shapes and made the same decisions. (The steady lane's dispatches,
-    // `mapped_dispatches`, are not reached by the node's event order: see
-    // docs/decisions/board.md, "The emulator's mapped view".)
-    assert!(wm.mapped_visits > 0, "{wm:?}");
+    // The mapped run classified heads on the fast path and dispatched steady groups
+    // through the dispatcher's FIFO; the general run did neither. Both learnt the same
+    // shapes and made the same decisions.
+    assert!(wm.mapped_visits > 0 && wm.mapped_dispatches > 0, "{wm:?}");
     assert_eq!((wg.mapped_visits, wg.mapped_dispatches), (0, 0), "{wg:?}");
     assert_eq!(wm.predictions, wg.predictions);
     assert_eq!(wm.dispatches, wg.dispatches);

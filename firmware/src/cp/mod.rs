@@ -104,11 +104,10 @@ impl CommandProcessor {
     pub fn configure(&mut self, config: CpConfig) -> Result<(), CpError> {
         let rings = check_config(&config)?;
         self.config = config;
-        self.state = CpState {
-            rings,
-            configured: true,
-            ..CpState::default()
-        };
+        // `reset` derives the rings' 32-bit window from `rings` too (the steady lane's
+        // check of the members' signals needs it: without it the lane never dispatches).
+        self.state.reset(rings);
+        self.state.configured = true;
         Ok(())
     }
 
