@@ -86,11 +86,19 @@ pub struct GpuConfig {
     /// serialised form, so older presets keep their cache keys) hides all of it.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub inter_kernel_gap_ns: f64,
+    /// Data rate of the HBM's pins, Gb/s: scales the measured HBM queueing delay of the
+    /// loaded-latency option (`gemm::LoadedLatency`) by the service time of one access.
+    /// 0 (left out of the serialised form) takes the measured preset's own rate.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub hbm_pin_gbps: f64,
 }
 
 fn is_zero_f64(v: &f64) -> bool {
     *v == 0.0
 }
+
+/// H200: HBM3e pin rate, Gb/s: 4.8 TB/s over six 1,024-bit stacks (4,800 x 8 / 6,144).
+const H200_HBM_PIN_GBPS: f64 = 6.25;
 
 /// H200: time from a block's placement until its main loop streams, plus its epilogue,
 /// ns (calibrated on the dataset's smallest GEMMs, `docs/calibration.md`).
@@ -139,6 +147,8 @@ impl GpuConfig {
             wg_fixed_ns: 1000.0,
             kernel_start_ns: 2000.0,
             inter_kernel_gap_ns: 0.0,
+            // HBM2 at 1.2 GHz DDR: 1,228.8 GB/s over four 1,024-bit stacks.
+            hbm_pin_gbps: 2.4,
         }
     }
 
@@ -167,6 +177,7 @@ impl GpuConfig {
             wg_fixed_ns: 1000.0,
             kernel_start_ns: 2000.0,
             inter_kernel_gap_ns: 0.0,
+            hbm_pin_gbps: 0.0,
         }
     }
 
@@ -216,6 +227,7 @@ impl GpuConfig {
             wg_fixed_ns: H200_WG_FIXED_NS,
             kernel_start_ns: H200_KERNEL_START_NS,
             inter_kernel_gap_ns: H200_INTER_KERNEL_GAP_NS,
+            hbm_pin_gbps: H200_HBM_PIN_GBPS,
         }
     }
 

@@ -72,6 +72,36 @@ pub struct Calibration {
     /// `docs/decisions/gemm.md`, "Stop 35").
     #[serde(default)]
     pub llc_copies_in_phase: bool,
+    /// Load-dependent memory latency (`None`: every main-loop load waits
+    /// `memory_latency_ns`, whatever the load and wherever the data comes from). With it,
+    /// a workgroup's loads wait the LLC-hit latency for the share of its panel bytes the
+    /// LLC serves and `memory_latency_ns` plus the HBM's queueing delay at its current
+    /// utilisation ([`super::loaded_latency::LoadedLatencyCurve`], measured with the
+    /// project's DRAM model) for the share that misses. Left out of the serialised form
+    /// when off, so existing cache keys stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_latency: Option<LoadedLatency>,
+}
+
+/// The load-dependent latency option of [`Calibration::loaded_latency`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadedLatency {
+    /// Load-to-use latency of a global load that hits the LLC, ns.
+    pub llc_hit_latency_ns: f64,
+}
+
+impl LoadedLatency {
+    /// LLC-hit latency as a fraction of the unloaded HBM latency in public pointer-chasing
+    /// measurements (an L2 hit costs about 40 % of a DRAM access on recent NVIDIA and AMD
+    /// GPUs; `docs/calibration.md`), applied to the preset's `memory_latency_ns`.
+    pub const LLC_HIT_FRACTION: f64 = 0.4;
+
+    /// The option for a calibration whose unloaded HBM latency is `memory_latency_ns`.
+    pub fn for_memory_latency(memory_latency_ns: f64) -> Self {
+        Self {
+            llc_hit_latency_ns: Self::LLC_HIT_FRACTION * memory_latency_ns,
+        }
+    }
 }
 
 impl Default for Calibration {
@@ -89,6 +119,7 @@ impl Default for Calibration {
             waves_launched_per_cycle: 4.0,
             memory_latency_ns: 500.0,
             llc_copies_in_phase: false,
+            loaded_latency: None,
         }
     }
 }
@@ -161,6 +192,10 @@ pub struct KernelCost {
     /// latency is off): `iterations x memory_latency_ns` with prefetch, plus the main
     /// loop's compute alone without it (see [`Calibration::memory_latency_ns`]).
     pub wg_latency_floor_ns: f64,
+    /// How many memory latencies `wg_latency_floor_ns` holds (iterations over the loads
+    /// in flight, plus nothing for the compute part): the floor at another latency `L`
+    /// is `wg_latency_floor_ns + wg_latency_waits x (L - memory_latency_ns)`.
+    pub wg_latency_waits: f64,
     /// Time from the last workgroup's end to the kernel's completion, ns: 0, except
     /// for split-U, whose partial tiles a reduction kernel sums into the output after
     /// the main kernel (Tensile's multiple-buffer global split-U): its launch
@@ -354,6 +389,13 @@ fn cost_of_meta(
     let tail_loop_ns = if k_loop.tail > 0 { latency } else { 0.0 };
     // A pipeline of `s` stages keeps `s - 1` tiles' loads in flight (Little's law).
     let in_flight = f64::from(kernel.pipeline_stages().saturating_sub(1).max(1));
+    let latency_waits = if latency <= 0.0 {
+        0.0
+    } else if kernel.pipeline_stages() >= 2 {
+        iterations / in_flight
+    } else {
+        iterations
+    };
     let latency_floor = if latency <= 0.0 {
         0.0
     } else if kernel.pipeline_stages() >= 2 {
@@ -375,6 +417,7 @@ fn cost_of_meta(
         wg_fixed_ns: gpu.wg_fixed_ns + tail_loop_ns,
         waves_per_wg,
         wg_latency_floor_ns: latency_floor,
+        wg_latency_waits: latency_waits,
         tail_ns,
     })
 }

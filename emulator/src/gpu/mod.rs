@@ -14,6 +14,7 @@ pub mod fixture;
 pub mod gemm;
 pub mod h200;
 pub mod llc_channel;
+pub mod loaded_latency;
 pub mod mem_port;
 pub mod partitioned;
 pub mod queue;

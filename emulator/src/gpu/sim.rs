@@ -23,8 +23,10 @@ use super::catalog::{Catalog, CatalogKernel};
 use super::config::GpuConfig;
 use super::gemm::{
     cost_from_meta, kernel_cost, kernel_from_meta, Calibration, GemmShape, KernelCost,
+    LoadedLatency,
 };
 use super::llc_channel::{llc_channel_efficiency_cached, Stagger};
+use super::loaded_latency::LoadedLatencyCurve;
 use super::mem_port::{FluidHbm, GemmTiling, MemoryPort, StreamDemand};
 use super::{GpuEvent, KernelEngine, KernelLaunch, Nanos};
 use std::collections::BTreeMap;
@@ -304,6 +306,7 @@ impl<P: MemoryPort> GpuSim<P> {
             wg_fixed_ns: launch.workgroup_time.max(0.0),
             waves_per_wg: f64::from(waves),
             wg_latency_floor_ns: 0.0,
+            wg_latency_waits: 0.0,
             tail_ns: 0.0,
         }
     }
@@ -650,7 +653,62 @@ impl<P: MemoryPort> GpuSim<P> {
     }
 
     /// Re-solves CU shares, LLC misses and bandwidth shares for the current residents.
+    ///
+    /// With the loaded-latency option the main-loop latency floors depend on the HBM's
+    /// utilisation, which depends on the rates: a short fixed-point iteration (start
+    /// unloaded, solve, take the utilisation the solution puts on HBM, average it with the
+    /// previous guess, solve again) until the utilisation moves by less than 1 % or
+    /// [`LOADED_LATENCY_PASSES`] solves were made. Deterministic: no state carries over
+    /// between calls.
     fn solve_rates(&mut self) {
+        let Some(ll) = self.cal.loaded_latency else {
+            let floors: Vec<f64> = self
+                .kernels
+                .iter()
+                .map(|k| k.cost.wg_latency_floor_ns)
+                .collect();
+            self.solve_rates_at(&floors);
+            return;
+        };
+        let miss = self.llc_miss();
+        let curve = LoadedLatencyCurve::standard();
+        let mut util = 0.0f64;
+        for _ in 0..LOADED_LATENCY_PASSES {
+            let queue_ns = curve.queue_delay_ns(util, self.gpu.hbm_pin_gbps);
+            let floors: Vec<f64> = self
+                .kernels
+                .iter()
+                .map(|k| loaded_floor(&k.cost, k.resident as f64, miss, &self.cal, ll, queue_ns))
+                .collect();
+            let next = self.solve_rates_at(&floors);
+            if (next - util).abs() < 0.01 {
+                break;
+            }
+            util = 0.5 * (util + next);
+        }
+    }
+
+    /// The LLC miss fraction of the resident panels' working set (what exceeds the LLC's
+    /// reusable capacity misses).
+    fn llc_miss(&self) -> f64 {
+        let working_set: f64 = self
+            .kernels
+            .iter()
+            .filter(|k| k.resident > 0)
+            .map(|k| k.cost.footprint(k.resident as f64))
+            .sum();
+        let effective_llc = self.gpu.llc_bytes as f64 * self.cal.llc_reuse;
+        if working_set > effective_llc {
+            1.0 - effective_llc / working_set
+        } else {
+            0.0
+        }
+    }
+
+    /// [`Self::solve_rates`] with the main loop's latency floor of kernel `i` taken as
+    /// `floors[i]`; returns the utilisation of HBM's capacity the solution makes.
+    fn solve_rates_at(&mut self, floors: &[f64]) -> f64 {
+        let floor_of = |ki: usize| floors.get(ki).copied().unwrap_or(0.0);
         // Matrix units: each main-loop workgroup asks for its `cu_demand` of a CU (its
         // waves' SIMDs) times the fraction of its full rate memory latency lets it
         // use; a CU's units are shared in proportion to `cu_demand`, and what a
@@ -666,7 +724,7 @@ impl<P: MemoryPort> GpuSim<P> {
                         (self.kernels.get(c.kernel), per_group.get_mut(c.group))
                     {
                         g.0.push(c.per_cu as f64 * k.cost.cu_demand);
-                        g.1.push(latency_fraction(&k.cost));
+                        g.1.push(latency_fraction(&k.cost, floor_of(c.kernel)));
                     }
                 }
             }
@@ -676,18 +734,7 @@ impl<P: MemoryPort> GpuSim<P> {
             }
         }
         // LLC working set of all resident workgroups.
-        let working_set: f64 = self
-            .kernels
-            .iter()
-            .filter(|k| k.resident > 0)
-            .map(|k| k.cost.footprint(k.resident as f64))
-            .sum();
-        let effective_llc = self.gpu.llc_bytes as f64 * self.cal.llc_reuse;
-        let miss = if working_set > effective_llc {
-            1.0 - effective_llc / working_set
-        } else {
-            0.0
-        };
+        let miss = self.llc_miss();
         let mut idx = Vec::with_capacity(self.cohorts.len());
         let mut counts = Vec::with_capacity(self.cohorts.len());
         let mut rates = Vec::with_capacity(self.cohorts.len());
@@ -700,7 +747,7 @@ impl<P: MemoryPort> GpuSim<P> {
             let Some(k) = self.kernels.get(c.kernel) else {
                 continue;
             };
-            let want = latency_fraction(&k.cost);
+            let want = latency_fraction(&k.cost, floor_of(c.kernel));
             let used = match cu_level.get(c.group).copied().flatten() {
                 Some(level) => want.min(level),
                 None => want,
@@ -825,6 +872,16 @@ impl<P: MemoryPort> GpuSim<P> {
                 c.rate = *r;
             }
         }
+        let hbm_demand: f64 = counts
+            .iter()
+            .zip(rates.iter().zip(&hbm))
+            .map(|(n, (r, b))| n * r * b)
+            .sum();
+        if hbm_capacity > 0.0 {
+            hbm_demand / hbm_capacity
+        } else {
+            0.0
+        }
     }
 
     /// The HBM traffic of the main-loop cohorts `idx` (with their workgroup counts, rates
@@ -889,12 +946,43 @@ impl<P: MemoryPort> GpuSim<P> {
 
 /// The fraction of its full main-loop rate (its `cu_demand` of a CU to itself) a
 /// workgroup can use given memory latency: 1 when latency does not bind.
-fn latency_fraction(cost: &KernelCost) -> f64 {
-    if cost.wg_latency_floor_ns <= 0.0 || cost.wg_flops <= 0.0 || cost.wg_flops_per_ns <= 0.0 {
+fn latency_fraction(cost: &KernelCost, floor_ns: f64) -> f64 {
+    if floor_ns <= 0.0 || cost.wg_flops <= 0.0 || cost.wg_flops_per_ns <= 0.0 {
         return 1.0;
     }
     let full = cost.wg_flops_per_ns / cost.wg_flops;
-    (1.0 / cost.wg_latency_floor_ns / full).min(1.0)
+    (1.0 / floor_ns / full).min(1.0)
+}
+
+/// Solves of the loaded-latency fixed point per rate update (see [`GpuSim::solve_rates`]).
+const LOADED_LATENCY_PASSES: usize = 4;
+
+/// A workgroup's main-loop latency floor under the loaded-latency option: its loads wait
+/// the LLC-hit latency for the share of its LLC bytes the LLC serves and the HBM latency
+/// plus the queueing delay `queue_ns` for the share that comes from HBM (what
+/// `hbm_bytes` charges at this residency and LLC miss fraction), replacing the one
+/// fixed latency of `wg_latency_floor_ns`.
+fn loaded_floor(
+    cost: &KernelCost,
+    resident: f64,
+    miss: f64,
+    cal: &Calibration,
+    ll: LoadedLatency,
+    queue_ns: f64,
+) -> f64 {
+    if cost.wg_latency_waits <= 0.0 {
+        return cost.wg_latency_floor_ns;
+    }
+    let loads = (cost.wg_llc_bytes - cost.wg_out_bytes).max(0.0);
+    let from_hbm = (cost.hbm_bytes(resident.max(1.0), miss) - cost.wg_out_bytes).max(0.0);
+    let hbm_share = if loads > 0.0 {
+        (from_hbm / loads).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let latency =
+        (1.0 - hbm_share) * ll.llc_hit_latency_ns + hbm_share * (cal.memory_latency_ns + queue_ns);
+    (cost.wg_latency_floor_ns + cost.wg_latency_waits * (latency - cal.memory_latency_ns)).max(0.0)
 }
 
 /// Max-min fair level: per-workgroup bandwidth `lambda` such that workgroups wanting
@@ -1096,4 +1184,62 @@ pub fn concurrent_time(
 ) -> Option<Nanos> {
     let runs = vec![(*shape, *k); copies.max(1) as usize];
     makespan(gpu, cal, &runs).map(|r| r.0)
+}
+
+/// Time of `total` identical GEMMs run in rounds of `cd`, each round launched by one CP
+/// decision (its dispatches [`dispatch_stagger_ns`] apart). With `release_on_dispatch` the
+/// next round is launched when every member of the current one has placed all its
+/// workgroups — the CP re-decides whenever a queue head changes (dissertation 7.3.4), so
+/// a round's tail overlaps the next round's start; otherwise when every member has
+/// completed (a group barrier, `total / cd` back-to-back [`concurrent_time`]s).
+pub fn rounds_time(
+    gpu: &GpuConfig,
+    cal: &Calibration,
+    shape: &GemmShape,
+    k: &CatalogKernel,
+    cd: u32,
+    total: u32,
+    release_on_dispatch: bool,
+) -> Option<Nanos> {
+    let mut sim = GpuSim::new(gpu.clone(), *cal);
+    let stagger = dispatch_stagger_ns();
+    let total = total.max(1);
+    let cd = cd.clamp(1, total);
+    let mut events = Vec::new();
+    let mut launched = 0u32;
+    let mut at = 0.0;
+    while launched < total {
+        let end = (launched + cd).min(total);
+        let mut left: Vec<u64> = (launched..end).map(u64::from).collect();
+        for (j, tag) in (launched..end).enumerate() {
+            let t = at + j as f64 * stagger;
+            sim.advance(t, &mut events);
+            if !sim.launch_gemm(t, u64::from(tag), shape, k) {
+                return None;
+            }
+        }
+        launched = end;
+        if launched == total {
+            break;
+        }
+        loop {
+            for e in events.drain(..) {
+                let (tag, t) = match e {
+                    GpuEvent::AllDispatched { tag, at } if release_on_dispatch => (tag, at),
+                    GpuEvent::Completed { tag, at } if !release_on_dispatch => (tag, at),
+                    _ => continue,
+                };
+                if let Some(i) = left.iter().position(|&x| x == tag) {
+                    left.swap_remove(i);
+                    at = at.max(t);
+                }
+            }
+            if left.is_empty() {
+                break;
+            }
+            let next = sim.next_event()?;
+            sim.advance(next, &mut events);
+        }
+    }
+    Some(sim.run_to_idle(&mut events))
 }

@@ -94,6 +94,9 @@ pub struct GpuNodeConfig {
     /// GOLDYLOC's concurrency control in the firmware CP (`false`: the baseline CP that
     /// dispatches every kernel as it reaches a queue head; see `CpConfig`).
     pub concurrency_control: bool,
+    /// GEMM groups release the next decision when their members have placed all their
+    /// workgroups, not when they complete (`CpConfig::release_group_on_dispatch`).
+    pub release_group_on_dispatch: bool,
     /// Time a workgroup of a non-GEMM kernel takes when its packet gives none.
     pub non_gemm_workgroup_ns: Nanos,
     /// HBM with NMC engines, if the node has them.
@@ -110,6 +113,7 @@ impl Default for GpuNodeConfig {
             resources: CuResources::MI100,
             predictor: CdPredictor::default(),
             concurrency_control: true,
+            release_group_on_dispatch: false,
             non_gemm_workgroup_ns: 2_000.0,
             nmc: None,
         }
@@ -323,6 +327,7 @@ impl<E: KernelEngine> GpuNode<E> {
                     resources: config.resources,
                     predictor: config.predictor,
                     concurrency_control: config.concurrency_control,
+                    release_group_on_dispatch: config.release_group_on_dispatch,
                 })
                 .map_err(NodeError::Cp)?;
         }

@@ -51,6 +51,11 @@ pub struct CpConfig {
     /// CU-Partition and Resource-Partition configurations of dissertation 7.4.5, run
     /// through the same firmware and charged its real (smaller) cost.
     pub concurrency_control: bool,
+    /// When a GEMM group stops holding back the next decision. `false`: when its last
+    /// member completes (a group barrier). `true`: when its last member has placed all its
+    /// workgroups — the queue head moved, and dissertation 7.3.4 has the CP re-decide on
+    /// every head change — so the group's tail overlaps the next group's start.
+    pub release_group_on_dispatch: bool,
 }
 
 /// Checks every queue descriptor of `config` and returns the CP's `rings` span
@@ -90,6 +95,7 @@ impl CpConfig {
             resources: CuResources::MI100,
             predictor: CdPredictor::default(),
             concurrency_control: true,
+            release_group_on_dispatch: false,
         }
     }
 }

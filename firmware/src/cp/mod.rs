@@ -246,6 +246,15 @@ impl CommandProcessor {
                     if s.dispatching & b != 0 && q.next_id.wrapping_sub(1) == dispatch_id {
                         s.dispatching &= !b;
                     }
+                    // Under head-change semantics a member stops holding the group back
+                    // once its workgroups are all placed.
+                    if cfg.release_group_on_dispatch
+                        && s.in_group & b != 0
+                        && q.group_id == low_id(dispatch_id)
+                    {
+                        s.in_group &= !b;
+                        s.gemm_group_in_flight = s.gemm_group_in_flight.saturating_sub(1);
+                    }
                 }
             }
             Event::KernelCompleted {

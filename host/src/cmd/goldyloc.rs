@@ -81,6 +81,28 @@ struct Common {
     /// in the loop (about a third more runs).
     #[arg(long)]
     cd_sweep: bool,
+    /// The model's contention options.
+    #[command(flatten)]
+    model: super::model_options::ModelOptions,
+    /// Map the n software queues (streams) of every configuration but Sequential onto this
+    /// many hardware queues, with the AQL barrier bit set on each (a HIP runtime's
+    /// GPU_MAX_HW_QUEUES, 4 by default); default: one hardware queue per stream.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
+    hw_queues: Option<u32>,
+    /// When a CD group lets the CP decide the next one: `completion` (a group barrier) or
+    /// `dispatch` (when its members have placed all their workgroups: the CP re-decides on
+    /// every queue-head change, dissertation 7.3.4). Labels are profiled the same way.
+    #[arg(long, value_enum, default_value_t = CdRelease::Completion)]
+    cd_release: CdRelease,
+}
+
+/// `--cd-release`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum CdRelease {
+    /// The next group starts when the current one has completed.
+    Completion,
+    /// The next group starts when the current one has placed all its workgroups.
+    Dispatch,
 }
 
 impl Common {
@@ -94,6 +116,10 @@ impl Common {
             cd_sweep: self.cd_sweep,
             progress: !self.json && std::io::stderr().is_terminal(),
             dtype: self.dtype,
+            loaded_latency: self.model.latency == super::model_options::LatencyModel::Loaded,
+            inter_kernel_gap_ns: self.model.inter_kernel_gap_ns,
+            hw_queues: self.hw_queues,
+            release_on_dispatch: self.cd_release == CdRelease::Dispatch,
         }
     }
 }
@@ -271,7 +297,7 @@ fn print_accuracy(r: &EvalReport) {
         crate::goldyloc::train::FOLDS,
         r.cross_validation_seeds
     );
-    stdoutln!("  available   GEMMs   accuracy (seeds: min-max)   majority class   dissertation");
+    stdoutln!("  available   GEMMs   accuracy (seeds: min-max)   majority class   near ties: predictor / majority   dissertation");
     for (s, paper) in r.scenarios.iter().zip(PAPER_ACCURACY) {
         let lo = s
             .predictor_accuracy_seeds
@@ -284,13 +310,15 @@ fn print_accuracy(r: &EvalReport) {
             .copied()
             .fold(0.0, f64::max);
         stdoutln!(
-            "  {:>9} {:>7} {:>9.1} % ({:>4.1}-{:>4.1} %) {:>15.1} % {:>13.0} %",
+            "  {:>9} {:>7} {:>9.1} % ({:>4.1}-{:>4.1} %) {:>15.1} % {:>16.1} % / {:>6.1} % {:>13.0} %",
             s.n,
             s.scored_gemms,
             s.accuracy * 100.0,
             lo * 100.0,
             hi * 100.0,
             s.majority_baseline_accuracy * 100.0,
+            s.near_tie_accuracy * 100.0,
+            s.majority_near_tie_accuracy * 100.0,
             paper
         );
     }

@@ -28,6 +28,9 @@ pub struct ValidateArgs {
     /// Write SVG charts (measured against model) into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// The model's contention options.
+    #[command(flatten)]
+    model: super::model_options::ModelOptions,
 }
 
 /// The GPU, calibration and catalogue of a preset that has measurements to check.
@@ -42,7 +45,8 @@ fn preset(name: &str) -> Result<(GpuConfig, Calibration, Catalog), UsageError> {
 
 /// Runs `nmcp goldyloc validate`.
 pub fn run(a: &ValidateArgs) -> CmdResult {
-    let (gpu, cal, catalog) = preset(&a.gpu)?;
+    let (mut gpu, mut cal, catalog) = preset(&a.gpu)?;
+    a.model.apply(&mut gpu, &mut cal);
     let data = data::read(&a.data)?;
     if data.triton_configs != H200_TRITON_CONFIGS {
         return Err(format!(

@@ -12,6 +12,7 @@ pub mod io;
 pub mod lamb;
 pub mod lamb_checkpoint;
 pub mod mem;
+pub mod model_options;
 pub mod numbers;
 pub mod presets;
 pub mod reproduce;

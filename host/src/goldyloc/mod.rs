@@ -37,6 +37,14 @@ pub struct Context {
     /// Evaluation: also run every constant CD below `n` through the firmware for every
     /// GEMM, for the best CD choice any predictor could make in the loop.
     pub cd_sweep: bool,
+    /// Hardware queues the software queues of a configuration map onto (`None`: one per
+    /// stream). With `q` of them, stream `i` goes to queue `i % q` and every packet sets
+    /// the barrier bit, as a HIP runtime does with `GPU_MAX_HW_QUEUES` (4 by default).
+    pub hw_queues: Option<u32>,
+    /// Chapter 7's CD semantics (7.3.4): a GEMM group releases the CP's next decision when
+    /// its members have placed all their workgroups (the queue heads moved), not when they
+    /// complete; labels are profiled the same way ([`tune::TunedGemm::t_rounds`]).
+    pub release_on_dispatch: bool,
 }
 
 impl Context {
@@ -50,6 +58,8 @@ impl Context {
             progress,
             knn: false,
             cd_sweep: false,
+            hw_queues: None,
+            release_on_dispatch: false,
         }
     }
 

@@ -48,6 +48,14 @@ pub struct Options {
     /// Every GEMM (networks, dataset, user list) in this data type; `None`: the networks'
     /// and dataset's FP16, a user list's own.
     pub dtype: Option<GemmDataType>,
+    /// The loaded-latency mechanism (`Calibration::loaded_latency`).
+    pub loaded_latency: bool,
+    /// Override of the GPU's inter-kernel gap of one stream, ns.
+    pub inter_kernel_gap_ns: Option<f64>,
+    /// Hardware queues the streams map onto ([`super::Context::hw_queues`]).
+    pub hw_queues: Option<u32>,
+    /// Head-change CD semantics ([`super::Context::release_on_dispatch`]).
+    pub release_on_dispatch: bool,
 }
 
 impl Default for Options {
@@ -62,6 +70,10 @@ impl Default for Options {
             cd_sweep: false,
             progress: false,
             dtype: None,
+            loaded_latency: false,
+            inter_kernel_gap_ns: None,
+            hw_queues: None,
+            release_on_dispatch: false,
         }
     }
 }
@@ -84,9 +96,19 @@ pub struct Prepared {
 /// # Errors
 /// An unknown GPU, an unreadable or malformed GEMM CSV.
 pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
-    let gpu = GpuConfig::preset(&c.gpu)?;
+    let mut gpu = GpuConfig::preset(&c.gpu)?;
+    if let Some(g) = c.inter_kernel_gap_ns {
+        gpu.inter_kernel_gap_ns = g;
+    }
     let cache = c.cache.then(Cache::default_location);
     let mut ctx = Context::new(gpu, cache, c.progress);
+    if c.loaded_latency {
+        ctx.cal.loaded_latency = Some(nmcp_emulator::gpu::gemm::LoadedLatency::for_memory_latency(
+            ctx.cal.memory_latency_ns,
+        ));
+    }
+    ctx.hw_queues = c.hw_queues;
+    ctx.release_on_dispatch = c.release_on_dispatch;
     ctx.knn = c.knn;
     ctx.cd_sweep = c.cd_sweep;
     let mut eval: Vec<(String, GemmShape)> = match &c.gemms {

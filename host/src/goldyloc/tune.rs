@@ -8,7 +8,7 @@ use nmcp_emulator::gpu::catalog::Catalog;
 use nmcp_emulator::gpu::config::GpuConfig;
 use nmcp_emulator::gpu::gemm::{Calibration, GemmShape};
 pub use nmcp_emulator::gpu::search::{best_isolated, ranked_isolated};
-use nmcp_emulator::gpu::sim::concurrent_time;
+use nmcp_emulator::gpu::sim::{concurrent_time, rounds_time};
 use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,17 @@ pub struct TunedGemm {
     pub t_concurrent: Vec<Vec<f64>>,
     /// Index into `candidates` of the GO kernel per entry of `CONCURRENCY_DEGREES`.
     pub cd_choice: [u8; 5],
+    /// Under head-change CD semantics (`Context::release_on_dispatch`): time of
+    /// [`ROUNDS_TOTAL`] copies in rounds of each entry of `CONCURRENCY_DEGREES` with that
+    /// CD's GO kernel, the next round starting when the current one has placed all its
+    /// workgroups, ns. Empty under the group barrier (rounds are then back-to-back
+    /// `t_concurrent` runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub t_rounds: Vec<f64>,
 }
+
+/// GEMMs the head-change labels are profiled with (the training label's "16 available").
+pub const ROUNDS_TOTAL: u32 = 16;
 
 impl TunedGemm {
     /// Time of `cd` copies concurrently with the GO kernel for that CD (CD 1: isolated).
@@ -55,6 +65,9 @@ impl TunedGemm {
     /// Speedup of running `cd` copies concurrently with GO kernels over running them
     /// back to back with the isolated kernel.
     pub fn speedup(&self, cd_index: usize) -> f64 {
+        if let Some(t) = self.t_rounds.get(cd_index) {
+            return f64::from(ROUNDS_TOTAL) * self.t_isolated / t;
+        }
         let cd = f64::from(CONCURRENCY_DEGREES.get(cd_index).copied().unwrap_or(1));
         cd * self.t_isolated / self.go_time(cd_index)
     }
@@ -63,7 +76,7 @@ impl TunedGemm {
     /// largest speedup among those <= available.
     pub fn best_cd_index(&self, available: u32) -> usize {
         let mut best = 0;
-        let mut best_s = 1.0;
+        let mut best_s = self.speedup(0);
         for (i, &cd) in CONCURRENCY_DEGREES.iter().enumerate().skip(1) {
             if u32::from(cd) > available {
                 break;
@@ -164,6 +177,7 @@ fn profile(
         t_isolated,
         t_concurrent,
         cd_choice,
+        t_rounds: Vec::new(),
     })
 }
 
@@ -174,6 +188,40 @@ struct TuneKey<'a> {
     catalog_len: usize,
     shapes: &'a [GemmShape],
     knn: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    release_on_dispatch: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Adds the head-change rounds profile ([`TunedGemm::t_rounds`]) to every tuned GEMM.
+fn profile_rounds(ctx: &Context, tuned: &mut [TunedGemm]) {
+    tuned.par_iter_mut().for_each(|t| {
+        t.t_rounds = CONCURRENCY_DEGREES
+            .iter()
+            .enumerate()
+            .map(|(i, &cd)| {
+                let c = usize::from(t.cd_choice.get(i).copied().unwrap_or(0));
+                t.candidates
+                    .get(c)
+                    .and_then(|&k| ctx.catalog.get(k as usize))
+                    .and_then(|k| {
+                        rounds_time(
+                            &ctx.gpu,
+                            &ctx.cal,
+                            &t.shape,
+                            k,
+                            u32::from(cd),
+                            ROUNDS_TOTAL,
+                            true,
+                        )
+                    })
+                    .unwrap_or(f64::INFINITY)
+            })
+            .collect();
+    });
 }
 
 /// One of every `KNN_STRIDE` GEMMs is tuned exhaustively under the KNN shortcut (20 %).
@@ -383,6 +431,7 @@ fn tune_all_with(
             catalog_len: ctx.catalog.len(),
             shapes,
             knn: ctx.knn,
+            release_on_dispatch: ctx.release_on_dispatch,
         },
     );
     if let Some(c) = &ctx.cache {
@@ -407,6 +456,10 @@ fn tune_all_with(
             .collect()
     };
     pb.finish_and_clear();
+    let mut out = out;
+    if ctx.release_on_dispatch {
+        profile_rounds(ctx, &mut out);
+    }
     if let Some(c) = &ctx.cache {
         c.put("tune", key, &out);
     }
