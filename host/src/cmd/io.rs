@@ -145,10 +145,13 @@ fn input_named_by(path: &Path) -> Option<PathBuf> {
         .map(|(_, given)| given.clone())
 }
 
-/// Refuses an output path that would replace a file this run reads.
+/// Refuses an output path that would replace a file this run reads, names a directory
+/// or a symbolic link to nothing, or lies in a directory that does not exist.
 ///
 /// # Errors
-/// `OUT: is an input of this run (read as IN); write the output elsewhere`.
+/// `OUT: is an input of this run (read as IN); write the output elsewhere`, `OUT: is a
+/// directory ...`, `OUT: is a symbolic link to nothing ...`, `OUT: cannot write: the
+/// directory D does not exist; create it first`.
 pub fn check_output(path: &Path) -> Result<(), String> {
     if let Some(input) = input_named_by(path) {
         return Err(format!(
@@ -338,7 +341,9 @@ fn stage(path: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> 
 }
 
 /// The one way a command writes an output file: refused if it would replace an input of
-/// the run ([`check_output`]), else [`write_atomic`]; the path is in any error.
+/// the run or has no directory to go in ([`check_output`]), else [`write_atomic`] to the
+/// file (a symbolic link's target), or written into an existing pipe or device
+/// ([`destination`]); the path is in any error.
 ///
 /// # Errors
 /// `PATH: is an input of this run ...`, `PATH: cannot write: ...`.
