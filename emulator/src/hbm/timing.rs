@@ -1106,7 +1106,7 @@ impl PseudoChannel {
 
     /// Closes bank `i` (every subarray under MASA), counting the banks or subarrays it
     /// precharges. Inlined: an all-bank precharge calls it once per bank, and out of line
-    /// (as the energy count made it) it cost the NMC engine about 3 % of its instructions.
+    /// (as the energy count made it) it cost the NMC engine about 1 % of its instructions.
     #[inline]
     fn close(&mut self, i: usize, at: Cycle) {
         self.power.precharges += match &self.masa {
