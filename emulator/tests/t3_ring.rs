@@ -1,6 +1,7 @@
 //! T3 on a 4-GPU ring, small GEMM: the tracker's thresholds and firing order against
 //! the schedule written out by hand, the data, and the symmetric shortcut.
 
+use nmcp_emulator::t3::gemm::ProducerMemory;
 use nmcp_emulator::t3::run::{partial_outputs, run_fused, Collective};
 use nmcp_emulator::t3::{Simulate, SubLayer, T3Options};
 use nmcp_isa::gemm_ext::GemmDataType;
@@ -106,6 +107,13 @@ fn tracker_fires_follow_the_hand_written_ring_schedule() {
     }
 }
 
+/// The shortcut (GPU 0 stands for every GPU) against all GPUs simulated, fused part.
+/// With the producer's loads in coarse phases and flat panel streams the GPUs differ
+/// only in which banks their chunks hit, and the shortcut is within 1 %. With the
+/// default model (per-iteration loads in the operands' layout) a GPU's GEMM reads are
+/// latency-bound, so that bank placement moves each GPU's time: the GPUs themselves
+/// spread by about 3 % here (71.3-72.5 µs measured), and the shortcut must stay within
+/// 2 % (measured 1.2-1.4 %).
 #[test]
 fn symmetric_shortcut_agrees_with_all_gpus() {
     let sl = SubLayer {
@@ -118,39 +126,42 @@ fn symmetric_shortcut_agrees_with_all_gpus() {
         n: 2048,
         k: 256,
     };
-    let all = run_fused(
-        &T3Options::default(),
-        &sl,
-        Collective::RingReduceScatter,
-        None,
-        None,
-    )
-    .unwrap();
-    let short = run_fused(
-        &T3Options {
-            simulate: Simulate::Shortcut,
+    let flat = ProducerMemory {
+        per_iteration_loads: false,
+        operand_layout: false,
+    };
+    for (mem, tolerance) in [(flat, 0.01), (ProducerMemory::default(), 0.02)] {
+        let opts = T3Options {
+            producer_memory: mem,
             ..T3Options::default()
-        },
-        &sl,
-        Collective::RingReduceScatter,
-        None,
-        None,
-    )
-    .unwrap();
-    let per_gpu: Vec<f64> = all
-        .system
-        .totals()
-        .iter()
-        .filter_map(|t| t.collective_done_ns)
-        .collect();
-    let diff = (all.ns - short.ns).abs() / all.ns;
-    assert!(
-        diff < 0.01,
-        "all GPUs {} ns (per GPU {per_gpu:?}), shortcut {} ns: {:.2} %",
-        all.ns,
-        short.ns,
-        100.0 * diff
-    );
+        };
+        let all = run_fused(&opts, &sl, Collective::RingReduceScatter, None, None).unwrap();
+        let short = run_fused(
+            &T3Options {
+                simulate: Simulate::Shortcut,
+                ..opts.clone()
+            },
+            &sl,
+            Collective::RingReduceScatter,
+            None,
+            None,
+        )
+        .unwrap();
+        let per_gpu: Vec<f64> = all
+            .system
+            .totals()
+            .iter()
+            .filter_map(|t| t.collective_done_ns)
+            .collect();
+        let diff = (all.ns - short.ns).abs() / all.ns;
+        assert!(
+            diff < tolerance,
+            "{mem:?}: all GPUs {} ns (per GPU {per_gpu:?}), shortcut {} ns: {:.2} %",
+            all.ns,
+            short.ns,
+            100.0 * diff
+        );
+    }
 }
 
 /// The other configurations the firmware plans: direct reduce-scatter over a fully

@@ -105,6 +105,18 @@ pub struct SubLayer {
     pub k: u32,
 }
 
+impl SubLayer {
+    /// How the producer's A operand (the weights) lies in memory: the forward sub-layers
+    /// (OP, FC-2) read it contiguous along K, the backward ones (FC-1, IP: activation
+    /// gradients) contiguous along M (see [`gemm::OperandLayout`]).
+    pub fn operand_layout(&self) -> gemm::OperandLayout {
+        match self.name {
+            "FC-1" | "IP" => gemm::OperandLayout::AlongM,
+            _ => gemm::OperandLayout::AlongK,
+        }
+    }
+}
+
 /// The Table 8.2 models: name, H, tokens, the TP degrees evaluated.
 pub const TABLE_8_2: [(&str, u32, u32, &[u32]); 5] = [
     ("mega-gpt-2", 3072, 16 * 1024, &[8, 16]),
@@ -180,6 +192,8 @@ pub struct T3Options {
     /// `t3_ring::stepping_window_does_not_change_results`); it keeps one GPU's state in
     /// the host's caches (docs/results/t3/README.md, "sixth pass").
     pub window_slices: u32,
+    /// How the producer's memory behaviour is modelled (`docs/calibration.md`).
+    pub producer_memory: gemm::ProducerMemory,
 }
 
 impl Default for T3Options {
@@ -196,6 +210,7 @@ impl Default for T3Options {
             split_k: 1,
             limits: Limits::default(),
             window_slices: system::MAX_WINDOW_SLICES as u32,
+            producer_memory: gemm::ProducerMemory::default(),
         }
     }
 }

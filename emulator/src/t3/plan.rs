@@ -54,12 +54,11 @@ pub fn part_cost(opts: &T3Options, sl: &SubLayer, part: Part) -> f64 {
     };
     let link_ns = l.bytes() as f64 / opts.link.bytes_per_ns;
     let ns = match part {
-        Part::Gemm => model(opts, &l, sl.m, sl.n, sl.k, true).map_or(0.0, |m| m.compute_bound_ns()),
+        Part::Gemm => model(opts, &l, sl, sl.k, true).map_or(0.0, |m| m.compute_bound_ns()),
         Part::Ring(_) => link_ns + f64::from(gpus) * opts.link.latency_ns,
         Part::T3 | Part::T3Mca => {
             let splits = u32::from(opts.split_k.max(1));
-            model(opts, &l, sl.m, sl.n, sl.k.div_ceil(splits), false)
-                .map_or(0.0, |m| m.compute_bound_ns())
+            model(opts, &l, sl, sl.k.div_ceil(splits), false).map_or(0.0, |m| m.compute_bound_ns())
                 + link_ns
         }
     };

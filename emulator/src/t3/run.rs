@@ -104,8 +104,7 @@ fn system(
 pub(super) fn model(
     opts: &T3Options,
     l: &OutputLayout,
-    sl_m: u32,
-    sl_n: u32,
+    sl: &SubLayer,
     k: u32,
     cached: bool,
 ) -> Result<ProducerModel, T3Error> {
@@ -113,12 +112,14 @@ pub(super) fn model(
     ProducerModel::new(
         &opts.gpu,
         tile,
-        sl_m,
-        sl_n,
+        sl.m,
+        sl.n,
         k,
         opts.dtype,
         opts.gpu.cus,
         cached,
+        sl.operand_layout(),
+        opts.producer_memory,
     )
     .ok_or_else(|| {
         T3Error::Config(format!(
@@ -169,7 +170,7 @@ pub(super) fn isolated_gemm(
 ) -> Result<Phase, T3Error> {
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
-    let m = model(opts, &l, sl.m, sl.n, sl.k, true)?;
+    let m = model(opts, &l, sl, sl.k, true)?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_producer(m, 0);
     s.run_until(
@@ -334,7 +335,7 @@ pub(super) fn fused(
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let splits = u32::from(opts.split_k.max(1));
-    let m = model(opts, &l, sl.m, sl.n, sl.k.div_ceil(splits), false)?;
+    let m = model(opts, &l, sl, sl.k.div_ceil(splits), false)?;
     let starve = opts.mca_starvation_cycles;
     let arb: Box<dyn Fn() -> Box<dyn Arbiter>> = match mca {
         Some(t) => Box::new(move || Box::new(Mca::new(t, starve))),
@@ -638,7 +639,16 @@ pub fn cu_split(
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let tile = (l.tile.0 as u16, l.tile.1 as u16);
     let m = ProducerModel::new(
-        &opts.gpu, tile, sl.m, sl.n, sl.k, opts.dtype, gemm_cus, true,
+        &opts.gpu,
+        tile,
+        sl.m,
+        sl.n,
+        sl.k,
+        opts.dtype,
+        gemm_cus,
+        true,
+        sl.operand_layout(),
+        opts.producer_memory,
     )
     .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;

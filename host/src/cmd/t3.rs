@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use nmcp_emulator::t3::gemm::ProducerMemory;
 use nmcp_emulator::t3::{
     self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, SubLayerResult, T3Error, T3Options,
     TABLE_8_2,
@@ -130,6 +131,15 @@ struct MachineArgs {
     /// setting: results do not depend on it.
     #[arg(long, value_name = "SLICES", default_value_t = T3Options::default().window_slices, value_parser = clap::value_parser!(u32).range(1..=31))]
     window_slices: u32,
+    /// The producer GEMM's DRAM loads in phases of a quarter of its K loop instead of one
+    /// main-loop iteration each (the kernel prefetches one iteration ahead), which hides
+    /// the read latency the communication adds (docs/calibration.md).
+    #[arg(long)]
+    coarse_producer_loads: bool,
+    /// Read the producer's input panels as contiguous streams instead of in the
+    /// operands' memory layout (forward: weights along K; backward: along M).
+    #[arg(long)]
+    flat_operand_layout: bool,
 }
 
 impl MachineArgs {
@@ -147,6 +157,10 @@ impl MachineArgs {
             seed: self.seed,
             split_k: self.split_k,
             window_slices: self.window_slices,
+            producer_memory: ProducerMemory {
+                per_iteration_loads: !self.coarse_producer_loads,
+                operand_layout: !self.flat_operand_layout,
+            },
             limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };
@@ -457,13 +471,18 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         )
         .into());
     }
-    // A sub-layer with the shape of an earlier one (FC-1 and FC-2: both K = 4H/TP) is
-    // not simulated again: a run depends only on the shape and the options (not on the
-    // sub-layer's name), so its results are the earlier one's under its own name.
+    // A sub-layer with the shape and operand layout of an earlier one is not simulated
+    // again: a run depends only on those and the options, so its results are the
+    // earlier one's under its own name. (FC-1 and FC-2 share a shape, K = 4H/TP, but
+    // not the layout, unless --flat-operand-layout.)
     let twin: Vec<Option<usize>> = sls
         .iter()
         .enumerate()
-        .map(|(i, sl)| sls.get(..i)?.iter().position(|o| same_shape(o, sl)))
+        .map(|(i, sl)| {
+            sls.get(..i)?
+                .iter()
+                .position(|o| same_shape(o, sl, opts.producer_memory.operand_layout))
+        })
         .collect();
     let mut per: Vec<Option<Vec<SubLayerResult>>> = vec![None; sls.len()];
     // Sub-layers to simulate: not a twin, not already in the checkpoint.
@@ -580,8 +599,11 @@ fn run_study(a: &StudyArgs) -> CmdResult {
 }
 
 /// Whether two sub-layers are the same simulation (shape and TP; the names may differ).
-fn same_shape(a: &SubLayer, b: &SubLayer) -> bool {
+/// Whether two sub-layers run the same simulations: the same shape and, when the
+/// producer reads in the operands' layout, the same layout.
+fn same_shape(a: &SubLayer, b: &SubLayer, layout_matters: bool) -> bool {
     (a.h, a.tokens, a.tp, a.m, a.n, a.k) == (b.h, b.tokens, b.tp, b.m, b.n, b.k)
+        && (!layout_matters || a.operand_layout() == b.operand_layout())
 }
 
 fn lock(s: &Mutex<checkpoint::Session>) -> std::sync::MutexGuard<'_, checkpoint::Session> {

@@ -432,6 +432,60 @@ fn t3_rows<'a>(rows: &'a [Value], config: &str) -> impl Iterator<Item = &'a Valu
         .filter(move |r| r.get("config").and_then(Value::as_str) == Some(config.as_str()))
 }
 
+/// End-to-end training and prompt-phase speedups of T3 and T3-MCA (geomean over the
+/// model x TP pairs whose sub-layers are all present; `crate::t3::e2e`).
+fn t3_end_to_end(rows: &[Value], cfg: &str, out: &mut Vec<Headline>) {
+    use crate::t3::e2e::{end_to_end, Phase, SubLayerTime};
+    use nmcp_emulator::t3::Scenario;
+    let times: Vec<SubLayerTime> = rows
+        .iter()
+        .filter_map(|r| {
+            let config = r["config"].as_str()?;
+            Some(SubLayerTime {
+                model: r["model"].as_str()?.to_string(),
+                sublayer: r["sublayer"].as_str()?.to_string(),
+                tp: u32::try_from(r["tp"].as_u64()?).ok()?,
+                scenario: Scenario::ALL.into_iter().find(|s| s.name() == config)?,
+                total_seconds: r["total_seconds"].as_f64()?,
+                gemm_seconds: r["gemm_seconds"].as_f64()?,
+            })
+        })
+        .collect();
+    for (phase, s, name, diss) in [
+        (
+            Phase::Training,
+            Scenario::T3,
+            "T3 end-to-end training",
+            1.07,
+        ),
+        (
+            Phase::Training,
+            Scenario::T3Mca,
+            "T3-MCA end-to-end training",
+            1.10,
+        ),
+        (Phase::Prompt, Scenario::T3, "T3 prompt phase", 1.09),
+        (Phase::Prompt, Scenario::T3Mca, "T3-MCA prompt phase", 1.12),
+    ] {
+        let xs: Vec<f64> = end_to_end(&times, phase)
+            .into_iter()
+            .filter(|e| e.scenario == s)
+            .map(|e| e.speedup)
+            .collect();
+        if let Some(g) = geomean(&xs) {
+            out.push(Headline {
+                chapter: "ch. 8 T3",
+                figure: format!("{name}, geomean"),
+                dissertation: Some(diss),
+                ours: g,
+                unit: Unit::Times,
+                config: format!("{cfg}; {} model x TP pairs", xs.len()),
+                baseline: "Sequential's iteration (ch. 8 method, docs/decisions/t3.md)".into(),
+            });
+        }
+    }
+}
+
 /// `(model, sublayer, tp)` of a row.
 fn t3_key(r: &Value) -> (String, String, u64) {
     (
@@ -557,6 +611,7 @@ pub fn t3(rows: &[Value]) -> Result<Vec<Headline>, FigureError> {
             });
         }
     }
+    t3_end_to_end(rows, &cfg, &mut out);
     Ok(out)
 }
 

@@ -2,6 +2,7 @@
 //! the dissertation's figures, the traffic summary, the `check` output directory.
 //! The runs themselves are `nmcp_emulator::t3`'s.
 
+pub mod e2e;
 pub mod npy;
 pub mod plot;
 
@@ -353,6 +354,7 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
         }
     }
     speedup_section(&mut o, results, gs.len());
+    end_to_end_section(&mut o, results);
     traffic_section(&mut o, &gs, results);
     energy_section(&mut o, &gs, ctx.gemm_dtype);
     let _ = writeln!(o);
@@ -440,6 +442,84 @@ fn speedup_section(o: &mut String, results: &[SubLayerResult], n: usize) {
             pct(s.geomean - 1.0),
             pct(s.max - 1.0)
         );
+    }
+}
+
+/// The rows as the end-to-end model takes them.
+pub fn sublayer_times(results: &[SubLayerResult]) -> Vec<e2e::SubLayerTime> {
+    results
+        .iter()
+        .map(|r| e2e::SubLayerTime {
+            model: r.sublayer.model.clone(),
+            sublayer: r.sublayer.name.to_string(),
+            tp: r.sublayer.tp,
+            scenario: r.scenario,
+            total_seconds: r.total_seconds,
+            gemm_seconds: r.gemm_seconds,
+        })
+        .collect()
+}
+
+/// Dissertation 8.5.3 end-to-end speedups (geomean, max) of T3 and T3-MCA.
+const DISSERTATION_E2E: [(e2e::Phase, Scenario, f64, f64); 4] = [
+    (e2e::Phase::Training, Scenario::T3, 0.07, 0.09),
+    (e2e::Phase::Training, Scenario::T3Mca, 0.10, 0.12),
+    (e2e::Phase::Prompt, Scenario::T3, 0.09, 0.12),
+    (e2e::Phase::Prompt, Scenario::T3Mca, 0.12, 0.15),
+];
+
+fn end_to_end_section(o: &mut String, results: &[SubLayerResult]) {
+    let times = sublayer_times(results);
+    for phase in [e2e::Phase::Training, e2e::Phase::Prompt] {
+        let e = e2e::end_to_end(&times, phase);
+        if e.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "end to end, {} (chapter 8's method: the all-reduce sub-layers replaced in the baseline layer; other GEMMs at the isolated GEMMs' rate per FLOP, non-GEMM {:.1} % of the baseline)",
+            phase.name(),
+            100.0 * e2e::NON_GEMM_SHARE
+        );
+        for s in Scenario::ALL {
+            if s == Scenario::Sequential {
+                continue;
+            }
+            let xs: Vec<f64> = e
+                .iter()
+                .filter(|x| x.scenario == s)
+                .map(|x| x.speedup)
+                .collect();
+            let (Some(g), m) = (
+                geomean(xs.iter().copied()),
+                xs.iter().copied().fold(f64::NAN, f64::max),
+            ) else {
+                continue;
+            };
+            let d = DISSERTATION_E2E
+                .iter()
+                .find(|d| d.0 == phase && d.1 == s)
+                .map_or("-".to_string(), |d| format!("{} / {}", pct(d.2), pct(d.3)));
+            let _ = writeln!(
+                o,
+                "  {:<38} {:>10} {:>10}   {d:>22}",
+                s.name(),
+                pct(g - 1.0),
+                pct(m - 1.0)
+            );
+        }
+        for x in e.iter().filter(|x| x.scenario == Scenario::Sequential) {
+            let _ = writeln!(
+                o,
+                "    {} TP {}: all-reduce sub-layers {:.0} % of the baseline {}, {:.1} ms",
+                x.model,
+                x.tp,
+                100.0 * x.sublayer_share,
+                phase.name(),
+                1e3 * x.seconds
+            );
+        }
     }
 }
 

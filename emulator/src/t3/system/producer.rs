@@ -10,12 +10,91 @@ use super::values::{Region, WriteOp};
 use super::T3System;
 use crate::hbm::Cycle;
 use crate::memctrl::{Request, Source, TrafficClass};
-use crate::t3::gemm::{ProducerModel, PHASES};
-use crate::t3::layout::Rect;
+use crate::t3::gemm::{OperandLayout, ProducerModel};
+use crate::t3::layout::{OutputLayout, Rect};
 
 /// Requests a GPU may hold waiting for controller queue room before its producer stops
 /// dispatching workgroups (the L2's miss queues are finite).
 pub(super) const PENDING_CAP: usize = 8_192;
+
+/// Bytes of the address region each input operand's panels are read from (offsets wrap
+/// inside it).
+const PANEL_REGION: u64 = 256 << 20;
+
+/// Where one phase of one workgroup reads its operands' DRAM misses: the requests are
+/// spread over the part of the A tile-row panel and the B tile-column panel that phase
+/// covers, in the operands' layout ([`OperandLayout`]; B is contiguous along K), or, with
+/// no layout, as one contiguous run per panel starting at the phase's share of it.
+struct PanelReads {
+    layout: Option<OperandLayout>,
+    /// Tile rows and columns of the workgroup, and the tile's size.
+    tr: u64,
+    tc: u64,
+    tile: (u64, u64),
+    /// First K element of the phase, K, M, element bytes.
+    k0: u64,
+    k: u64,
+    m: u64,
+    eb: u64,
+    /// Without a layout: the phase's first byte in each panel.
+    flat: (u64, u64),
+}
+
+impl PanelReads {
+    fn new(model: &ProducerModel, l: OutputLayout, wg: u32, phase: u32, eb: u32) -> Self {
+        let r = l.wg_rect(wg);
+        let tr = u64::from(r.row0 / l.tile.0);
+        let tc = u64::from(r.col0 / l.tile.1);
+        let (pa, pb) = model.cost.panel_bytes;
+        let phases = u64::from(model.phases.max(1));
+        let p = u64::from(phase);
+        Self {
+            layout: model.layout,
+            tr,
+            tc,
+            tile: (u64::from(l.tile.0), u64::from(l.tile.1)),
+            k0: p * u64::from(model.k_per_phase),
+            k: u64::from(model.k),
+            m: u64::from(model.m),
+            eb: u64::from(eb),
+            flat: (
+                (tr as f64 * pa) as u64 + p * pa as u64 / phases,
+                (tc as f64 * pb) as u64 + p * pb as u64 / phases,
+            ),
+        }
+    }
+
+    /// Byte offset of request `j` of `n` from A.
+    fn a(&self, j: u64, n: u64) -> u64 {
+        match self.layout {
+            None => self.flat.0 + j * REQ_BYTES,
+            // One run per tile row, rows K elements apart: the requests walk the rows.
+            Some(OperandLayout::AlongK) => {
+                let row = self.tr * self.tile.0 + j * self.tile.0 / n.max(1);
+                (row * self.k + self.k0) * self.eb
+            }
+            // One run of the tile's rows per K element, M elements apart: the requests
+            // fill the runs in order.
+            Some(OperandLayout::AlongM) => {
+                let run = self.tile.0 * self.eb;
+                let off = j * REQ_BYTES;
+                (self.k0 + off / run) * self.m * self.eb + self.tr * run + off % run
+            }
+        }
+    }
+
+    /// Byte offset of request `j` of `n` from B (contiguous along K: one run per tile
+    /// column).
+    fn b(&self, j: u64, n: u64) -> u64 {
+        match self.layout {
+            None => self.flat.1 + j * REQ_BYTES,
+            Some(_) => {
+                let col = self.tc * self.tile.1 + j * self.tile.1 / n.max(1);
+                (col * self.k + self.k0) * self.eb
+            }
+        }
+    }
+}
 
 /// How a GPU's producer stores one workgroup's tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +248,12 @@ impl T3System {
             let s = p.slots[slot as usize].expect("slot");
             (s.wg, s.phase, p.model)
         };
-        let compute = model.phase_ns.ceil() as Cycle;
+        // Phase boundaries on the rounded cumulative time and byte counts, so many short
+        // phases add up to the workgroup's total.
+        let phases = f64::from(model.phases.max(1));
+        let cum = |total: f64, i: u32| (total * f64::from(i) / phases).round() as u64;
+        let wg_ns = model.phase_ns * phases;
+        let compute = cum(wg_ns, phase + 1) - cum(wg_ns, phase);
         self.schedule(
             at + compute.max(1),
             Ev::Compute {
@@ -177,8 +261,8 @@ impl T3System {
                 slot,
             },
         );
-        let per_phase = model.read_bytes_per_wg / f64::from(PHASES);
-        let n = (per_phase / REQ_BYTES as f64).round() as u64;
+        let reqs = model.read_bytes_per_wg / REQ_BYTES as f64;
+        let n = cum(reqs, phase + 1) - cum(reqs, phase);
         if n == 0 {
             return;
         }
@@ -189,24 +273,15 @@ impl T3System {
             region: Region::Out,
             op: WriteOp::Store,
         });
-        // Half the bytes from A's tile-row panel, half from B's tile-column panel.
-        let l = self.cfg.layout;
-        let r = l.wg_rect(wg);
-        let (pa, pb) = model.cost.panel_bytes;
-        let tr = u64::from(r.row0 / l.tile.0);
-        let tc = u64::from(r.col0 / l.tile.1);
-        let a0 = self.a_base
-            + ((tr as f64 * pa) as u64 + (u64::from(phase) * pa as u64) / u64::from(PHASES))
-                % (256 << 20);
-        let b0 = self.b_base
-            + ((tc as f64 * pb) as u64 + (u64::from(phase) * pb as u64) / u64::from(PHASES))
-                % (256 << 20);
+        // Half the requests from A's tile-row panel, half from B's tile-column panel.
+        let panels = PanelReads::new(&model, self.cfg.layout, wg, phase, self.cfg.dtype.bytes());
         for i in 0..n {
-            let addr = if i % 2 == 0 {
-                a0 + (i / 2) * REQ_BYTES
+            let (base, off) = if i % 2 == 0 {
+                (self.a_base, panels.a(i / 2, n.div_ceil(2)))
             } else {
-                b0 + (i / 2) * REQ_BYTES
+                (self.b_base, panels.b(i / 2, n / 2))
             };
+            let addr = base + off % PANEL_REGION;
             let req =
                 Request::read(addr & !(REQ_BYTES - 1), REQ_BYTES as u32, at).with_source(Source {
                     gpu: node as u16,
@@ -254,7 +329,7 @@ impl T3System {
             let s = p.slots[slot as usize].as_mut().expect("slot");
             s.phase += 1;
             s.compute_done = false;
-            (s.wg, s.phase >= PHASES)
+            (s.wg, s.phase >= p.model.phases.max(1))
         };
         if !last {
             self.start_phase(node, slot, at);
@@ -301,5 +376,43 @@ impl T3System {
         p.slots[slot as usize] = None;
         p.wg_finished(slot, at);
         self.dispatch(node, at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reads(layout: Option<OperandLayout>) -> PanelReads {
+        PanelReads {
+            layout,
+            tr: 1,
+            tc: 2,
+            tile: (128, 128),
+            k0: 32,
+            k: 2048,
+            m: 4096,
+            eb: 2,
+            flat: (1000, 2000),
+        }
+    }
+
+    #[test]
+    fn panel_reads_follow_the_operand_layout() {
+        // Along K: request j of 4 reads row 128 + 32 j at K element 32.
+        let k = reads(Some(OperandLayout::AlongK));
+        assert_eq!(k.a(0, 4), (128 * 2048 + 32) * 2);
+        assert_eq!(k.a(1, 4) - k.a(0, 4), 32 * 2048 * 2);
+        // Along M: consecutive 64-B pieces of the tile's 256-B run, then the next K row.
+        let m = reads(Some(OperandLayout::AlongM));
+        assert_eq!(m.a(0, 8), 32 * 4096 * 2 + 256);
+        assert_eq!(m.a(1, 8) - m.a(0, 8), 64);
+        assert_eq!(m.a(4, 8) - m.a(0, 8), 4096 * 2);
+        // B is along K in both: one run per tile column.
+        assert_eq!(k.b(1, 4), m.b(1, 4));
+        assert_eq!(k.b(1, 4) - k.b(0, 4), 32 * 2048 * 2);
+        // No layout: one contiguous stream per panel.
+        let f = reads(None);
+        assert_eq!((f.a(3, 4), f.b(3, 4)), (1000 + 192, 2000 + 192));
     }
 }
