@@ -50,9 +50,10 @@ pub struct SweepArgs {
     /// `$SLURM_ARRAY_TASK_ID/N`.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     shard: Option<(u64, u64)>,
-    /// Points run at once (0: one per core).
-    #[arg(long, default_value_t = 0)]
-    jobs: usize,
+    /// Points run at once (0: one per core; at most 1024, and never more than the
+    /// points to run).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    jobs: u16,
     /// Print the points (index, hash, parameters, done or not) and run nothing.
     #[arg(long)]
     list: bool,
@@ -580,6 +581,13 @@ pub(crate) fn run(a: SweepArgs) -> CmdResult {
         }
         return crate::cmd::io::emit(&out);
     }
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "--out {}: is a file; a sweep's results go in a directory (name a new or existing one)",
+            dir.display()
+        )
+        .into());
+    }
     std::fs::create_dir_all(&points_dir)
         .map_err(|e| format!("{}: cannot create: {e}", points_dir.display()))?;
     let text = serde_json::to_string_pretty(&manifest(&sweep, &pts, &file))? + "\n";
@@ -613,8 +621,9 @@ pub(crate) fn run(a: SweepArgs) -> CmdResult {
     let jobs = if a.jobs == 0 {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     } else {
-        a.jobs
-    };
+        usize::from(a.jobs)
+    }
+    .clamp(1, todo.len().max(1));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()

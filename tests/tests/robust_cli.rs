@@ -332,3 +332,118 @@ mod random_options {
         }
     }
 }
+
+/// Row `output-is-a-link-or-pipe`: an output path that is a symbolic link replaces the
+/// file it names and leaves the link a link; one that is a named pipe is written into
+/// (its reader gets the bytes), not replaced by a regular file; a link to nothing is
+/// refused.
+#[cfg(unix)]
+#[test]
+fn outputs_through_links_and_pipes_reach_their_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("target.csv"), "old").unwrap();
+    std::os::unix::fs::symlink("target.csv", d.join("link.csv")).unwrap();
+    let (code, _, err) = run_in(
+        d,
+        &["mem", "--requests", "20", "--command-trace", "link.csv"],
+    );
+    no_panic(&err);
+    assert_eq!(code, Some(0), "{err}");
+    let meta = std::fs::symlink_metadata(d.join("link.csv")).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    let written = std::fs::read_to_string(d.join("target.csv")).unwrap();
+    assert!(
+        written.contains(",ACT,") && written.contains("END_OF_SIMULATION"),
+        "{written}"
+    );
+
+    std::os::unix::fs::symlink("missing.csv", d.join("dangling.csv")).unwrap();
+    let (code, _, err) = run_in(
+        d,
+        &["mem", "--requests", "20", "--command-trace", "dangling.csv"],
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("dangling.csv: is a symbolic link to nothing"),
+        "{err}"
+    );
+
+    let fifo = d.join("fifo.csv");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        return;
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let (code, _, err) = run_in(
+        d,
+        &["mem", "--requests", "20", "--command-trace", "fifo.csv"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let got = reader.join().unwrap();
+    assert!(got.contains("END_OF_SIMULATION"), "the reader got {got:?}");
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()),
+        "the pipe was replaced by a file"
+    );
+}
+
+/// Rows `device-too-small` and `cp-replay-step-cap`: a device smaller than the system
+/// area its top holds is refused saying so, and a replay that stops at `--max-steps` with
+/// packets pending prints its report and then fails naming the cap.
+#[test]
+fn replay_device_and_step_cap_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (code, _, err) = run_in(
+        d,
+        &["cp", "gen-dump", "--queues", "1", "--gemms", "1", "q.bin"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run_in(
+        d,
+        &[
+            "cp", "replay", "q.bin", "--engine", "fixed", "--cd", "1", "--device", "0:4096",
+        ],
+    );
+    no_panic(&err);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("device memory of 4096 bytes is smaller than the 16777216-byte system area"),
+        "{err}"
+    );
+    let (code, out, err) = run_in(
+        d,
+        &[
+            "cp",
+            "replay",
+            "q.bin",
+            "--engine",
+            "fixed",
+            "--cd",
+            "1",
+            "--max-steps",
+            "1",
+            "--json",
+        ],
+    );
+    no_panic(&err);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("\"truncated\":true"), "{out}");
+    assert!(
+        err.contains("q.bin: replay stopped at --max-steps 1 with")
+            && err.contains("packets pending; raise --max-steps"),
+        "{err}"
+    );
+    let (code, _, _) = run_in(
+        d,
+        &[
+            "cp", "replay", "q.bin", "--engine", "fixed", "--cd", "1", "--json",
+        ],
+    );
+    assert_eq!(code, Some(0));
+}

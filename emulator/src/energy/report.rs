@@ -71,7 +71,9 @@ impl EnergyReport {
                 *self.components_j.entry(k).or_insert(0.0) += v;
             }
         }
-        self.total_j = self.components_j.values().sum();
+        // Folded from +0.0: `Sum` of no floats is -0.0, which a report of a run that moved
+        // nothing would print as `-0.0`.
+        self.total_j = self.components_j.values().fold(0.0, |a, v| a + v);
     }
 
     /// Joules of the components whose name starts with `prefix`.
@@ -79,8 +81,7 @@ impl EnergyReport {
         self.components_j
             .iter()
             .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v)
-            .sum()
+            .fold(0.0, |a, (_, v)| a + v)
     }
 
     /// One line for text reports.

@@ -365,9 +365,25 @@ impl std::fmt::Display for CsvError {
 
 impl std::error::Error for CsvError {}
 
+/// Largest M, N or K of a listed GEMM: 2^20, 24x the dataset's largest dimension, so
+/// the tile and workgroup counts the model derives stay far inside `u64`.
+pub const MAX_GEMM_DIM: u32 = 1 << 20;
+/// Largest M x N x K of a listed GEMM: 2^44 (about 35 ms of an MI100's FP32 matrix
+/// rate; the dataset's largest is below 2^42), so one GEMM's workgroups simulate in
+/// seconds rather than hours.
+pub const MAX_GEMM_VOLUME: u64 = 1 << 44;
+/// Largest `count` of a listed GEMM (the copies of it in its application), as `nmcp cp
+/// gen-dump --gemms`.
+pub const MAX_GEMM_COUNT: u32 = 4096;
+/// Most GEMMs in one list (rows, not counts): each is tuned over the whole catalogue.
+pub const MAX_GEMM_ROWS: usize = 65_536;
+
 /// Parses a GEMM list: one `M,N,K,transA,transB,dtype[,count]` per line. Blank lines and
 /// `#` comments are skipped, as is a header line starting with `M`. Transposes are
-/// `0/1`, `N/T` or `false/true`; dtypes `f16`, `bf16`, `f32`.
+/// `0/1`, `N/T` or `false/true`; dtypes `f16`, `bf16`, `f32`. Each dimension is at most
+/// [`MAX_GEMM_DIM`], their product at most [`MAX_GEMM_VOLUME`], `count` at most
+/// [`MAX_GEMM_COUNT`] and the list at most [`MAX_GEMM_ROWS`] GEMMs; a value past a bound
+/// is refused with its line and column, before any arithmetic uses it.
 pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
     let mut out = Vec::new();
     for (li, raw) in text.lines().enumerate() {
@@ -391,13 +407,21 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
                 ),
             ));
         }
-        let dim = |c: usize| -> Result<u32, CsvError> {
+        let bounded = |c: usize, max: u32, what: &str| -> Result<u32, CsvError> {
             let f = fields.get(c).copied().unwrap_or("");
-            match f.parse::<u32>() {
-                Ok(v) if v > 0 => Ok(v),
-                _ => Err(err(c + 1, format!("`{f}` is not a positive integer"))),
+            // Parsed as u64 so a value past u32 is named as too large, not as malformed.
+            match f.parse::<u64>() {
+                Err(_) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
+                    Err(err(c + 1, format!("{what} {f} is above {max}")))
+                }
+                Ok(0) | Err(_) => Err(err(c + 1, format!("`{f}` is not a positive integer"))),
+                Ok(v) => u32::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= max)
+                    .ok_or_else(|| err(c + 1, format!("{what} {v} is above {max}"))),
             }
         };
+        let dim = |c: usize| bounded(c, MAX_GEMM_DIM, ["M", "N", "K"][c.min(2)]);
         let trans = |c: usize| -> Result<bool, CsvError> {
             let f = fields.get(c).copied().unwrap_or("");
             match f.to_ascii_lowercase().as_str() {
@@ -409,7 +433,22 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
                 )),
             }
         };
+        if out.len() >= MAX_GEMM_ROWS {
+            return Err(err(
+                1,
+                format!("more than {MAX_GEMM_ROWS} GEMMs in one list; split it"),
+            ));
+        }
         let (m, n, k) = (dim(0)?, dim(1)?, dim(2)?);
+        let volume = u64::from(m)
+            .checked_mul(u64::from(n))
+            .and_then(|mn| mn.checked_mul(u64::from(k)));
+        if volume.is_none_or(|v| v > MAX_GEMM_VOLUME) {
+            return Err(err(
+                3,
+                format!("M x N x K = {m} x {n} x {k} is above {MAX_GEMM_VOLUME} (2^44)"),
+            ));
+        }
         let (ta, tb) = (trans(3)?, trans(4)?);
         let dt = fields.get(5).copied().unwrap_or("");
         let dtype = match dt.to_ascii_lowercase().as_str() {
@@ -423,7 +462,11 @@ pub fn parse_gemm_csv(text: &str) -> Result<Vec<(GemmShape, u32)>, CsvError> {
                 ))
             }
         };
-        let count = if fields.len() == 7 { dim(6)? } else { 1 };
+        let count = if fields.len() == 7 {
+            bounded(6, MAX_GEMM_COUNT, "count")?
+        } else {
+            1
+        };
         out.push((GemmShape::new(m, n, k, ta, tb, dtype), count));
     }
     Ok(out)

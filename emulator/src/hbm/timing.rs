@@ -1104,6 +1104,10 @@ impl PseudoChannel {
         }
     }
 
+    /// Closes bank `i` (every subarray under MASA), counting the banks or subarrays it
+    /// precharges. Inlined: an all-bank precharge calls it once per bank, and out of line
+    /// (as the energy count made it) it cost the NMC engine about 1 % of its instructions.
+    #[inline]
     fn close(&mut self, i: usize, at: Cycle) {
         self.power.precharges += match &self.masa {
             Some(m) => u64::from(m.open.get(i).map_or(0, |o| o.count_ones())),

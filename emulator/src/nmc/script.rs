@@ -54,12 +54,16 @@ pub struct PhaseScript {
     /// either way) and no read of the row after a write to it (a posted write has not
     /// reached the row yet).
     pub(super) stageable: bool,
+    /// ALU operations one column's pass through the phase executes on one bank's ALU
+    /// (the steps' sum, kept so that the energy count is one add per column command).
+    pub(super) alu_ops: u64,
 }
 
 impl PhaseScript {
     /// ALU operations one column's pass through the phase executes on one bank's ALU.
+    #[inline]
     pub(super) fn alu_ops_per_column(&self) -> u64 {
-        self.steps.iter().map(|st| u64::from(st.alu_ops)).sum()
+        self.alu_ops
     }
 }
 
@@ -112,6 +116,7 @@ pub(super) fn script(block: &[Instr]) -> Result<PhaseScript, EngineError> {
     };
     s.triggered_rw = count(&mut s.ops.iter().copied());
     s.pipelined_rw = count(&mut s.steps.iter().filter_map(|st| st.mem));
+    s.alu_ops = s.steps.iter().map(|st| u64::from(st.alu_ops)).sum();
     Ok(s)
 }
 

@@ -307,12 +307,28 @@ impl<E: KernelEngine> GpuNode<E> {
                 )));
             }
             let area = queue::queue_area_bytes(config.queues, config.ring_packets);
-            if area > SYSTEM_AREA_BYTES || config.device.len < SYSTEM_AREA_BYTES {
+            if area > SYSTEM_AREA_BYTES {
                 return Err(NodeError::Config(format!(
                     "queues need {area} bytes; the system area is {SYSTEM_AREA_BYTES} bytes"
                 )));
             }
-            let base = config.device.base + config.device.len - SYSTEM_AREA_BYTES;
+            if config.device.len < SYSTEM_AREA_BYTES {
+                return Err(NodeError::Config(format!(
+                    "device memory of {} bytes is smaller than the {SYSTEM_AREA_BYTES}-byte system area its top holds (the queue rings); give at least that",
+                    config.device.len
+                )));
+            }
+            let base = config
+                .device
+                .base
+                .checked_add(config.device.len - SYSTEM_AREA_BYTES)
+                .filter(|_| config.device.base.checked_add(config.device.len).is_some())
+                .ok_or_else(|| {
+                    NodeError::Config(format!(
+                        "device memory at {:#x} of {} bytes ends past the 64-bit address space",
+                        config.device.base, config.device.len
+                    ))
+                })?;
             queues = queue::layout_queues(&mut memory, base, config.queues, config.ring_packets)
                 .map_err(NodeError::Memory)?;
             // The rings and index words at a fixed address, as a hardware CP maps them:

@@ -95,14 +95,15 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     slots: u32,
     /// Time of one GEMM workgroup in the fixed engine, ns.
-    #[arg(long, default_value_t = 1000.0, value_parser = super::numbers::positive_f64)]
+    #[arg(long, default_value_t = 1000.0, value_parser = super::numbers::positive_duration_ns)]
     wg_ns: f64,
     /// Device memory, `BASE:LEN`; default: the dump's DEVICE directive, else 256 MiB at
     /// 0x10000000. The top 16 MiB hold the replay's queue rings.
     #[arg(long, value_parser = super::io::parse_range)]
     device: Option<nmcp_isa::aql::DeviceRange>,
-    /// Stop after this many simulation steps.
-    #[arg(long, default_value_t = 10_000_000)]
+    /// Stop after this many simulation steps; a replay stopped with work left is an error
+    /// (after its report).
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: u64,
     /// Timeline of the replay: the CP's busy spans, its decisions and every kernel.
     #[command(flatten)]
@@ -275,7 +276,18 @@ fn replay(a: &ReplayArgs) -> CmdResult {
     let mut out = String::new();
     let counts = packet_lines(a.json, &r, &mut out);
     summary_lines(a, &r, counts, &predictor_source, &mut out);
-    emit(&out)
+    emit(&out)?;
+    if r.summary.truncated {
+        // The report above is what ran; a replay cut short is not a finished one.
+        return Err(format!(
+            "{}: replay stopped at --max-steps {} with {} packets pending; raise --max-steps",
+            a.file.display(),
+            a.max_steps,
+            counts.2
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// One line per packet; returns (dispatched, rejected, pending).

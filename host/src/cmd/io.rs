@@ -145,10 +145,13 @@ fn input_named_by(path: &Path) -> Option<PathBuf> {
         .map(|(_, given)| given.clone())
 }
 
-/// Refuses an output path that would replace a file this run reads.
+/// Refuses an output path that would replace a file this run reads, names a directory
+/// or a symbolic link to nothing, or lies in a directory that does not exist.
 ///
 /// # Errors
-/// `OUT: is an input of this run (read as IN); write the output elsewhere`.
+/// `OUT: is an input of this run (read as IN); write the output elsewhere`, `OUT: is a
+/// directory ...`, `OUT: is a symbolic link to nothing ...`, `OUT: cannot write: the
+/// directory D does not exist; create it first`.
 pub fn check_output(path: &Path) -> Result<(), String> {
     if let Some(input) = input_named_by(path) {
         return Err(format!(
@@ -163,7 +166,66 @@ pub fn check_output(path: &Path) -> Result<(), String> {
             path.display()
         ));
     }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) && !path.exists() {
+        return Err(format!(
+            "{}: is a symbolic link to nothing (its target is missing); name a file for the output",
+            path.display()
+        ));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        let why = if dir.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        return Err(format!(
+            "{}: cannot write: the directory {} {why}; create it first",
+            path.display(),
+            dir.display()
+        ));
+    }
     Ok(())
+}
+
+/// Where an output goes: a symbolic link is followed to its target (so the link stays
+/// a link and the file it names is replaced), and an existing pipe, device or socket is
+/// written in place (`--out /dev/stdout`, `>(gzip > f)`), since renaming a file over it
+/// would destroy it and its reader would get nothing.
+enum Destination {
+    /// A regular file (or none yet): staged and renamed, whole or not at all.
+    File(PathBuf),
+    /// A pipe, device or socket: opened and written.
+    Stream(PathBuf),
+}
+
+fn destination(path: &Path) -> Destination {
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Destination::Stream(target),
+        _ => Destination::File(target),
+    }
+}
+
+/// Writes `bytes` to `path` as [`destination`] says.
+fn write_to(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match destination(path) {
+        Destination::File(p) => write_atomic(&p, bytes),
+        Destination::Stream(p) => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+            f.write_all(bytes)?;
+            f.flush()
+        }
+    }
 }
 
 /// Reads a whole input file once, at most `limit` bytes, and records it as an input.
@@ -228,10 +290,16 @@ pub fn parse_range(s: &str) -> Result<DeviceRange, String> {
     let (b, l) = s
         .split_once(':')
         .ok_or_else(|| format!("{s:?}: expected BASE:LEN"))?;
-    Ok(DeviceRange {
-        base: num(b)?,
-        len: num(l)?,
-    })
+    let (base, len) = (num(b)?, num(l)?);
+    if len == 0 {
+        return Err(format!("{s:?}: LEN 0 is an empty device"));
+    }
+    if base.checked_add(len).is_none() {
+        return Err(format!(
+            "{s:?}: BASE + LEN is past the 64-bit address space"
+        ));
+    }
+    Ok(DeviceRange { base, len })
 }
 
 /// Reads and parses a dump file, with the file name in any error.
@@ -273,13 +341,15 @@ fn stage(path: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> 
 }
 
 /// The one way a command writes an output file: refused if it would replace an input of
-/// the run ([`check_output`]), else [`write_atomic`]; the path is in any error.
+/// the run or has no directory to go in ([`check_output`]), else [`write_atomic`] to the
+/// file (a symbolic link's target), or written into an existing pipe or device
+/// ([`destination`]); the path is in any error.
 ///
 /// # Errors
 /// `PATH: is an input of this run ...`, `PATH: cannot write: ...`.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     check_output(path)?;
-    write_atomic(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    write_to(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 /// Writes several output files all or none: each is checked ([`check_output`]) and
@@ -293,14 +363,23 @@ pub fn write_files(files: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
         check_output(path)?;
     }
     let mut staged = Vec::with_capacity(files.len());
+    let mut streams = Vec::new();
     for (path, bytes) in files {
-        let tmp =
-            stage(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-        staged.push((tmp, path));
+        match destination(path) {
+            Destination::File(target) => {
+                let tmp = stage(&target, bytes)
+                    .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+                staged.push((tmp, target, path));
+            }
+            Destination::Stream(_) => streams.push((path, bytes)),
+        }
     }
-    for (tmp, path) in staged {
-        tmp.persist(path)
+    for (tmp, target, path) in staged {
+        tmp.persist(&target)
             .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    }
+    for (path, bytes) in streams {
+        write_to(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     }
     Ok(())
 }

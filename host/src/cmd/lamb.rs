@@ -89,7 +89,7 @@ pub struct LambArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// GPU-host reduction round trip in ns (see docs/calibration.md).
-    #[arg(long, default_value_t = NmcSystemConfig::default().host_reduction_ns, value_parser = super::numbers::non_negative_f64)]
+    #[arg(long, default_value_t = NmcSystemConfig::default().host_reduction_ns, value_parser = super::numbers::duration_ns)]
     host_reduction_ns: f64,
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N

@@ -527,6 +527,17 @@ pub fn run(args: MemArgs) -> CmdResult {
         )
         .into());
     }
+    if report.requests == 0 {
+        // Only an empty trace gets here (`--requests` is at least 1): a report of nothing
+        // would look like a run.
+        let what = args
+            .trace
+            .as_ref()
+            .map_or_else(|| "the run".to_string(), |p| p.display().to_string());
+        return Err(
+            format!("{what}: holds no requests (an empty trace); nothing to report").into(),
+        );
+    }
     let speed = if wall > 0.0 {
         report.requests as f64 / wall
     } else {
@@ -568,13 +579,16 @@ pub fn run(args: MemArgs) -> CmdResult {
     Ok(())
 }
 
-/// `--requests`: a count up to 2^34.
+/// `--requests`: a count from 1 up to 2^34.
 fn parse_requests(s: &str) -> Result<u64, String> {
     let n: u64 = s
         .trim()
         .replace('_', "")
         .parse()
         .map_err(|e| format!("{s:?}: {e}"))?;
+    if n == 0 {
+        return Err("0 requests: nothing to simulate".into());
+    }
     if n > 1 << 34 {
         return Err(format!(
             "{n} requests: above 2^34 (about 5 hours at 1 M requests/s); use a trace file or split the run"

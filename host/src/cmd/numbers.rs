@@ -81,6 +81,40 @@ pub fn decay_rate_f32(s: &str) -> Result<f32, String> {
     }
 }
 
+/// Longest duration option, ns: one second. A link latency, a workgroup's time or a
+/// reduction round trip beyond it is no machine's, and far larger finite values (1e300)
+/// overflow the simulators' integer clocks or leave them stepping through empty time.
+pub const MAX_DURATION_NS: f64 = 1e9;
+
+/// Bandwidth options' range in GB/s (bytes per ns): 0.01 (a slow serial link) to 10^6
+/// (beyond any memory); below it a transfer takes longer than the clocks can count.
+pub const BANDWIDTH_GBPS: (f64, f64) = (0.01, 1e6);
+
+/// A duration in ns in [0, [`MAX_DURATION_NS`]].
+pub fn duration_ns(s: &str) -> Result<f64, String> {
+    match non_negative_f64(s)? {
+        x if x <= MAX_DURATION_NS => Ok(x),
+        x => Err(format!(
+            "{x} ns: above 1 s ({MAX_DURATION_NS} ns), the longest duration taken"
+        )),
+    }
+}
+
+/// A duration in ns in (0, [`MAX_DURATION_NS`]].
+pub fn positive_duration_ns(s: &str) -> Result<f64, String> {
+    positive_f64(s)?;
+    duration_ns(s)
+}
+
+/// A bandwidth in GB/s within [`BANDWIDTH_GBPS`].
+pub fn bandwidth_gbps(s: &str) -> Result<f64, String> {
+    let (lo, hi) = BANDWIDTH_GBPS;
+    match positive_f64(s)? {
+        x if (lo..=hi).contains(&x) => Ok(x),
+        x => Err(format!("{x} GB/s: must be in [{lo}, {hi}]")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +137,15 @@ mod tests {
         assert_eq!(non_negative_f32("0"), Ok(0.0));
         assert_eq!(share_percent("7"), Ok(7.0));
         assert!(positive_f64("x").unwrap_err().contains("\"x\""));
+        assert!(duration_ns("1e300").unwrap_err().contains("above 1 s"));
+        assert_eq!(duration_ns("1e9"), Ok(1e9));
+        assert_eq!(duration_ns("0"), Ok(0.0));
+        assert!(positive_duration_ns("0").unwrap_err().contains("positive"));
+        assert!(bandwidth_gbps("1e-300")
+            .unwrap_err()
+            .contains("[0.01, 1000000]"));
+        assert!(bandwidth_gbps("1e7").is_err());
+        assert_eq!(bandwidth_gbps("75"), Ok(75.0));
     }
 
     type Parser = (

@@ -107,10 +107,10 @@ struct MachineArgs {
     #[arg(long)]
     gpu_2x_cu: bool,
     /// Link bandwidth per direction in GB/s (Table 8.1: 150 GB/s bidirectional).
-    #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = super::numbers::positive_f64)]
+    #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = super::numbers::bandwidth_gbps)]
     link_gbps: f64,
     /// One-way link latency in ns.
-    #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = super::numbers::non_negative_f64)]
+    #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = super::numbers::duration_ns)]
     link_latency_ns: f64,
     /// MCA occupancy threshold in queue entries per pseudo-channel (default: picked from
     /// the producer's isolated first stage).
@@ -171,11 +171,12 @@ struct StudyArgs {
     /// Sub-layers, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "OP,FC-2,FC-1,IP", value_parser = parse_sublayer)]
     sublayers: Vec<&'static str>,
-    /// Hidden size of a custom model (instead of the table; needs --tokens).
-    #[arg(long, value_name = "H", requires = "tokens", conflicts_with = "models", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Hidden size of a custom model (instead of the table; needs --tokens; at most 131072,
+    /// 10x GPT-3's, so that the sub-layers' GEMM sizes stay far inside 32 bits).
+    #[arg(long, value_name = "H", requires = "tokens", conflicts_with = "models", value_parser = clap::value_parser!(u32).range(1..=131_072))]
     h: Option<u32>,
-    /// Tokens of a custom model (sequence length x batch; needs --h).
-    #[arg(long, value_name = "T", requires = "h", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Tokens of a custom model (sequence length x batch; needs --h; at most 2^20).
+    #[arg(long, value_name = "T", requires = "h", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     tokens: Option<u32>,
     /// Name of the custom model in reports.
     #[arg(long, value_name = "NAME", requires = "h", default_value = "custom")]

@@ -115,6 +115,15 @@ pub fn prepare(c: &Options) -> Result<Prepared, Box<dyn std::error::Error>> {
         Some(path) => {
             let text = crate::cmd::io::read_input_text(path)?;
             let list = parse_gemm_csv(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            // The evaluation scores each listed GEMM once (its speed-up does not depend on
+            // how often the application runs it); say so rather than drop counts silently.
+            let counted = list.iter().filter(|(_, n)| *n > 1).count();
+            if counted > 0 {
+                eprintln!(
+                    "{}: note: {counted} GEMMs have a count above 1; the evaluation scores each listed GEMM once (list it again to weigh it more)",
+                    path.display()
+                );
+            }
             list.into_iter()
                 .map(|(s, _)| ("user".to_string(), s))
                 .collect()
