@@ -672,20 +672,37 @@ impl<P: MemoryPort> GpuSim<P> {
         };
         let miss = self.llc_miss();
         let curve = LoadedLatencyCurve::standard();
+        // Where no resident main loop is latency-bound even at the largest queueing delay,
+        // the floors do not enter the solution: one solve.
+        let worst = self.loaded_floors(ll, miss, curve.queue_delay_ns(1.0, self.gpu.hbm_pin_gbps));
+        let binds = self
+            .kernels
+            .iter()
+            .zip(&worst)
+            .any(|(k, &f)| k.resident > 0 && latency_fraction(&k.cost, f) < 1.0);
+        if !binds {
+            self.solve_rates_at(&worst);
+            return;
+        }
         let mut util = 0.0f64;
         for _ in 0..LOADED_LATENCY_PASSES {
-            let queue_ns = curve.queue_delay_ns(util, self.gpu.hbm_pin_gbps);
-            let floors: Vec<f64> = self
-                .kernels
-                .iter()
-                .map(|k| loaded_floor(&k.cost, k.resident as f64, miss, &self.cal, ll, queue_ns))
-                .collect();
+            let floors =
+                self.loaded_floors(ll, miss, curve.queue_delay_ns(util, self.gpu.hbm_pin_gbps));
             let next = self.solve_rates_at(&floors);
             if (next - util).abs() < 0.01 {
                 break;
             }
             util = 0.5 * (util + next);
         }
+    }
+
+    /// Every kernel's main-loop latency floor under the loaded-latency option at a
+    /// queueing delay of `queue_ns` (see [`loaded_floor`]).
+    fn loaded_floors(&self, ll: LoadedLatency, miss: f64, queue_ns: f64) -> Vec<f64> {
+        self.kernels
+            .iter()
+            .map(|k| loaded_floor(&k.cost, k.resident as f64, miss, &self.cal, ll, queue_ns))
+            .collect()
     }
 
     /// The LLC miss fraction of the resident panels' working set (what exceeds the LLC's

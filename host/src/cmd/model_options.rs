@@ -41,4 +41,16 @@ impl ModelOptions {
             gpu.inter_kernel_gap_ns = g;
         }
     }
+
+    /// The options as command-line arguments (for a child `nmcp` run).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.latency == LatencyModel::Loaded {
+            v.extend(["--latency".to_string(), "loaded".to_string()]);
+        }
+        if let Some(g) = self.inter_kernel_gap_ns {
+            v.extend(["--inter-kernel-gap-ns".to_string(), g.to_string()]);
+        }
+        v
+    }
 }

@@ -38,6 +38,14 @@ pub struct ReproduceArgs {
     /// MI100 model against it to the report's validation section.
     #[arg(long)]
     mi100_data: Option<PathBuf>,
+    /// Concurrent-GEMM measurements of an H200 (e.g.
+    /// ../shared/data/h200/gemm-concurrency.json): adds the H200 preset against them to
+    /// the report's validation section (about 2-5 CPU-minutes).
+    #[arg(long)]
+    h200_data: Option<PathBuf>,
+    /// The GPU model's contention options for the H200 comparison.
+    #[command(flatten)]
+    h200_model: super::model_options::ModelOptions,
 }
 
 /// Runs `nmcp reproduce`.
@@ -52,6 +60,8 @@ pub fn run(a: ReproduceArgs) -> CmdResult {
         jobs,
         quiet: a.quiet,
         mi100_data: a.mi100_data.clone(),
+        h200_data: a.h200_data.clone(),
+        h200_model_args: a.h200_model.to_args(),
     };
     let sections = reproduce::run(&o)?;
     if a.quiet {

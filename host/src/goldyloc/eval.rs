@@ -575,6 +575,9 @@ fn evaluate_one(
         1
     };
     let [seq, default, go_kernels, goldyloc_run] = shared_configs(&base, &go);
+    // A partition per kernel that can run at once: with streams on Q hardware queues at
+    // most Q kernels run together, so the CUs (and LLC, HBM) split Q ways, not n.
+    let parts = ctx.hw_queues.map_or(n, |q| n.min(q));
     let configs = [
         seq,
         default,
@@ -585,13 +588,13 @@ fn evaluate_one(
             "CU-Partition",
             &base,
             Cp::Baseline,
-            GpuSplit::CuPartition(n),
+            GpuSplit::CuPartition(parts),
         ),
         ConfigRun::new(
             "Resource-Partition",
             &base,
             Cp::Baseline,
-            GpuSplit::ResourcePartition(n),
+            GpuSplit::ResourcePartition(parts),
         ),
     ];
     let packets = vec![0usize; n as usize];

@@ -76,9 +76,11 @@ impl std::error::Error for FigureError {}
 pub fn at<'a>(doc: &'a Value, what: &str, path: &str) -> Result<&'a Value, FigureError> {
     let mut v = doc;
     for key in path.split('.') {
-        let next = match key.parse::<usize>() {
-            Ok(i) => v.get(i),
-            Err(_) => v.get(key),
+        // A number indexes an array; in an object it is a key like any other (the
+        // validate JSON keys its scenarios "2", "4", ...).
+        let next = match (key.parse::<usize>(), v.is_array()) {
+            (Ok(i), true) => v.get(i),
+            _ => v.get(key),
         };
         v = next.ok_or_else(|| FigureError(format!("{what}: no `{path}` (stopped at `{key}`)")))?;
     }

@@ -490,6 +490,11 @@ pub struct Options {
     /// rocBLAS' MI100 tuning data (`matched.csv`, `winners.json`): when given, the
     /// validation section compares the MI100 model with it.
     pub mi100_data: Option<PathBuf>,
+    /// Concurrent-GEMM measurements of an H200 (`gemm-concurrency.json`): when given, the
+    /// validation section compares the H200 preset with them.
+    pub h200_data: Option<PathBuf>,
+    /// The GPU model's contention options for the H200 comparison (`--latency loaded`, ...).
+    pub h200_model_args: Vec<String>,
 }
 
 /// Runs every stage, writes the report, returns the sections (for the terminal summary).
@@ -503,6 +508,9 @@ pub fn run(o: &Options) -> Result<Vec<Section>, Box<dyn std::error::Error>> {
     let mut stages = stages(o.scale, &o.mechanisms, &o.out, o.jobs);
     if let Some(d) = &o.mi100_data {
         stages.push(validation::mi100_stage(d));
+    }
+    if let Some(d) = &o.h200_data {
+        stages.push(validation::h200_stage(d, &o.h200_model_args));
     }
     let bar = indicatif::ProgressBar::new(stages.len() as u64);
     if o.quiet || !std::io::stderr().is_terminal() {
@@ -533,6 +541,7 @@ pub fn run(o: &Options) -> Result<Vec<Section>, Box<dyn std::error::Error>> {
     bar.finish_and_clear();
     let mut sections = sections(&results, &o.out)?;
     validation::add_mi100(&mut sections, &results, &o.out)?;
+    validation::add_h200(&mut sections, &results)?;
     let meta = page::Meta {
         scale: o.scale.name(),
         version: env!("CARGO_PKG_VERSION"),

@@ -1,7 +1,9 @@
 //! The report's validation section: the GPU model against hardware data that no model
 //! constant was fitted to a dissertation figure with. Holds the MI100 comparison with
 //! rocBLAS' own MI100 tuning (`nmcp goldyloc library --json`): its stage, its scatter
-//! plot and its headline rows (median efficiency error, tuner agreement, distinct winners).
+//! plot and its headline rows (median efficiency error, tuner agreement, distinct winners);
+//! and the H200 comparison with concurrent-GEMM measurements (`nmcp goldyloc validate
+//! --json`): its stage and its measured-against-model rows, each with issue 39's limit.
 
 use plotters::prelude::*;
 use serde_json::Value;
@@ -54,21 +56,136 @@ pub fn add_mi100(
             .into(),
     )?;
     let headlines = mi100_headlines(&r.json).map_err(|e| e.0)?;
+    add_to_section(sections, r, headlines, vec![fig]);
+    Ok(())
+}
+
+/// Appends a stage's command, rows and figures to the validation section, creating it
+/// when it is not there yet.
+fn add_to_section(
+    sections: &mut Vec<Section>,
+    r: &StageResult,
+    headlines: Vec<Headline>,
+    figures: Vec<super::Figure>,
+) {
     let cmd = format!("nmcp {}", r.stage.args.join(" "));
     match sections.iter_mut().find(|s| s.title == TITLE) {
         Some(s) => {
             s.commands.push(cmd);
             s.headlines.extend(headlines);
-            s.figures.push(fig);
+            s.figures.extend(figures);
         }
         None => sections.push(Section {
             title: TITLE,
             commands: vec![cmd],
             headlines,
-            figures: vec![fig],
+            figures,
         }),
     }
+}
+
+/// Name of the H200 validation stage (its JSON is `data/h200-validate.json`).
+pub const H200_STAGE: &str = "h200-validate";
+
+/// The H200 validation stage, reading the measurement file `data`, with the model's
+/// contention options `model_args` (e.g. `--latency loaded`).
+pub fn h200_stage(data: &Path, model_args: &[String]) -> Stage {
+    let mut args: Vec<String> = vec![
+        "goldyloc".into(),
+        "validate".into(),
+        "--gpu".into(),
+        "h200".into(),
+        "--data".into(),
+        data.display().to_string(),
+        "--json".into(),
+    ];
+    args.extend(model_args.iter().cloned());
+    Stage {
+        name: H200_STAGE,
+        what: "validation: H200 model against concurrent-GEMM measurements",
+        args,
+    }
+}
+
+/// Adds the H200 rows to the validation section when `results` hold the H200 stage.
+///
+/// # Errors
+/// The stage's JSON lacks a key.
+pub fn add_h200(sections: &mut Vec<Section>, results: &[StageResult]) -> Result<(), String> {
+    let Some(r) = results.iter().find(|r| r.stage.name == H200_STAGE) else {
+        return Ok(());
+    };
+    let headlines = h200_headlines(&r.json).map_err(|e| e.0)?;
+    add_to_section(sections, r, headlines, Vec::new());
     Ok(())
+}
+
+/// The H200 rows: isolated error, rank correlation and winner agreement; Default over
+/// Sequential and GO over Default at every n and the best-CD majority share, each the
+/// model next to the measurement and issue 39's acceptance limit.
+///
+/// # Errors
+/// A key is missing from the validate JSON.
+pub fn h200_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
+    const W: &str = "goldyloc validate JSON";
+    let gemms = num(doc, W, "gemms")?;
+    let row = |figure: String, ours: f64, unit: Unit, baseline: String| Headline {
+        chapter: TITLE,
+        figure,
+        dissertation: None,
+        ours,
+        unit,
+        config: format!("H200 preset, Triton catalogue, {gemms:.0} GEMMs of the file"),
+        baseline,
+    };
+    let mut v = vec![
+        row(
+            "H200 isolated: median |model - measured| / measured".into(),
+            num(doc, W, "isolated.median_abs_error")?,
+            Unit::Percent,
+            format!(
+                "limit 15 %; geomean model/measured {:.3}",
+                num(doc, W, "isolated.geomean_ratio")?
+            ),
+        ),
+        row(
+            "H200 isolated: mean rank correlation of the configurations".into(),
+            num(doc, W, "isolated.spearman")?,
+            Unit::Times,
+            "1 = the same order as measured".into(),
+        ),
+        row(
+            "H200 isolated: winner agreement".into(),
+            num(doc, W, "isolated.winner_agreement")?,
+            Unit::Percent,
+            "share of GEMMs whose modelled winner is the measured one".into(),
+        ),
+    ];
+    for (key, what, limit) in [
+        ("default_over_sequential", "Default over Sequential", 0.04),
+        ("go_over_default", "GO kernels over Default", 0.03),
+    ] {
+        for n in ["2", "4", "8", "16"] {
+            let measured = num(doc, W, &format!("{key}.{n}.measured"))?;
+            v.push(row(
+                format!("H200 {what}, n = {n} (geomean)"),
+                num(doc, W, &format!("{key}.{n}.model"))?,
+                Unit::Times,
+                format!("measured {measured:.3}; limit +-{limit}"),
+            ));
+        }
+    }
+    v.push(row(
+        "H200 best CD for 16: majority share".into(),
+        num(doc, W, "best_cd16.model_majority_share")?,
+        Unit::Percent,
+        format!(
+            "measured {:.0} %; limit +-15 points; per-GEMM agreement {:.0} %",
+            100.0 * num(doc, W, "best_cd16.measured_majority_share")?,
+            100.0 * num(doc, W, "best_cd16.agreement")?
+        ),
+    ));
+    Ok(v)
 }
 
 /// The rows of the MI100 comparison: per ref and FP32 / FP16, the median efficiency
@@ -255,4 +372,46 @@ fn draw_scatter(svg: &mut String, title: &str, pts: &[Point]) -> PlotResult {
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod h200_tests {
+    use super::*;
+
+    fn doc() -> Value {
+        let pair = |m: f64, o: f64| serde_json::json!({"measured": m, "model": o});
+        serde_json::json!({
+            "gemms": 32,
+            "isolated": {"median_abs_error": 0.21, "spearman": 0.79,
+                         "winner_agreement": 0.58, "geomean_ratio": 0.86},
+            "default_over_sequential": {"2": pair(0.98, 1.04), "4": pair(1.02, 1.08),
+                                        "8": pair(1.06, 1.08), "16": pair(1.07, 1.09)},
+            "go_over_default": {"2": pair(1.02, 1.07), "4": pair(1.04, 1.10),
+                                "8": pair(1.05, 1.11), "16": pair(1.07, 1.13)},
+            "best_cd16": {"model_majority_share": 0.72, "measured_majority_share": 0.59,
+                          "agreement": 0.56}
+        })
+    }
+
+    #[test]
+    fn every_figure_is_a_row_with_its_measurement_and_limit() {
+        let rows = h200_headlines(&doc()).expect("rows");
+        assert_eq!(rows.len(), 3 + 8 + 1);
+        let ds2 = rows
+            .iter()
+            .find(|r| r.figure == "H200 Default over Sequential, n = 2 (geomean)")
+            .expect("row");
+        assert_eq!(ds2.ours, 1.04);
+        assert!(ds2.baseline.contains("measured 0.980") && ds2.baseline.contains("0.04"));
+        let maj = rows.last().expect("row");
+        assert!(maj.baseline.contains("measured 59 %"), "{}", maj.baseline);
+    }
+
+    #[test]
+    fn a_missing_key_is_an_error_naming_it() {
+        let mut d = doc();
+        d["go_over_default"]["8"] = Value::Null;
+        let e = h200_headlines(&d).expect_err("missing");
+        assert!(e.0.contains("go_over_default.8"), "{}", e.0);
+    }
 }
