@@ -40,8 +40,9 @@ pub struct TunedGemm {
     /// [`ROUNDS_TOTAL`] copies in rounds of each entry of `CONCURRENCY_DEGREES` with that
     /// CD's GO kernel, the next round starting when the current one has placed all its
     /// workgroups, ns. Empty under the group barrier (rounds are then back-to-back
-    /// `t_concurrent` runs).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `t_concurrent` runs). Always serialised: tuning checkpoints are postcard, which
+    /// cannot skip a field.
+    #[serde(default)]
     pub t_rounds: Vec<f64>,
 }
 
