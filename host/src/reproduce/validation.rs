@@ -84,6 +84,26 @@ fn add_to_section(
     }
 }
 
+/// A row of the validation section: a model figure against hardware data (no
+/// dissertation value; the measurement goes in `baseline`).
+fn validation_row(
+    figure: String,
+    ours: f64,
+    unit: Unit,
+    config: String,
+    baseline: String,
+) -> Headline {
+    Headline {
+        chapter: TITLE,
+        figure,
+        dissertation: None,
+        ours,
+        unit,
+        config,
+        baseline,
+    }
+}
+
 /// Name of the H200 validation stage (its JSON is `data/h200-validate.json`).
 pub const H200_STAGE: &str = "h200-validate";
 
@@ -129,14 +149,9 @@ pub fn add_h200(sections: &mut Vec<Section>, results: &[StageResult]) -> Result<
 pub fn h200_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
     const W: &str = "goldyloc validate JSON";
     let gemms = num(doc, W, "gemms")?;
-    let row = |figure: String, ours: f64, unit: Unit, baseline: String| Headline {
-        chapter: TITLE,
-        figure,
-        dissertation: None,
-        ours,
-        unit,
-        config: format!("H200 preset, Triton catalogue, {gemms:.0} GEMMs of the file"),
-        baseline,
+    let config = format!("H200 preset, Triton catalogue, {gemms:.0} GEMMs of the file");
+    let row = |figure: String, ours: f64, unit: Unit, baseline: String| {
+        validation_row(figure, ours, unit, config.clone(), baseline)
     };
     let mut v = vec![
         row(
@@ -196,14 +211,14 @@ pub fn h200_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
 pub fn mi100_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
     const W: &str = "goldyloc library JSON";
     let mut v = Vec::new();
-    let row = |figure: String, ours: f64, unit: Unit, baseline: String| Headline {
-        chapter: TITLE,
-        figure,
-        dissertation: None,
-        ours,
-        unit,
-        config: "MI100 preset, isolated tuning over the catalog".into(),
-        baseline,
+    let row = |figure: String, ours: f64, unit: Unit, baseline: String| {
+        validation_row(
+            figure,
+            ours,
+            unit,
+            "MI100 preset, isolated tuning over the catalog".into(),
+            baseline,
+        )
     };
     for (i, g) in arr(doc, W, "by_family")?.iter().enumerate() {
         let p = |k: &str| format!("by_family.{i}.{k}");
