@@ -69,7 +69,7 @@ pub struct Calibration {
     /// each under its own cap (`false`, the default). Copies dispatched a CP dispatch
     /// (~2 us) apart start about an iteration (~2.5 us alone) apart, so 16 copies spread
     /// over several 256-byte clicks; in phase is the bound the other way (measured in
-    /// `docs/decisions/gemm.md`, "Stop 35").
+    /// `docs/decisions/gemm.md`, "In-phase bound").
     #[serde(default)]
     pub llc_copies_in_phase: bool,
     /// Load-dependent memory latency (`None`: every main-loop load waits
