@@ -210,7 +210,7 @@ impl CommandProcessor {
     }
 
     /// The last handler stopped at [`MAX_PACKETS_PER_EVENT`]; deliver another event
-    /// (e.g. `Timer`) to continue.
+    /// (`Event::Deferred`) to continue.
     pub fn has_pending_work(&self) -> bool {
         self.state.pending
     }
