@@ -53,7 +53,7 @@ pub struct CpRecord {
 /// packet it looks at (a queue of 16 garbage packets and more), and a reason queue
 /// shorter than the log would drop records that a platform draining after every handler
 /// must see (the `cp_stream` fuzz target found it with 16). 4 with the `small-tables`
-/// feature (the HiFive1 build, whose 16 KiB of RAM the CP shares with LAMB and T3;
+/// feature (the HiFive1 build, whose small RAM the CP shares with LAMB and T3;
 /// docs/decisions/board.md).
 pub const REJECT_CAPACITY: usize = if cfg!(feature = "small-tables") {
     4
