@@ -18,6 +18,8 @@ pub mod loaded_latency;
 pub mod mem_port;
 pub mod partitioned;
 pub mod queue;
+pub mod rate_share;
+pub mod runs;
 pub mod search;
 pub mod sim;
 pub mod workload;
