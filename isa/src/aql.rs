@@ -16,6 +16,10 @@ use core::fmt;
 
 use crate::le::{LeReader, LeWriter, OutOfBounds};
 
+pub mod queue;
+
+pub use queue::{QueueConfig, QueueTable, QueueTableError, MAX_QUEUES};
+
 /// Bytes in one AQL packet.
 pub const AQL_PACKET_BYTES: usize = 64;
 /// Dependency signals a barrier packet carries.

@@ -54,7 +54,7 @@ pub fn launch_from_packet(
         .find(|k| k.kernel_object == kernel_object)
         .ok_or(DispatchError::BadPacket)?;
     Ok(KernelLaunch {
-        workgroups: nmcp_firmware::cp::features::workgroups(&ext, &meta),
+        workgroups: nmcp_isa::gemm_ext::workgroups(&ext, &meta),
         workgroup_size: meta.workgroup_size,
         workgroup_time: 0.0,
         barrier: p.header.barrier,

@@ -99,7 +99,7 @@ impl fmt::Display for DumpError {
             Self::QueueIndex { offset, queue } => write!(
                 f,
                 "QUEUE directive at offset {offset} names queue {queue}, limit {}",
-                nmcp_firmware::cp::MAX_QUEUES
+                nmcp_isa::aql::MAX_QUEUES
             ),
             Self::MemTruncated { offset, bytes } => write!(
                 f,
@@ -158,7 +158,7 @@ impl QueueDump {
                     bytes: rec,
                 }),
                 Some((DIRECTIVE_QUEUE, a, _)) => {
-                    if a >= nmcp_firmware::cp::MAX_QUEUES as u64 {
+                    if a >= nmcp_isa::aql::MAX_QUEUES as u64 {
                         return Err(DumpError::QueueIndex { offset, queue: a });
                     }
                     queue = a as u8;

@@ -3,8 +3,8 @@
 //! library (the records `nmcp goldyloc tune` writes, [`go_dump`]). Test and example inputs,
 //! also behind `nmcp cp gen-dump`.
 
-use nmcp_firmware::cp::features::workgroups;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange};
+use nmcp_isa::gemm_ext::workgroups;
 use nmcp_isa::gemm_ext::GemmExt;
 
 use super::catalog::KERNEL_OBJECT_BASE;

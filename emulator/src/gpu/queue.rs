@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use nmcp_firmware::cp::QueueConfig;
+use nmcp_isa::aql::QueueConfig;
 
 pub use crate::memory::DeviceMemory;
 use nmcp_firmware::platform::MemoryError;

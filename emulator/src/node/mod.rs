@@ -19,14 +19,11 @@ pub mod platform;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use nmcp_firmware::cp::{
-    CdPredictor, CpAction, CpConfig, CpError, CpRecord, CpWork, CuResources, QueueConfig,
-    QueueTable, MAX_QUEUES,
-};
+use nmcp_firmware::cp::{CdPredictor, CpAction, CpConfig, CpError, CpRecord, CpWork, CuResources};
 use nmcp_firmware::nmc::LambJob;
 use nmcp_firmware::platform::{MemoryError, NmcTicket};
 use nmcp_firmware::{Event, Firmware, FirmwareError};
-use nmcp_isa::aql::{self, DeviceRange, AQL_PACKET_BYTES};
+use nmcp_isa::aql::{self, DeviceRange, QueueConfig, QueueTable, AQL_PACKET_BYTES, MAX_QUEUES};
 use nmcp_isa::nmc::MacroCommand;
 
 use crate::gpu::queue::{self, QueueDump, QueueError, INVALID_HEADER};

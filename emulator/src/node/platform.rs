@@ -34,11 +34,7 @@ impl<'a, E: KernelEngine> NodePlatform<'a, E> {
         Self { parts, now }
     }
 
-    fn check_head(
-        &self,
-        queue: u8,
-        id: u64,
-    ) -> Result<nmcp_firmware::cp::QueueConfig, DispatchError> {
+    fn check_head(&self, queue: u8, id: u64) -> Result<nmcp_isa::aql::QueueConfig, DispatchError> {
         let p = &self.parts;
         let qc = *p
             .queues

@@ -8,13 +8,14 @@
 //! events in order, which is all the sequencer needs.
 
 use heapless::Deque;
-use nmcp_firmware::cp::{CpConfig, CuResources, QueueConfig};
+use nmcp_firmware::cp::{CpConfig, CuResources};
 use nmcp_firmware::nmc::{lay_out, LambJob, LambParams, NmcGeometry, Stage1Program};
 use nmcp_firmware::platform::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest,
     KernelDispatcher, MappedFifo, MemoryError, NmcController, NmcError, NmcTicket,
 };
 use nmcp_firmware::Event;
+use nmcp_isa::aql::QueueConfig;
 use nmcp_isa::aql::{self, AqlPacket, DeviceRange, KernelDispatchPacket, PacketHeader, PacketType};
 use nmcp_isa::aql::{AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES};
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS};
@@ -54,7 +55,7 @@ pub const NMC_QUEUE_DEPTH: usize = 8;
 /// Scalar registers per bank ALU.
 pub const SCALAR_REGS: u8 = 8;
 /// Queues the board's queue block serves.
-pub const BOARD_QUEUES: usize = nmcp_firmware::cp::MAX_QUEUES;
+pub const BOARD_QUEUES: usize = nmcp_isa::aql::MAX_QUEUES;
 
 /// Window layout: offsets from [`DEVICE_BASE`], virt's and the HiFive1's compact one.
 pub mod map;

@@ -33,13 +33,13 @@ pub use decision::{
 };
 pub use features::{CuResources, FeatureError, FEATURE_COUNT};
 pub use predictor::{CdPredictor, CLASS_COUNT};
-pub use queue::{QueueConfig, QueueTable, QueueTableError, MAX_QUEUES};
 pub use reject::{RejectCode, RejectReason};
 pub use work::{CpCostModel, CpWork};
 
 use heapless::{Deque, Vec};
 use nmcp_isa::aql::{
-    self, AqlPacket, DeviceRange, PacketType, AQL_PACKET_BYTES, KERNEL_DESCRIPTOR_BYTES,
+    self, AqlPacket, DeviceRange, PacketType, QueueConfig, QueueTable, AQL_PACKET_BYTES,
+    KERNEL_DESCRIPTOR_BYTES, MAX_QUEUES,
 };
 use nmcp_isa::gemm_ext::{
     checked_workgroups, GemmExt, CONCURRENCY_DEGREES, GEMM_EXT_BYTES, MAX_KERNEL_OBJECTS,

@@ -4,8 +4,9 @@
 
 use core::fmt::{self, Write};
 
-use nmcp_firmware::cp::{CpAction, CpCostModel, CpWork, MAX_QUEUES};
+use nmcp_firmware::cp::{CpAction, CpCostModel, CpWork};
 use nmcp_firmware::{Event, Firmware, FirmwareError};
+use nmcp_isa::aql::MAX_QUEUES;
 
 use crate::board::Board;
 use crate::layout::{lay_out_variant, Variant};

@@ -3,7 +3,8 @@
 
 use core::fmt::Write;
 
-use nmcp_firmware::cp::{decide, CpWork, GemmCandidate, MAX_QUEUES};
+use nmcp_firmware::cp::{decide, CpWork, GemmCandidate};
+use nmcp_isa::aql::MAX_QUEUES;
 use nmcp_isa::gemm_ext::{GemmExt, GEMM_EXT_BYTES};
 
 use crate::board::{self, Board, LayoutError, DEVICE_BASE};
