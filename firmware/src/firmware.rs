@@ -1,5 +1,7 @@
 //! The top floor: the one place that knows the CP, the NMC sequencer and T3, routes each
-//! event to its owner and gathers their errors. Nothing below imports it.
+//! event to its owner and gathers their errors. Nothing below imports it: each subsystem
+//! returns its own error ([`cp::CpError`], [`nmc::SequencerError`], [`t3::T3Fault`]) and
+//! only this file turns them into a [`FirmwareError`].
 
 use core::fmt;
 
@@ -8,6 +10,9 @@ use crate::{cp, nmc, t3, Event, Platform};
 use crate::platform::{DispatchError, DmaError, MemoryError, NmcError, TrackerError};
 
 /// Why a handler could not finish. The firmware stays consistent after any of these.
+///
+/// A platform error is reported by the block that raised it (`Memory`, `Dispatch`, `Nmc`),
+/// whichever subsystem met it; `Cp` and `Sequencer` carry the subsystems' own refusals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -22,9 +27,11 @@ pub enum FirmwareError {
     Dma(DmaError),
     /// The tracker refused a request.
     Tracker(TrackerError),
-    /// The command processor failed.
+    /// The command processor refused (never its `Memory` or `Dispatch`: those are
+    /// reported as [`FirmwareError::Memory`] and [`FirmwareError::Dispatch`]).
     Cp(cp::CpError),
-    /// The NMC sequencer failed.
+    /// The NMC sequencer refused (never its `Memory` or `Nmc`: those are reported as
+    /// [`FirmwareError::Memory`] and [`FirmwareError::Nmc`]).
     Sequencer(nmc::SequencerError),
     /// T3 programming failed.
     T3(t3::T3Fault),
@@ -55,8 +62,30 @@ macro_rules! from_error {
     )*};
 }
 from_error!(MemoryError => Memory, DispatchError => Dispatch, NmcError => Nmc,
-            DmaError => Dma, TrackerError => Tracker, cp::CpError => Cp,
-            nmc::SequencerError => Sequencer, t3::T3Fault => T3);
+            DmaError => Dma, TrackerError => Tracker, t3::T3Fault => T3);
+
+impl From<cp::CpError> for FirmwareError {
+    /// The platform errors the CP met are reported by their block, its own refusals as `Cp`.
+    fn from(e: cp::CpError) -> Self {
+        match e {
+            cp::CpError::Memory(e) => Self::Memory(e),
+            cp::CpError::Dispatch(e) => Self::Dispatch(e),
+            e => Self::Cp(e),
+        }
+    }
+}
+
+impl From<nmc::SequencerError> for FirmwareError {
+    /// The platform errors the sequencer met are reported by their block, its own refusals
+    /// as `Sequencer`.
+    fn from(e: nmc::SequencerError) -> Self {
+        match e {
+            nmc::SequencerError::Memory(e) => Self::Memory(e),
+            nmc::SequencerError::Nmc(e) => Self::Nmc(e),
+            e => Self::Sequencer(e),
+        }
+    }
+}
 
 /// The whole firmware: one value, owned by the board's main loop or by the emulator.
 #[derive(Debug, Default)]
@@ -83,6 +112,19 @@ impl Firmware {
         Ok(self.t3.start(job, p)?)
     }
 
+    /// Starts a LAMB step on the NMC sequencer.
+    ///
+    /// # Errors
+    /// The sequencer's refusals ([`FirmwareError::Sequencer`]) and the platform errors it
+    /// met ([`FirmwareError::Memory`], [`FirmwareError::Nmc`]).
+    pub fn start_lamb<P: Platform>(
+        &mut self,
+        job: nmc::LambJob,
+        p: &mut P,
+    ) -> Result<(), FirmwareError> {
+        Ok(self.nmc.start_lamb(job, p)?)
+    }
+
     /// The T3 programmer (state, completion, work counters).
     pub fn t3(&self) -> &t3::T3Programmer {
         &self.t3
@@ -103,7 +145,7 @@ impl Firmware {
         match event {
             Event::Doorbell { .. }
             | Event::KernelDispatched { .. }
-            | Event::KernelCompleted { .. } => self.cp.on_event(&event, p),
+            | Event::KernelCompleted { .. } => Ok(self.cp.on_event(&event, p)?),
             // Both may have stopped at their work bound; each continues (the T3 result
             // is kept even when the CP's fails).
             Event::Deferred => {
@@ -112,7 +154,9 @@ impl Firmware {
                 cp?;
                 Ok(t3?)
             }
-            Event::NmcDone { .. } | Event::PartialsReady { .. } => self.nmc.on_event(&event, p),
+            Event::NmcDone { .. } | Event::PartialsReady { .. } => {
+                Ok(self.nmc.on_event(&event, p)?)
+            }
             Event::DmaDone { .. } | Event::TrackerFired { .. } => {
                 Ok(self.t3.on_event(&event, p)?)
             }

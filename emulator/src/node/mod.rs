@@ -719,7 +719,7 @@ impl<E: KernelEngine> GpuNode<E> {
         q: &mut EventQueue<SysEvent>,
     ) -> Result<(), FirmwareError> {
         let start = at.max(self.cp_free_at);
-        self.run_handler(start, q, |fw, p| fw.nmc.start_lamb(job, p))
+        self.run_handler(start, q, |fw, p| fw.start_lamb(job, p))
     }
 
     /// Runs one firmware handler from `start` with the node's platform view, charges its

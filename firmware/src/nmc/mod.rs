@@ -9,7 +9,7 @@ pub use lamb::{
 };
 
 use crate::platform::{DeviceMemory, NmcController};
-use crate::{Event, FirmwareError};
+use crate::Event;
 
 /// The NMC sequencer's state.
 #[derive(Debug, Default)]
@@ -27,19 +27,19 @@ impl NmcSequencer {
         &mut self,
         job: LambJob,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         self.lamb.start(job, p)
     }
 
     /// Reacts to an NMC completion.
     ///
     /// # Errors
-    /// Any [`FirmwareError`] from the platform or the sequencer.
+    /// Any [`SequencerError`] (the sequencer's own or the platform's it met).
     pub fn on_event<P: NmcController + DeviceMemory>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         match *event {
             Event::NmcDone { ticket, status } => {
                 // An engine failed a command it had accepted: the step cannot finish.

@@ -52,8 +52,7 @@ use nmcp_isa::nmc::{
 };
 
 use crate::platform::DeviceMemory;
-use crate::platform::{DevAddr, NmcController, NmcError, NmcTicket};
-use crate::FirmwareError;
+use crate::platform::{DevAddr, MemoryError, NmcController, NmcError, NmcTicket};
 #[cfg(not(feature = "small-tables"))]
 use nmcp_isa::nmc::EncodedMacroCommand;
 

@@ -8,7 +8,9 @@ pub const MAX_PENDING_REDUCTIONS: usize = 8;
 /// Tensors whose stage 1 may run ahead of their stage 2.
 pub const LOOKAHEAD: u32 = 4;
 
-/// Errors of the NMC sequencer.
+/// Errors of the NMC sequencer: its own refusals and the errors of the two platform blocks
+/// it is bound on ([`NmcController`], [`DeviceMemory`]). Only the top floor
+/// (`crate::firmware`) turns it into a `FirmwareError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -33,6 +35,22 @@ pub enum SequencerError {
     UnexpectedResult,
     /// The job names no tensors.
     NoTensors,
+    /// A device-memory access failed.
+    Memory(MemoryError),
+    /// The NMC engine refused a request, or failed a command it had accepted.
+    Nmc(NmcError),
+}
+
+impl From<MemoryError> for SequencerError {
+    fn from(e: MemoryError) -> Self {
+        Self::Memory(e)
+    }
+}
+
+impl From<NmcError> for SequencerError {
+    fn from(e: NmcError) -> Self {
+        Self::Nmc(e)
+    }
 }
 
 impl fmt::Display for SequencerError {
@@ -45,6 +63,8 @@ impl fmt::Display for SequencerError {
             Self::TooLarge { index } => write!(f, "tensor {index} exceeds a macro-command's range"),
             Self::UnexpectedResult => f.write_str("reduction result for an unknown ticket"),
             Self::NoTensors => f.write_str("the LAMB job names no tensors"),
+            Self::Memory(e) => write!(f, "device memory: {e}"),
+            Self::Nmc(e) => write!(f, "NMC: {e}"),
         }
     }
 }
@@ -152,7 +172,7 @@ impl LambSequencer {
 
     /// Abandons the running step after an engine failed a command it had accepted, and
     /// returns the error to report: the sequencer is idle again and a new step may start.
-    pub fn abort(&mut self, e: crate::platform::NmcError) -> FirmwareError {
+    pub fn abort(&mut self, e: crate::platform::NmcError) -> SequencerError {
         warn!("LAMB step abandoned: {}", e);
         self.job = None;
         self.stage = Stage::Idle;
@@ -185,16 +205,16 @@ impl LambSequencer {
         &mut self,
         job: LambJob,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         if self.is_running() {
-            return Err(SequencerError::Busy.into());
+            return Err(SequencerError::Busy);
         }
         debug!("LAMB step {} over {} tensors", job.params.step, job.tensors);
         if job.tensors == 0 {
-            return Err(SequencerError::NoTensors.into());
+            return Err(SequencerError::NoTensors);
         }
         if job.geometry.job_ts_entries() < job.program.slots() {
-            return Err(SequencerError::Geometry.into());
+            return Err(SequencerError::Geometry);
         }
         // Field by field, not `*self = Self { .. }`: the templates stay in place (no
         // kilobyte temporaries on a 2 KiB stack).
@@ -223,7 +243,7 @@ impl LambSequencer {
         &mut self,
         index: u32,
         p: &mut P,
-    ) -> Result<TensorDesc, FirmwareError> {
+    ) -> Result<TensorDesc, SequencerError> {
         let mut b = [0u8; TENSOR_DESC_BYTES];
         let addr = self
             .table
@@ -246,9 +266,9 @@ impl LambSequencer {
         row: u32,
         index: u32,
         p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, SequencerError> {
         let Some(job) = self.job.as_ref() else {
-            return Err(SequencerError::UnexpectedResult.into());
+            return Err(SequencerError::UnexpectedResult);
         };
         let (words, answer) = self
             .templates
@@ -273,7 +293,7 @@ impl LambSequencer {
         &mut self,
         norm: Norm,
         p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, SequencerError> {
         if self.pending.is_full() {
             return Ok(false);
         }
@@ -299,7 +319,7 @@ impl LambSequencer {
         reg: u8,
         v: f32,
         p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, SequencerError> {
         match p.write_scalar(self.channels, reg, v.to_bits()) {
             Ok(()) => {
                 self.work.scalar_writes = self.work.scalar_writes.saturating_add(1);
@@ -325,7 +345,7 @@ impl LambSequencer {
         &mut self,
         ticket: NmcTicket,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         self.work.handlers = self.work.handlers.saturating_add(1);
         if self.stage == Stage::Draining && self.last_ticket == Some(ticket) {
             self.stage = Stage::Done;
@@ -352,13 +372,13 @@ impl LambSequencer {
         ticket: NmcTicket,
         sum: f32,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         self.work.handlers = self.work.handlers.saturating_add(1);
         let Some(&(t, norm)) = self.pending.front() else {
-            return Err(SequencerError::UnexpectedResult.into());
+            return Err(SequencerError::UnexpectedResult);
         };
         if t != ticket {
-            return Err(SequencerError::UnexpectedResult.into());
+            return Err(SequencerError::UnexpectedResult);
         }
         self.pending.pop_front();
         match norm {
@@ -377,7 +397,7 @@ impl LambSequencer {
                     // Scalar writes queue behind nothing but reductions here; the engines
                     // always accept them (they are ordered markers, not commands).
                     if !self.write_scalar(reg, v, p)? {
-                        return Err(SequencerError::Capacity.into());
+                        return Err(SequencerError::Capacity);
                     }
                 }
                 self.stage = Stage::Tensors;
@@ -400,7 +420,7 @@ impl LambSequencer {
     pub(super) fn pump<P: NmcController + DeviceMemory>(
         &mut self,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), SequencerError> {
         if self.job.is_none() {
             return Ok(());
         }
@@ -436,7 +456,7 @@ impl LambSequencer {
     pub(super) fn step_tensors<P: NmcController + DeviceMemory>(
         &mut self,
         p: &mut P,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, SequencerError> {
         // Stage 2 of the oldest tensor as soon as its norms are back.
         if self.s2_next < self.front.tensor {
             let i = self.s2_next;
@@ -444,7 +464,7 @@ impl LambSequencer {
             if let Some((Some(wsq), Some(usq))) = norms {
                 let operand = match &self.job {
                     Some(j) => -j.params.lr * trust_ratio(&j.params, wsq, usq),
-                    None => return Err(SequencerError::UnexpectedResult.into()),
+                    None => return Err(SequencerError::UnexpectedResult),
                 };
                 if !self.write_scalar(7, operand, p)? {
                     return Ok(false);
