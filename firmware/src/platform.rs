@@ -4,12 +4,20 @@
 //! request was accepted, not that it finished; completion arrives later as an
 //! [`Event`](crate::Event). The emulator implements these traits on its model; a board
 //! binary implements them with MMIO (or with buffers when running under QEMU). Nothing in
-//! the firmware reads emulator state any other way.
+//! the firmware reads emulator state any other way. A platform without a block declares
+//! so with that block's marker in [`absent`] (one shared double) instead of stubbing it.
 
 use core::fmt;
 
 use nmcp_isa::nmc::{EncodedMacroCommand, MacroCommand};
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
+
+pub mod absent;
+
+pub use absent::{
+    Absent, NoDeviceMemory, NoDmaController, NoKernelDispatcher, NoNmcController,
+    NoOutputMapController, NoTrackerController,
+};
 
 /// A point in time, in CP clock cycles.
 pub type Cycle = u64;

@@ -7,12 +7,11 @@
 //! rule: `Ok` promises a completion event) and take effect when the handler ends.
 
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MapError, MappedFifo, MemoryError, NmcController, NmcError,
-    NmcTicket, OutputMapController, TrackerController, TrackerError,
+    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest,
+    KernelDispatcher, MappedFifo, MemoryError, NmcController, NmcError, NmcTicket, NoDmaController,
+    NoOutputMapController, NoTrackerController,
 };
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 use super::{Launched, NmcOp, NodeParts};
 use crate::gpu::dispatch::launch_from_packet;
@@ -272,27 +271,8 @@ impl<E: KernelEngine> NmcController for NodePlatform<'_, E> {
     }
 }
 
-impl<E: KernelEngine> DmaController for NodePlatform<'_, E> {
-    /// DMA engines arrive with T3; until then the node has none.
-    fn program(&mut self, _engine: u8, _desc: &DmaDescriptor) -> Result<(), DmaError> {
-        Err(DmaError::Unsupported)
-    }
-}
-
-impl<E: KernelEngine> TrackerController for NodePlatform<'_, E> {
-    /// The store tracker arrives with T3; until then the node has none.
-    fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
-        Err(TrackerError::Unsupported)
-    }
-}
-
-impl<E: KernelEngine> OutputMapController for NodePlatform<'_, E> {
-    /// Output mapping arrives with T3; until then the node has none.
-    fn map_output(&mut self, _map: &OutputMap) -> Result<(), MapError> {
-        Err(MapError::Unsupported)
-    }
-
-    fn set_dispatch_start(&mut self, _first_wg: u32) -> Result<(), MapError> {
-        Err(MapError::Unsupported)
-    }
-}
+// DMA engines, the store tracker and output mapping arrive with T3; until then the node
+// has none (the shared absent double answers `Unsupported`).
+impl<E: KernelEngine> NoDmaController for NodePlatform<'_, E> {}
+impl<E: KernelEngine> NoTrackerController for NodePlatform<'_, E> {}
+impl<E: KernelEngine> NoOutputMapController for NodePlatform<'_, E> {}

@@ -2,11 +2,9 @@
 #![allow(dead_code)]
 
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
-    DmaError, KernelDispatcher, MapError, MemoryError, NmcController, NmcError, NmcTicket,
-    OutputMapController, TrackerController, TrackerError,
+    Clock, Cycle, DmaController, DmaError, MapError, NoDeviceMemory, NoKernelDispatcher,
+    NoNmcController, OutputMapController, TrackerController, TrackerError,
 };
-use nmcp_isa::nmc::MacroCommand;
 use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
 
 #[derive(Debug, Default)]
@@ -31,35 +29,10 @@ impl Clock for Mock {
     }
 }
 
-impl DeviceMemory for Mock {
-    fn read(&mut self, _addr: DevAddr, _buf: &mut [u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-    fn write(&mut self, _addr: DevAddr, _data: &[u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-}
-
-impl KernelDispatcher for Mock {
-    fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-    fn complete_without_dispatch(&mut self, _q: u8, _d: u64, _v: i64) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-}
-
-impl NmcController for Mock {
-    fn submit(&mut self, _cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn write_scalar(&mut self, _c: ChannelSet, _reg: u8, _bits: u32) -> Result<(), NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn reduce_partials(&mut self, _c: ChannelSet) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-}
+// The mock records T3 calls only: the other blocks are the shared absent double.
+impl NoDeviceMemory for Mock {}
+impl NoKernelDispatcher for Mock {}
+impl NoNmcController for Mock {}
 
 impl DmaController for Mock {
     fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError> {
