@@ -25,8 +25,11 @@ pub struct QueueConfig {
     pub doorbell_addr: u64,
 }
 
+// The CP's scan calls these per packet: `#[inline]` keeps them inlinable into the firmware
+// crate (a non-generic function of another crate is not, in a build without LTO).
 impl QueueConfig {
     /// Device address of the slot holding dispatch id `id`.
+    #[inline]
     pub fn packet_addr(&self, id: u64) -> u64 {
         // The ring lies inside device memory (checked at configuration), so no sum
         // overflows.
@@ -36,11 +39,13 @@ impl QueueConfig {
     }
 
     /// Ring bytes.
+    #[inline]
     pub fn ring_bytes(&self) -> u64 {
         u64::from(self.size_packets).saturating_mul(AQL_PACKET_BYTES as u64)
     }
 
     /// Power-of-two size, ring and index words inside `device`.
+    #[inline]
     pub fn is_valid(&self, device: &DeviceRange) -> bool {
         self.size_packets.is_power_of_two()
             && device.contains(self.ring_base, self.ring_bytes())
@@ -171,6 +176,7 @@ impl QueueTable {
     }
 
     /// Forgets every queue.
+    #[inline]
     pub fn clear(&mut self) {
         self.queues.clear();
     }
@@ -182,6 +188,7 @@ impl QueueTable {
     }
 
     /// No queue in the table.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty()
     }
@@ -201,11 +208,13 @@ impl QueueTable {
     }
 
     /// Queue 0, if there is one.
+    #[inline]
     pub fn first(&self) -> Option<QueueConfig> {
         self.get(0)
     }
 
     /// Every queue, in order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = QueueConfig> + '_ {
         (0..self.len()).filter_map(|i| self.get(i))
     }
