@@ -1,6 +1,6 @@
-//! The shared absent-block double (`platform::Absent`) and the per-subsystem errors: each
-//! subsystem reports a missing block in its own error type, and the top floor reports it
-//! by the block (`FirmwareError::Memory`, not `Cp(Memory)`).
+//! The shared absent-block double (`platform::Absent`) and the errors a missing block
+//! raises: the sequencer reports it in its own error type, and the top floor (and the CP)
+//! by the block (`FirmwareError::Memory`, not `Sequencer(Memory)`).
 
 use nmcp_firmware::cp::{CommandProcessor, CpConfig, CpError};
 use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, SequencerError, Stage1Program};
@@ -90,12 +90,12 @@ fn every_block_of_absent_answers_unsupported() {
 }
 
 #[test]
-fn the_cp_meets_absent_memory_as_its_own_error_and_the_top_reports_the_block() {
+fn the_cp_meets_absent_memory_and_reports_the_block() {
     let mut c = cp();
     let ev = Event::Doorbell { queue: 0 };
     assert_eq!(
         c.on_event(&ev, &mut Absent),
-        Err(CpError::Memory(MemoryError::Unsupported))
+        Err(FirmwareError::Memory(MemoryError::Unsupported))
     );
     let mut fw = Firmware {
         cp: cp(),

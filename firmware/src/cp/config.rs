@@ -1,12 +1,9 @@
-//! The CP's configuration and its errors: [`CpConfig`], the check of its queue descriptors,
-//! the span of the queue rings it yields, and [`CpError`] (the CP's own refusals and the
-//! platform errors it can meet).
+//! The CP's configuration and its errors: [`CpConfig`], the check of its queue descriptors
+//! ([`CpError`]) and the span of the queue rings it yields.
 
 use super::*;
 
-/// Errors of the command processor: its own refusals and the errors of the two platform
-/// blocks it is bound on ([`DeviceMemory`], [`KernelDispatcher`]). Only the top floor
-/// (`crate::firmware`) turns it into a `FirmwareError`.
+/// Errors of the command processor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -19,22 +16,6 @@ pub enum CpError {
         /// Queue index.
         queue: u8,
     },
-    /// A device-memory access failed.
-    Memory(MemoryError),
-    /// The dispatcher refused a request.
-    Dispatch(DispatchError),
-}
-
-impl From<MemoryError> for CpError {
-    fn from(e: MemoryError) -> Self {
-        Self::Memory(e)
-    }
-}
-
-impl From<DispatchError> for CpError {
-    fn from(e: DispatchError) -> Self {
-        Self::Dispatch(e)
-    }
 }
 
 impl fmt::Display for CpError {
@@ -45,8 +26,6 @@ impl fmt::Display for CpError {
                 f,
                 "queue {queue}: size not a power of two or ring/index words outside device memory"
             ),
-            Self::Memory(e) => write!(f, "device memory: {e}"),
-            Self::Dispatch(e) => write!(f, "dispatch: {e}"),
         }
     }
 }

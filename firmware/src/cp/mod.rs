@@ -49,7 +49,7 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MappedFifo,
     MemoryError,
 };
-use crate::Event;
+use crate::{Event, FirmwareError};
 use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
 pub use config::{CpConfig, CpError};
@@ -218,13 +218,12 @@ impl CommandProcessor {
     /// Reacts to a queue event. An unconfigured CP ignores events.
     ///
     /// # Errors
-    /// [`CpError::Memory`] or [`CpError::Dispatch`] from the platform; the CP stays
-    /// consistent.
+    /// Any [`FirmwareError`] from the platform; the CP stays consistent.
     pub fn on_event<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), FirmwareError> {
         let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };
