@@ -176,6 +176,20 @@ pub struct NmcChannelEngine {
     segment: Option<(u64, u64, Cycle)>,
 }
 
+/// The row of the next column of a row-major walk over `cpr` columns a row: at the end of
+/// a row (`col == cpr`) the walk moves to column 0 of the next row.
+///
+/// # Errors
+/// [`EngineError::OutOfRange`] when the row does not fit a row address.
+#[inline]
+fn next_column_row(row_index: &mut u64, col: &mut u32, cpr: u32) -> Result<u32, EngineError> {
+    if *col == cpr {
+        *col = 0;
+        *row_index += 1;
+    }
+    u32::try_from(*row_index).map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))
+}
+
 impl NmcChannelEngine {
     /// An idle engine for pseudo-channel `index` with `ts_entries` TS entries per ALU,
     /// the column-triggered ALU and program order.
@@ -579,12 +593,7 @@ impl NmcChannelEngine {
                     self.flush_posted(ctrl);
                 }
                 for k in 0..n {
-                    if col == cpr {
-                        col = 0;
-                        row_index += 1;
-                    }
-                    let row = u32::try_from(row_index)
-                        .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                    let row = next_column_row(&mut row_index, &mut col, cpr)?;
                     let prow = self.phys(row);
                     self.refresh_if_due(ctrl);
                     self.open(ctrl, prow, single)?;
@@ -678,12 +687,7 @@ impl NmcChannelEngine {
                 let mut row_index = u64::from(phase.base_row) + chunk_first / u64::from(cpr);
                 let mut col = (chunk_first % u64::from(cpr)) as u32;
                 for k in 0..n {
-                    if col == cpr {
-                        col = 0;
-                        row_index += 1;
-                    }
-                    let row = u32::try_from(row_index)
-                        .map_err(|_| EngineError::OutOfRange(format!("row {row_index}")))?;
+                    let row = next_column_row(&mut row_index, &mut col, cpr)?;
                     self.execute(store, sc, single, row, col, cmd.chunk, k as u8)?;
                     col += 1;
                 }
