@@ -1,6 +1,7 @@
 //! The shared absent-block double (`platform::Absent`) and the errors a missing block
 //! raises: the sequencer reports it in its own error type, and the top floor (and the CP)
 //! by the block (`FirmwareError::Memory`, not `Sequencer(Memory)`).
+#![allow(clippy::unwrap_used)]
 
 use nmcp_firmware::cp::{CommandProcessor, CpConfig, CpError};
 use nmcp_firmware::nmc::{LambJob, LambParams, NmcGeometry, SequencerError, Stage1Program};

@@ -254,7 +254,7 @@ impl LambSequencer {
             .work
             .bytes_read
             .saturating_add(TENSOR_DESC_BYTES as u32);
-        Ok(TensorDesc::decode(&b, index)?)
+        TensorDesc::decode(&b, index)
     }
 
     /// Submits program `kind` for tensor `t`; `Ok(false)` when the engine is full (retry
