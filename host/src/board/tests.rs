@@ -3,7 +3,6 @@
 use super::budgets::*;
 use super::report::*;
 use super::*;
-use super::*;
 
 const REPORT: &str = "nmcp-board machine=virt\n\
     op_a instructions=100 cycles=100 cd=8\n\
