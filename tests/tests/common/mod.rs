@@ -1,20 +1,59 @@
-//! What several of the host's CLI tests share: running the binary in a directory, and
-//! the 104-point sweep grid of the sweep and Slurm tests.
+//! What the CLI tests share: the binary under test (the package's `nmcp-cli`, the same
+//! `nmcp_host::run_cli` as `nmcp`), running it (in a directory, with the offline cache),
+//! scratch directories, JSON lines, and the 104-point grid of the sweep and Slurm tests.
 #![allow(dead_code)] // each test binary uses its own part
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The CLI under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+pub const BIN: &str = env!("CARGO_BIN_EXE_nmcp-cli");
+
+/// Runs the CLI `bin` (the path Cargo gives the test) with `args`.
+pub fn nmcp(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"))
+}
+
+/// A scratch directory for one test binary (named after `tag` and the process).
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nmcp-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("temp dir {}: {e}", d.display()));
+    d
+}
 
 /// The offline cache a CLI test runs with: `$NMCP_TEST_CACHE` when set (`.ci/run` sets one
-/// directory for the whole run, so every test and the report step tune each GEMM set
-/// once), else `private`, the test's own.
-pub fn test_cache(private: &Path) -> std::path::PathBuf {
+/// directory for the whole run, so the tests, the report test and the report step tune
+/// each GEMM set once), else `dir/cache`, private to the test binary.
+pub fn test_cache(dir: &Path) -> PathBuf {
     std::env::var_os("NMCP_TEST_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| private.to_path_buf())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("cache"))
+}
+
+/// Runs the CLI `bin` with its offline cache ([`test_cache`]) and asserts it succeeded.
+pub fn nmcp_cached(bin: &str, dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(bin)
+        .args(args)
+        .env("NMCP_CACHE", test_cache(dir))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+    assert!(
+        out.status.success(),
+        "nmcp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// One JSON value per line of `stdout`.
+pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 /// Runs nmcp in `dir`: exit code, stdout, stderr.
