@@ -22,7 +22,7 @@ fn scratch(tag: &str) -> PathBuf {
 fn nmcp(dir: &Path, args: &[&str]) -> Output {
     Command::new(NMCP)
         .args(args)
-        .env("NMCP_CACHE", common::test_cache(&dir))
+        .env("NMCP_CACHE", common::test_cache(dir))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {NMCP}: {e}"))
 }

@@ -78,7 +78,7 @@ pub fn run(
     if let (Some(c), Some(&i)) = (trace, todo.first()) {
         // One sub-layer (checked above), its fused runs recorded.
         let sl = &sls[i];
-        let (r, t) = t3::run_sublayer_traced(&opts, sl, c).map_err(|e| t3_error(e, &at(sl)))?;
+        let (r, t) = t3::run_sublayer_traced(opts, sl, c).map_err(|e| t3_error(e, &at(sl)))?;
         *timeline
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
@@ -99,7 +99,7 @@ pub fn run(
             bar.inc(1);
             Ok(())
         };
-        match t3::plan::run_study(&opts, &sls, &todo, jobs, done) {
+        match t3::plan::run_study(opts, sls, &todo, jobs, done) {
             Ok(ran) => {
                 for (i, r) in ran.into_iter().enumerate() {
                     if let (Some(r), Some(p)) = (r, per.get_mut(i)) {
