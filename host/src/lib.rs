@@ -25,12 +25,14 @@ macro_rules! stdoutln {
     };
 }
 
+mod board;
 pub mod checkpoint;
 mod cmd;
 pub mod cp_replay;
 mod goldyloc;
 mod lamb;
 pub mod limits;
+mod mem;
 mod reproduce;
 mod scenario;
 mod sweep;

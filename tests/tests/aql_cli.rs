@@ -1,5 +1,7 @@
 //! `nmcp aql decode` and `nmcp cp replay` end to end, on a dump made by `nmcp cp gen-dump`.
 
+mod common;
+
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -8,7 +10,7 @@ use serde_json::Value;
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn nmcp(args: &[&str]) -> std::process::Output {
-    nmcp_tests::nmcp(NMCP, args)
+    common::nmcp(NMCP, args)
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -32,7 +34,7 @@ fn gen(name: &str, extra: &[&str]) -> String {
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    nmcp_tests::json_lines(stdout)
+    common::json_lines(stdout)
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `nmcp asm` / `nmcp disasm` end to end: text -> binary -> text -> binary is stable, and
 //! bad input fails with `file:line:col: message` and a non-zero exit.
 
+mod common;
+
 use std::path::PathBuf;
 
 /// The CLI under test, as Cargo built it for this package.
@@ -37,7 +39,7 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run_ok(args: &[&str]) -> String {
-    let out = nmcp_tests::nmcp(NMCP, args);
+    let out = common::nmcp(NMCP, args);
     assert!(
         out.status.success(),
         "nmcp {args:?} failed: {}",
@@ -99,7 +101,7 @@ fn bad_source_reports_file_line_column() {
     let dir = temp_dir("bad");
     let src = dir.join("bad.s");
     std::fs::write(&src, "nop\n  mov.f32 s1, mem\n").unwrap();
-    let out = nmcp_tests::nmcp(NMCP, &["asm", src.to_str().unwrap()]);
+    let out = common::nmcp(NMCP, &["asm", src.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:2:11: expected tsN or mem", src.display());
@@ -122,7 +124,7 @@ fn bad_binary_reports_offset() {
     // Second word (offset 8 + 8 + 4), top byte: opcode 0x05 is reserved.
     bytes[23] = 0x14;
     std::fs::write(&bin, &bytes).unwrap();
-    let out = nmcp_tests::nmcp(NMCP, &["disasm", bin.to_str().unwrap()]);
+    let out = common::nmcp(NMCP, &["disasm", bin.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -130,7 +132,7 @@ fn bad_binary_reports_offset() {
         "{err}"
     );
 
-    let out = nmcp_tests::nmcp(NMCP, &["disasm", "--word", "0x14000000"]);
+    let out = common::nmcp(NMCP, &["disasm", "--word", "0x14000000"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("opcode"));
     let _ = std::fs::remove_dir_all(&dir);

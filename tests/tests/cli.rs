@@ -1,11 +1,13 @@
 //! End-to-end checks through the CLI.
 
+mod common;
+
 /// The CLI under test, as Cargo built it for this package.
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 #[test]
 fn help_lists_subcommands() {
-    let out = nmcp_tests::nmcp(NMCP, &["--help"]);
+    let out = common::nmcp(NMCP, &["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for sub in ["mem", "presets", "asm", "disasm"] {

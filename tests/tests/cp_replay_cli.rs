@@ -2,6 +2,8 @@
 //! library records, replayed through the firmware CP on the GEMM model (`GpuSim`) with the
 //! predictor `nmcp goldyloc train` wrote.
 
+mod common;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -10,15 +12,15 @@ use std::process::{Command, Output};
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn scratch() -> PathBuf {
-    nmcp_tests::scratch("cp-replay-cli")
+    common::scratch("cp-replay-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> Output {
-    nmcp_tests::nmcp_cached(NMCP, dir, args)
+    common::nmcp_cached(NMCP, dir, args)
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    nmcp_tests::json_lines(stdout)
+    common::json_lines(stdout)
 }
 
 #[test]

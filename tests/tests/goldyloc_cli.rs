@@ -1,5 +1,7 @@
 //! `nmcp goldyloc tune|train|eval --quick` end to end, output parsed as JSON.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -7,11 +9,11 @@ use std::process::Command;
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn scratch() -> PathBuf {
-    nmcp_tests::scratch("goldyloc-cli")
+    common::scratch("goldyloc-cli")
 }
 
 fn run(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let out = nmcp_tests::nmcp_cached(NMCP, dir, args);
+    let out = common::nmcp_cached(NMCP, dir, args);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "nmcp {args:?}: not JSON ({e}): {}",

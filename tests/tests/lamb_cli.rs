@@ -1,12 +1,14 @@
 //! `nmcp lamb` end to end: JSON figures, bounds, TS sweep, `.npy` in and out.
 
+mod common;
+
 use std::path::Path;
 
 /// The CLI under test, as Cargo built it for this package.
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = nmcp_tests::nmcp(NMCP, args);
+    let out = common::nmcp(NMCP, args);
     assert!(
         out.status.success(),
         "nmcp {args:?} failed: {}",
@@ -148,7 +150,7 @@ fn npy_in_and_out() {
     // A shape mismatch is an error naming the file, and nothing is written.
     let out2 = dir.join("out2");
     write_npy(&inp.join("bias.g.npy"), &[8], &g[..8]);
-    let r = nmcp_tests::nmcp(
+    let r = common::nmcp(
         NMCP,
         &[
             "lamb",
@@ -191,7 +193,7 @@ fn three_slot_program_matches_the_default_and_respects_bounds() {
     }
     let mut bad = SMALL.to_vec();
     bad.extend(["--program", "two-slot"]);
-    let out = nmcp_tests::nmcp(NMCP, &bad);
+    let out = common::nmcp(NMCP, &bad);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--program two-slot"),

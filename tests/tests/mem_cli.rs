@@ -1,12 +1,14 @@
 //! `nmcp mem` and `nmcp presets` through the CLI.
 
+mod common;
+
 use std::path::PathBuf;
 
 /// The CLI under test, as Cargo built it for this package.
 const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn nmcp(args: &[&str]) -> std::process::Output {
-    nmcp_tests::nmcp(NMCP, args)
+    common::nmcp(NMCP, args)
 }
 
 /// A file in the system temp directory, unique to this test process and name.

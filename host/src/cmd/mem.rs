@@ -1,109 +1,24 @@
 //! `nmcp mem`: run a memory trace or a synthetic pattern through the HBM model and print
 //! achieved bandwidth next to the preset's peak, latency, row-buffer and command figures,
-//! and the simulator's own speed.
+//! and the simulator's own speed. The options and the printing; the run is
+//! [`crate::mem::run`].
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use indicatif::{ProgressBar, ProgressStyle};
 use nmcp_emulator::energy::drampower::{self, TraceShape};
 use nmcp_emulator::energy::{CommandEnergy, DramActivity, DramEnergy, EnergyReport};
 use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::memctrl::{
-    ControllerConfig, LoggedCommand, MemoryState, MemorySystem, Request, RunReport,
-};
-use nmcp_emulator::trace::{
-    Pattern, Synthetic, TraceError, TraceFormat, TracePosition, TraceReader,
-};
-use serde::{Deserialize, Serialize};
-
-use crate::checkpoint;
+use nmcp_emulator::memctrl::{ControllerConfig, LoggedCommand, RunReport};
+use nmcp_emulator::trace::{Pattern, TraceFormat};
 
 use super::CmdResult;
+use crate::mem::{MemOutcome, MemRun};
 
 /// Default request count: about a second of wall time for a stream in a release build.
 const DEFAULT_REQUESTS: u64 = 1_000_000;
-
-/// `--checkpoint-every` default for `nmcp mem`: accepted requests between checkpoints
-/// (about a second of simulation in a release build).
-pub const CHECKPOINT_EVERY: u32 = 1_000_000;
-
-/// What an `nmcp mem` checkpoint saves (postcard, inside the checkpoint file): the memory
-/// system's state right after request `accepted` was accepted, and where the request
-/// stream stands.
-#[derive(Debug, Serialize, Deserialize)]
-struct MemCheckpoint {
-    /// Requests accepted so far (the synthetic generator skips as many on resume).
-    accepted: u64,
-    /// For a trace: which file it was and where its next unread line starts.
-    trace: Option<TraceMark>,
-    /// Controllers, queues, banks, refresh, buses, statistics.
-    system: MemoryState,
-}
-
-/// A trace file's identity and the reader's position in it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct TraceMark {
-    /// File size, bytes.
-    len: u64,
-    /// CRC-32 of the whole file.
-    crc32: u32,
-    /// The position after the last accepted request's line.
-    position: TracePosition,
-}
-
-/// Size and CRC-32 of a file (read once, a buffer at a time).
-/// A checkpointed trace is read twice (here, then streamed; again on resume), so it must
-/// be a regular file: a pipe would be consumed here and is refused.
-fn file_identity(path: &std::path::Path) -> Result<(u64, u32), String> {
-    use std::io::Read;
-    // Before opening: opening a pipe would wait for a writer.
-    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-    if !regular && path.exists() {
-        return Err(format!(
-            "{}: not a regular file: a checkpointed run reads its trace again on resume (drop --checkpoint-dir to stream a pipe)",
-            path.display()
-        ));
-    }
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut len = 0u64;
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        len += n as u64;
-        h.update(&buf[..n]);
-    }
-    Ok((len, h.finalize()))
-}
-
-/// A trace reader that publishes its position after every line it yields (for the
-/// checkpoint hook, which cannot reach into the boxed request stream).
-struct Tracked<R> {
-    reader: TraceReader<R>,
-    position: std::rc::Rc<std::cell::Cell<TracePosition>>,
-}
-
-impl<R: std::io::BufRead> Iterator for Tracked<R> {
-    type Item = Result<Request, TraceError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        let r = self.reader.next();
-        self.position.set(self.reader.position());
-        r
-    }
-}
-
-/// Progress bars appear only for runs longer than this.
-const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// Trace file format.
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -279,265 +194,33 @@ pub fn run(args: MemArgs) -> CmdResult {
         };
     }
 
-    // Checkpoints (--checkpoint-dir): the memory system's state and the stream position
-    // every N accepted requests; a resumed run restores both and carries on.
-    if checkpoint::requested() && args.threads != 1 {
-        return Err(
-            "--checkpoint-dir with --threads other than 1: `nmcp mem` checkpoints only the serial run (drop --threads)"
-                .into(),
-        );
-    }
-    let session = checkpoint::Session::start_every("mem", 0, CHECKPOINT_EVERY)?;
-    let resumed: Option<MemCheckpoint> = match &session {
-        Some(s) => s.lock().map_err(|_| "checkpoint lock poisoned")?.state()?,
-        None => None,
-    };
-    let trace_id = match (&session, &args.trace) {
-        (Some(_), Some(path)) => Some(file_identity(path)?),
-        _ => None,
-    };
-    if let Some(ck) = &resumed {
-        match (&ck.trace, trace_id, &args.trace) {
-            (Some(m), Some((len, crc)), Some(path)) if m.len != len || m.crc32 != crc => {
-                return Err(format!(
-                    "{}: the trace changed since the checkpoint ({} bytes, CRC-32 {:08x}; the checkpoint was taken on {} bytes, CRC-32 {:08x}): run again from the start",
-                    path.display(), len, crc, m.len, m.crc32
-                )
-                .into());
-            }
-            (None, None, None) | (Some(_), Some(_), Some(_)) => {}
-            _ => {
-                return Err(
-                    "checkpoint: the saved run and this one differ in whether they read a trace"
-                        .into(),
-                )
-            }
-        }
-    }
-    let resumed_at = resumed.as_ref().map(|c| c.accepted);
-    let trace_position: std::rc::Rc<std::cell::Cell<TracePosition>> =
-        std::rc::Rc::new(std::cell::Cell::new(TracePosition {
-            offset: 0,
-            line: 0,
-            last_cycle: 0,
-            format: None,
-        }));
-
-    // A trace is streamed: memory stays constant in its length. A bad line stops the
-    // stream; the error (with its line and column) is reported after the run.
-    let trace_error: std::rc::Rc<std::cell::RefCell<Option<TraceError>>> = Default::default();
-    let (source, total): (Box<dyn Iterator<Item = Request>>, u64) = match &args.trace {
-        Some(path) => {
-            let mut file = std::fs::File::open(path)
-                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-            super::io::note_input(path);
-            let format = args.format.map(|f| match f {
-                FormatArg::Dramsim3 => TraceFormat::DramSim3,
-                FormatArg::Ramulator => TraceFormat::Ramulator,
-            });
-            let at = resumed.as_ref().and_then(|c| c.trace).map(|m| m.position);
-            if let Some(p) = at {
-                use std::io::Seek;
-                file.seek(std::io::SeekFrom::Start(p.offset)).map_err(|e| {
-                    format!("{}: cannot seek to byte {}: {e}", path.display(), p.offset)
-                })?;
-            }
-            let input = std::io::BufReader::with_capacity(1 << 16, file);
-            let reader = match at {
-                Some(p) => TraceReader::resume(input, p, args.size),
-                None => TraceReader::new(input, format, args.size),
-            };
-            let slot = trace_error.clone();
-            let unwrap = move |r: Result<Request, TraceError>| match r {
-                Ok(req) => Some(req),
-                Err(e) => {
-                    *slot.borrow_mut() = Some(e);
-                    None
-                }
-            };
-            let reqs: Box<dyn Iterator<Item = Request>> = if session.is_some() {
-                trace_position.set(reader.position());
-                Box::new(
-                    Tracked {
-                        reader,
-                        position: trace_position.clone(),
-                    }
-                    .map_while(unwrap),
-                )
-            } else {
-                Box::new(reader.map_while(unwrap))
-            };
-            (reqs, 0)
-        }
-        None => {
-            let pattern = match args.pattern {
-                PatternArg::Stream => Pattern::Stream,
-                PatternArg::Random => Pattern::Random,
-            };
-            let mut gen = Synthetic::new(
-                pattern,
-                args.requests,
-                args.size,
-                preset.capacity_bytes(),
-                args.write_ratio,
-                args.seed,
-            );
-            // Resumed: the requests accepted before the checkpoint are generated again
-            // and dropped (the generator is a pure function of its seed and index).
-            for _ in 0..resumed_at.unwrap_or(0) {
-                gen.next();
-            }
-            (Box::new(gen), args.requests)
-        }
-    };
-
-    // User caps (--max-events, --max-sim-time): the source stops at the first request
-    // past either, and the run ends with an error saying what was reached. Events are the
-    // requests admitted plus the refreshes an idle stretch before each arrival holds (one
-    // per pseudo-channel every tREFI; the controller handles each), so that a trace with
-    // a gap of 10^15 cycles is stopped by --max-events too, not simulated refresh by
-    // refresh for days.
-    let caps = crate::limits::sim_limits();
-    let cap_hit: std::rc::Rc<std::cell::RefCell<Option<nmcp_emulator::sim::LimitReached>>> =
-        Default::default();
-    let source: Box<dyn Iterator<Item = Request>> = if caps == Default::default() {
-        source
-    } else {
-        let slot = cap_hit.clone();
-        let ps_per_cycle = (preset.organisation.tck_ns * 1000.0).round() as u64;
-        let mut events = resumed_at.unwrap_or(0);
-        let mut last_arrival = 0u64;
-        let trefi = u64::from(preset.timing.trefi).max(1);
-        let pcs = u64::from(preset.pseudo_channels());
-        Box::new(source.map_while(move |r| {
-            let idle_refreshes =
-                (r.arrival.saturating_sub(last_arrival) / trefi).saturating_mul(pcs);
-            last_arrival = last_arrival.max(r.arrival);
-            events = events.saturating_add(1).saturating_add(idle_refreshes);
-            match caps.check(r.arrival.saturating_mul(ps_per_cycle), events) {
-                Ok(()) => Some(r),
-                Err(e) => {
-                    *slot.borrow_mut() = Some(e);
-                    None
-                }
-            }
-        }))
-    };
-    let mut system = MemorySystem::new(&preset, mapping, cfg);
-    if args.command_trace.is_some() {
-        if args.threads != 1 || resumed.is_some() {
-            return Err(
-                "--command-trace needs a serial run from the first request (--threads 1, not resumed)"
-                    .into(),
-            );
-        }
-        for c in system.controllers_mut() {
-            c.set_logging(true);
-        }
-    }
-    if let Some(ck) = resumed {
-        system
-            .restore(ck.system)
-            .map_err(|e| format!("checkpoint: {e} (was it written by this command line?)"))?;
-    }
-    let start = Instant::now();
-    let mut bar: Option<ProgressBar> = None;
-    let mut on_progress = |accepted| {
-        if bar.is_none() && start.elapsed() > PROGRESS_AFTER {
-            let b = ProgressBar::new(total);
-            let template = if total > 0 {
-                "{bar:40} {pos}/{len} requests ({per_sec}, eta {eta})"
-            } else {
-                "{pos} requests ({per_sec})"
-            };
-            if let Ok(style) = ProgressStyle::with_template(template) {
-                b.set_style(style);
-            }
-            bar = Some(b);
-        }
-        if let Some(b) = &bar {
-            b.set_position(accepted);
-        }
-    };
-    let checkpoint_error: std::cell::RefCell<Option<Box<dyn std::error::Error>>> =
-        Default::default();
-    let report = if let Some(session) = &session {
-        let every = u64::from(
-            session
-                .lock()
-                .map_err(|_| "checkpoint lock poisoned")?
-                .every(),
-        );
-        let hook = |sys: &MemorySystem, accepted: u64| {
-            if !accepted.is_multiple_of(every) {
-                return true;
-            }
-            let saved = sys
-                .state()
-                .map_err(|e| format!("checkpoint: {e}").into())
-                .and_then(|system| -> Result<(), Box<dyn std::error::Error>> {
-                    let ck = MemCheckpoint {
-                        accepted,
-                        trace: trace_id.map(|(len, crc32)| TraceMark {
-                            len,
-                            crc32,
-                            position: trace_position.get(),
-                        }),
-                        system,
-                    };
-                    session
-                        .lock()
-                        .map_err(|_| "checkpoint lock poisoned")?
-                        .put_state(&ck)?;
-                    Ok(())
-                });
-            match saved {
-                Ok(()) => true,
-                Err(e) => {
-                    *checkpoint_error.borrow_mut() = Some(e);
-                    false
-                }
-            }
-        };
-        system.run_checkpointed(source, &mut on_progress, resumed_at, hook)
-    } else if args.threads == 1 {
-        system.run(source, &mut on_progress)
-    } else {
-        // The run's own thread drives the stream (not Send); the channel steps go to the
-        // global pool, sized here (once per process).
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(args.threads)
-            .build_global();
-        system.run_parallel(source, args.window, &mut on_progress)
-    };
-    let wall = start.elapsed().as_secs_f64();
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    if let Some(e) = checkpoint_error.borrow_mut().take() {
-        return Err(e);
-    }
-    if let (Some(e), Some(path)) = (trace_error.borrow_mut().take(), &args.trace) {
-        return Err(format!("{}:{e}", path.display()).into());
-    }
-    if let Some(e) = cap_hit.borrow_mut().take() {
-        return Err(format!(
-            "memory run stopped: {e} (requests and the refreshes of idle stretches counted as events, arrival cycles as time; {} requests finished)",
-            report.requests
-        )
-        .into());
-    }
-    if report.requests == 0 {
-        // Only an empty trace gets here (`--requests` is at least 1): a report of nothing
-        // would look like a run.
-        let what = args
-            .trace
-            .as_ref()
-            .map_or_else(|| "the run".to_string(), |p| p.display().to_string());
-        return Err(
-            format!("{what}: holds no requests (an empty trace); nothing to report").into(),
-        );
-    }
+    let outcome = crate::mem::run(MemRun {
+        preset,
+        mapping,
+        cfg,
+        trace: args.trace.clone(),
+        format: args.format.map(|f| match f {
+            FormatArg::Dramsim3 => TraceFormat::DramSim3,
+            FormatArg::Ramulator => TraceFormat::Ramulator,
+        }),
+        pattern: match args.pattern {
+            PatternArg::Stream => Pattern::Stream,
+            PatternArg::Random => Pattern::Random,
+        },
+        requests: args.requests,
+        size: args.size,
+        write_ratio: args.write_ratio,
+        seed: args.seed,
+        threads: args.threads,
+        window: args.window,
+        log_commands: args.command_trace.is_some(),
+    })?;
+    let MemOutcome {
+        report,
+        system,
+        preset,
+        wall_seconds: wall,
+    } = outcome;
     let speed = if wall > 0.0 {
         report.requests as f64 / wall
     } else {

@@ -10,7 +10,6 @@ pub mod goldyloc_library;
 pub mod goldyloc_validate;
 pub mod io;
 pub mod lamb;
-pub mod lamb_checkpoint;
 pub mod mem;
 pub mod model_options;
 pub mod numbers;

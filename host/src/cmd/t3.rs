@@ -2,15 +2,12 @@
 //! GEMM + reduce-scatter with real data, written as `.npy`), `nmcp t3 rs` (a plain ring
 //! reduce-scatter timed alone).
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use nmcp_emulator::t3::gemm::ProducerMemory;
 use nmcp_emulator::t3::{
-    self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, SubLayerResult, T3Error, T3Options,
-    TABLE_8_2,
+    self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, T3Options, TABLE_8_2,
 };
 use nmcp_isa::gemm_ext::GemmDataType;
 
@@ -18,6 +15,11 @@ use super::io::emit;
 use super::{CmdResult, UsageError};
 use crate::checkpoint;
 use crate::t3 as report;
+use crate::t3::select::{
+    known_models, parse_bytes, parse_check_config, parse_model, parse_ring_gpus, parse_study_gpus,
+    parse_sublayer, parse_tp,
+};
+use crate::t3::study::t3_error;
 
 /// Arguments of `nmcp t3`.
 #[derive(clap::Args, Debug)]
@@ -276,100 +278,6 @@ struct RsArgs {
     json: bool,
 }
 
-/// Known model names, for messages.
-fn known_models() -> String {
-    let mut names: Vec<&str> = TABLE_8_2.iter().map(|m| m.0).collect();
-    names.push("all");
-    names.join(", ")
-}
-
-fn parse_model(s: &str) -> Result<String, String> {
-    let s = s.trim().to_ascii_lowercase();
-    if s == "all" || TABLE_8_2.iter().any(|m| m.0 == s) {
-        Ok(s)
-    } else {
-        Err(format!("unknown model {s:?} (known: {})", known_models()))
-    }
-}
-
-fn parse_tp(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(t) if t >= 2 => Ok(t),
-        Ok(t) => Err(format!(
-            "TP {t}: a reduce-scatter needs a tensor-parallel degree of at least 2"
-        )),
-        Err(e) => Err(format!("{s:?}: {e}")),
-    }
-}
-
-const SUBLAYERS: [&str; 4] = ["OP", "FC-2", "FC-1", "IP"];
-
-fn parse_sublayer(s: &str) -> Result<&'static str, String> {
-    let norm = s.trim().to_ascii_uppercase().replace('_', "-");
-    let norm = match norm.as_str() {
-        "FC2" => "FC-2".to_string(),
-        "FC1" => "FC-1".to_string(),
-        _ => norm,
-    };
-    SUBLAYERS
-        .into_iter()
-        .find(|n| *n == norm)
-        .ok_or_else(|| format!("unknown sub-layer {s:?} (known: {})", SUBLAYERS.join(", ")))
-}
-
-fn parse_ring_gpus(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(g) if g >= 2 => Ok(g),
-        Ok(g) => Err(format!("{g} GPU(s): a ring needs at least 2 GPUs")),
-        Err(e) => Err(format!("{s:?}: {e}")),
-    }
-}
-
-fn parse_study_gpus(s: &str) -> Result<u32, String> {
-    if s.trim() == "0" {
-        return Ok(0);
-    }
-    parse_ring_gpus(s).map_err(|e| format!("{e} (or 0 = each sub-layer's TP)"))
-}
-
-fn parse_check_config(s: &str) -> Result<Scenario, String> {
-    match Scenario::parse(s.trim()) {
-        Some(c @ (Scenario::Sequential | Scenario::T3 | Scenario::T3Mca)) => Ok(c),
-        _ => Err(format!(
-            "unknown configuration {s:?} (known: t3, t3-mca, sequential)"
-        )),
-    }
-}
-
-/// `123`, `64K`, `16M`, `1G` (binary multiples).
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1u64 << 10),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1 << 20),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .replace('_', "")
-        .parse()
-        .map_err(|e| format!("{s:?}: {e} (a byte count, optionally with K, M or G)"))?;
-    match n.checked_mul(mult) {
-        Some(0) => Err("0 bytes: nothing to reduce".into()),
-        Some(b) => Ok(b),
-        None => Err(format!("{s:?}: too large")),
-    }
-}
-
-/// An emulator error as a command error: a bad configuration (an option or shape the
-/// emulator refuses) is a usage error (exit code 2), anything else a failure.
-fn t3_error(e: T3Error, context: &str) -> Box<dyn std::error::Error> {
-    match e {
-        T3Error::Config(_) => Box::new(UsageError(format!("{context}{e}"))),
-        _ => format!("{context}{e}").into(),
-    }
-}
-
 /// Runs `nmcp t3`.
 pub fn run(a: T3Args) -> CmdResult {
     if let Some(c) = &a.command {
@@ -390,54 +298,11 @@ pub fn run(a: T3Args) -> CmdResult {
 
 /// The sub-layers the study arguments name, in order (model, TP, sub-layer).
 fn study_sublayers(a: &StudyArgs) -> Result<Vec<SubLayer>, UsageError> {
-    let pick = |all: Vec<SubLayer>| -> Vec<SubLayer> {
-        a.sublayers
-            .iter()
-            .filter_map(|n| all.iter().find(|s| s.name == *n).cloned())
-            .collect()
-    };
-    let mut out = Vec::new();
-    if let (Some(h), Some(tokens)) = (a.h, a.tokens) {
-        let name = a.model_name.trim();
-        if name.is_empty() {
-            return Err(UsageError("--model-name: must not be empty".into()));
-        }
-        for &tp in a.tp.as_deref().unwrap_or(&[8, 16]) {
-            if tp > h {
-                return Err(UsageError(format!(
-                    "--tp {tp}: larger than --h {h} (each GPU needs at least one row of K)"
-                )));
-            }
-            out.extend(pick(t3::sublayers(name, h, tokens, tp)));
-        }
-        return Ok(out);
-    }
-    let mut models: Vec<&(&str, u32, u32, &[u32])> = Vec::new();
-    for m in &a.models {
-        for row in &TABLE_8_2 {
-            if (m == "all" || m == row.0) && !models.iter().any(|x| x.0 == row.0) {
-                models.push(row);
-            }
-        }
-    }
-    for (name, h, tokens, tps) in models {
-        for &tp in a.tp.as_deref().unwrap_or(tps) {
-            out.extend(pick(t3::sublayers(name, *h, *tokens, tp)));
-        }
-    }
-    Ok(out)
-}
-
-fn progress(len: u64, hidden: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(len);
-    if hidden || !std::io::stderr().is_terminal() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    } else if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} sub-layers {elapsed} {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
+    let custom =
+        a.h.zip(a.tokens)
+            .map(|(h, t)| (a.model_name.as_str(), h, t));
+    crate::t3::select::study_sublayers(&a.models, a.tp.as_deref(), &a.sublayers, custom)
+        .map_err(UsageError)
 }
 
 fn run_study(a: &StudyArgs) -> CmdResult {
@@ -459,120 +324,14 @@ fn run_study(a: &StudyArgs) -> CmdResult {
         ))
         .into());
     }
-    let timeline = Mutex::new(None);
-    let bar = progress(sls.len() as u64, a.json);
+    let bar = report::study::progress(sls.len() as u64, a.json);
     let started = Instant::now();
-    // Each sub-layer (its five configurations) is one unit of the checkpoint.
-    let session = checkpoint::Session::start("t3", sls.len() as u32)?;
-    if trace.is_some() && session.is_some() {
-        return Err(UsageError(
-            "--trace/--vcd record a run as it happens; they do not combine with --checkpoint-dir"
-                .into(),
-        )
-        .into());
-    }
-    // A sub-layer with the shape and operand layout of an earlier one is not simulated
-    // again: a run depends only on those and the options, so its results are the
-    // earlier one's under its own name. (FC-1 and FC-2 share a shape, K = 4H/TP, but
-    // not the layout, unless --flat-operand-layout.)
-    let twin: Vec<Option<usize>> = sls
-        .iter()
-        .enumerate()
-        .map(|(i, sl)| {
-            sls.get(..i)?
-                .iter()
-                .position(|o| same_shape(o, sl, opts.producer_memory.operand_layout))
-        })
-        .collect();
-    let mut per: Vec<Option<Vec<SubLayerResult>>> = vec![None; sls.len()];
-    // Sub-layers to simulate: not a twin, not already in the checkpoint.
-    let mut todo: Vec<usize> = Vec::new();
-    for (i, sl) in sls.iter().enumerate() {
-        if twin.get(i).is_some_and(Option::is_some) {
-            continue;
-        }
-        let stored = match &session {
-            Some(s) => lock(s).get::<Vec<StoredResult>>(i as u32)?,
-            None => None,
-        };
-        match stored {
-            Some(v) => {
-                per[i] = Some(v.into_iter().map(|x| x.into_result(sl)).collect());
-                bar.inc(1);
-            }
-            None => todo.push(i),
-        }
-    }
-    let at = |sl: &SubLayer| format!("{} (M {} N {} K {}): ", report::label(sl), sl.m, sl.n, sl.k);
-    if let (Some(c), Some(&i)) = (trace, todo.first()) {
-        // One sub-layer (checked above), its fused runs recorded.
-        let sl = &sls[i];
-        let (r, t) = t3::run_sublayer_traced(&opts, sl, c).map_err(|e| t3_error(e, &at(sl)))?;
-        *timeline
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
-        per[i] = Some(r);
-        bar.inc(1);
-    } else {
-        // `--jobs N` runs N simulations at once (each single-threaded): each sub-layer's
-        // GEMM, rings and fused runs are separate parts, longest expected first
-        // (`t3::plan`); a sub-layer's rows are checkpointed as soon as its parts are done.
-        let done = |i: usize, rows: &[SubLayerResult]| -> Result<(), checkpoint::CheckpointError> {
-            if let Some(s) = &session {
-                let v: Vec<StoredResult> = rows.iter().map(StoredResult::from).collect();
-                lock(s).put(i as u32, &v)?;
-            }
-            if let Some(sl) = sls.get(i) {
-                bar.set_message(report::label(sl));
-            }
-            bar.inc(1);
-            Ok(())
-        };
-        match t3::plan::run_study(&opts, &sls, &todo, a.jobs as usize, done) {
-            Ok(ran) => {
-                for (i, r) in ran.into_iter().enumerate() {
-                    if let (Some(r), Some(p)) = (r, per.get_mut(i)) {
-                        *p = Some(r);
-                    }
-                }
-            }
-            Err(t3::plan::StudyFailure::T3 { sublayer, error }) => {
-                let where_ = sls.get(sublayer).map(at).unwrap_or_default();
-                return Err(t3_error(error, &where_));
-            }
-            Err(t3::plan::StudyFailure::Callback(e)) => return Err(e.into()),
-        }
-    }
-    for (i, sl) in sls.iter().enumerate() {
-        if let Some(Some(j)) = twin.get(i) {
-            let v: Vec<SubLayerResult> = per[*j]
-                .iter()
-                .flatten()
-                .map(|r| SubLayerResult {
-                    sublayer: sl.clone(),
-                    ..r.clone()
-                })
-                .collect();
-            if let Some(s) = &session {
-                let stored: Vec<StoredResult> = v.iter().map(StoredResult::from).collect();
-                lock(s).put(i as u32, &stored)?;
-            }
-            bar.inc(1);
-            per[i] = Some(v);
-        }
-    }
+    let (results, timeline) = report::study::run(&opts, &sls, a.jobs as usize, trace, &bar)?;
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
-    let results: Vec<SubLayerResult> = per.into_iter().flatten().flatten().collect();
-    if let Some(s) = &session {
-        lock(s).write()?;
-    }
     if let Some(dir) = &a.svg {
         report::plot::write_svgs(dir, &results)?;
     }
-    let timeline = timeline
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     crate::timeline::write_if_asked(&a.timeline, timeline.as_ref())?;
     if a.json {
         let rows = report::rows(&results, a.gpus, simulate, a.dtype.gemm());
@@ -598,64 +357,6 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     }
 }
 
-/// Whether two sub-layers are the same simulation (shape and TP; the names may differ).
-/// Whether two sub-layers run the same simulations: the same shape and, when the
-/// producer reads in the operands' layout, the same layout.
-fn same_shape(a: &SubLayer, b: &SubLayer, layout_matters: bool) -> bool {
-    (a.h, a.tokens, a.tp, a.m, a.n, a.k) == (b.h, b.tokens, b.tp, b.m, b.n, b.k)
-        && (!layout_matters || a.operand_layout() == b.operand_layout())
-}
-
-fn lock(s: &Mutex<checkpoint::Session>) -> std::sync::MutexGuard<'_, checkpoint::Session> {
-    // A panic while holding the lock cannot leave a half-written unit map.
-    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// One configuration's result as a checkpoint stores it: everything but the sub-layer,
-/// which the resumed run's own list supplies.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct StoredResult {
-    scenario: Scenario,
-    gemm_seconds: f64,
-    rs_seconds: f64,
-    ag_seconds: f64,
-    total_seconds: f64,
-    speedup_vs_sequential: f64,
-    rs_alone_seconds: f64,
-    bytes: t3::TrafficBytes,
-}
-
-impl From<&SubLayerResult> for StoredResult {
-    fn from(r: &SubLayerResult) -> Self {
-        Self {
-            scenario: r.scenario,
-            gemm_seconds: r.gemm_seconds,
-            rs_seconds: r.rs_seconds,
-            ag_seconds: r.ag_seconds,
-            total_seconds: r.total_seconds,
-            speedup_vs_sequential: r.speedup_vs_sequential,
-            rs_alone_seconds: r.rs_alone_seconds,
-            bytes: r.bytes,
-        }
-    }
-}
-
-impl StoredResult {
-    fn into_result(self, sl: &SubLayer) -> SubLayerResult {
-        SubLayerResult {
-            sublayer: sl.clone(),
-            scenario: self.scenario,
-            gemm_seconds: self.gemm_seconds,
-            rs_seconds: self.rs_seconds,
-            ag_seconds: self.ag_seconds,
-            total_seconds: self.total_seconds,
-            speedup_vs_sequential: self.speedup_vs_sequential,
-            rs_alone_seconds: self.rs_alone_seconds,
-            bytes: self.bytes,
-        }
-    }
-}
-
 fn run_check(c: &CheckArgs) -> CmdResult {
     let opts = c.machine.options(c.gpus, Simulate::AllGpus, c.dtype);
     let run = CheckRun {
@@ -672,33 +373,13 @@ fn run_check(c: &CheckArgs) -> CmdResult {
     if let Some(dir) = &c.out {
         report::write_check_dir(dir, &run, c.dtype.gemm(), &out)?;
     }
-    let verdict = if out.mismatches == 0 { "ok" } else { "FAILED" };
-    if c.json {
-        let v = serde_json::json!({
-            "gpus": c.gpus, "m": c.m, "n": c.n, "k": c.k,
-            "dtype": c.dtype.name(), "config": c.config.name(),
-            "mismatches": out.mismatches, "first_mismatch": out.first_mismatch,
-            "seconds": out.seconds,
-            "out": c.out.as_ref().map(|d| d.display().to_string()),
-        });
-        emit(&(serde_json::to_string_pretty(&v)? + "\n"))?;
-    } else {
-        let wrote = c
-            .out
-            .as_ref()
-            .map_or(String::new(), |d| format!("; wrote {}", d.display()));
-        emit(&format!(
-            "t3 check {verdict}: {} on {} GPUs, {} x {} x {} {}: {} mismatches, {:.3} µs simulated{wrote}\n",
-            c.config.name(),
-            c.gpus,
-            c.m,
-            c.n,
-            c.k,
-            c.dtype.name(),
-            out.mismatches,
-            out.seconds * 1e6
-        ))?;
-    }
+    emit(&report::lines::check(
+        c.json,
+        &run,
+        c.dtype.name(),
+        c.out.as_deref(),
+        &out,
+    )?)?;
     if out.mismatches > 0 {
         return Err(format!(
             "t3 check failed: {} element(s) differ from the sum of the partials; first: {}",
@@ -721,31 +402,7 @@ fn run_rs(r: &RsArgs) -> CmdResult {
     let t = t3::time_reduce_scatter(&opts, r.bytes).map_err(|e| t3_error(e, "t3 rs: "));
     bar.finish_and_clear();
     let t = t?;
-    if r.json {
-        let v = serde_json::json!({
-            "gpus": r.gpus,
-            "bytes": r.bytes,
-            "simulate": report::simulate_name(simulate),
-            "rs_seconds": t.rs_seconds,
-            "model_seconds": t.model_seconds,
-            "steps": t.steps,
-        });
-        emit(&(serde_json::to_string_pretty(&v)? + "\n"))
-    } else {
-        let ratio = if t.model_seconds > 0.0 {
-            format!("{:.3}x the model", t.rs_seconds / t.model_seconds)
-        } else {
-            "-".into()
-        };
-        emit(&format!(
-            "ring reduce-scatter of {} bytes over {} GPUs ({} steps): {:.2} µs simulated, {:.2} µs bandwidth-latency model ({ratio})\n",
-            r.bytes,
-            r.gpus,
-            t.steps,
-            t.rs_seconds * 1e6,
-            t.model_seconds * 1e6
-        ))
-    }
+    emit(&report::lines::rs(r.json, r.gpus, r.bytes, simulate, &t)?)
 }
 
 fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
@@ -779,122 +436,11 @@ fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
         rows.push(row?);
     }
     bar.finish_and_clear();
-    if c.json {
-        return emit(&(serde_json::to_string_pretty(&rows)? + "\n"));
-    }
-    let mut out = format!(
-        "{} {} TP {}: GEMM alone {:.1} µs, reduce-scatter alone {:.1} µs, ideal overlap {:.2}x\n",
-        c.model,
-        sl.name,
-        c.tp,
-        rows.first().map_or(0.0, |r| r.gemm_alone_seconds * 1e6),
-        rows.first().map_or(0.0, |r| r.rs_alone_seconds * 1e6),
-        rows.first().map_or(0.0, |r| r.ideal_speedup),
-    );
-    for r in &rows {
-        out += &format!(
-            "  {}-{}: GEMM {:.1} µs ({:+.0} %), RS {:.1} µs ({:+.0} %), overlapped {:.2}x  (dissertation, Mega-GPT-2/T-NLG TP 8: 72-8 RS +41 % -> 1.2x; 64-16 RS +7 %, GEMM +21 % -> 1.5x; ideal 1.7x)\n",
-            r.gemm_cus,
-            r.rs_cus,
-            r.gemm_seconds * 1e6,
-            100.0 * (r.gemm_seconds / r.gemm_alone_seconds - 1.0),
-            r.rs_seconds * 1e6,
-            100.0 * (r.rs_seconds / r.rs_alone_seconds - 1.0),
-            r.speedup
-        );
-    }
-    emit(&out)
+    emit(&report::lines::cu_split(
+        c.json, &c.model, &sl, c.tp, &rows,
+    )?)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(clap::Parser, Debug)]
-    struct Top {
-        #[command(flatten)]
-        t3: T3Args,
-    }
-
-    fn study(args: &[&str]) -> StudyArgs {
-        let mut v = vec!["t3"];
-        v.extend(args);
-        Top::try_parse_from(v).unwrap().t3.study
-    }
-
-    #[test]
-    fn default_study_is_two_models_at_their_tps() {
-        let s = study_sublayers(&study(&[])).unwrap();
-        assert_eq!(s.len(), 2 * 2 * 4);
-        assert_eq!(report::label(&s[0]), "mega-gpt-2 OP TP8");
-        assert_eq!(report::label(&s[4]), "mega-gpt-2 OP TP16");
-        assert_eq!(report::label(&s[15]), "t-nlg IP TP16");
-        let all = study_sublayers(&study(&["--models", "all"])).unwrap();
-        assert_eq!(all.len(), 4 * (2 + 2 + 1 + 1 + 1));
-        assert!(all.iter().filter(|s| s.model == "palm").all(|s| s.tp == 32));
-    }
-
-    #[test]
-    fn custom_model_and_filters() {
-        let a = study(&[
-            "--h",
-            "1024",
-            "--tokens",
-            "2048",
-            "--model-name",
-            "mine",
-            "--tp",
-            "4",
-            "--sublayers",
-            "op,fc2",
-        ]);
-        let s = study_sublayers(&a).unwrap();
-        assert_eq!(s.len(), 2);
-        assert_eq!(
-            (s[0].model.as_str(), s[0].name, s[0].tp, s[0].k),
-            ("mine", "OP", 4, 256)
-        );
-        assert_eq!(s[1].name, "FC-2");
-    }
-
-    #[test]
-    fn bad_values_are_usage_errors_naming_the_option() {
-        for (args, want) in [
-            (
-                vec!["t3", "--models", "nosuch"],
-                "mega-gpt-2, t-nlg, gpt-3, palm, mt-nlg",
-            ),
-            (vec!["t3", "--tp", "0"], "--tp"),
-            (vec!["t3", "--sublayers", "FC-3"], "unknown sub-layer"),
-            (vec!["t3", "--gpus", "1"], "at least 2"),
-            (vec!["t3", "--h", "100"], "--tokens"),
-            (vec!["t3", "--link-gbps", "0"], "--link-gbps"),
-            (vec!["t3", "check", "--gpus", "1"], "at least 2"),
-            (vec!["t3", "check", "--config", "ideal-overlap"], "t3-mca"),
-            (vec!["t3", "rs", "--bytes", "0"], "--bytes"),
-        ] {
-            let e = Top::try_parse_from(&args).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{args:?}");
-            let msg = e.to_string();
-            assert!(msg.contains(want), "{args:?}: {msg}");
-        }
-    }
-
-    #[test]
-    fn byte_counts_and_machine_options() {
-        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
-        assert_eq!(parse_bytes("1_000"), Ok(1000));
-        assert_eq!(parse_bytes("2k"), Ok(2048));
-        assert!(parse_bytes("x").is_err());
-        let a = study(&["--gpu-2x-cu", "--link-gbps", "100", "--mca-threshold", "6"]);
-        let o = a.machine.options(0, Simulate::AllGpus, Dtype::F32);
-        let base = T3Options::default();
-        assert_eq!(o.gpu.cus, 2 * base.gpu.cus);
-        assert_eq!(o.gpu.name, format!("{}-2x-cu", base.gpu.name));
-        assert_eq!(o.link.bytes_per_ns, 100.0);
-        assert_eq!(o.link.latency_ns, base.link.latency_ns);
-        assert_eq!(o.mca_threshold, Some(6));
-        assert_eq!(o.dtype, GemmDataType::F32);
-    }
-}
+#[path = "t3_tests.rs"]
+mod tests;

@@ -1,3 +1,7 @@
-//! Host side of `nmcp lamb`: tensor I/O and the run driver.
+//! Host side of `nmcp lamb`: tensor I/O, the checkpointed run driver, the finiteness
+//! check of a functional step and the text report.
 
+pub mod checkpoint;
+pub mod finite;
 pub mod npy_io;
+pub mod text;

@@ -3,8 +3,11 @@
 //! The runs themselves are `nmcp_emulator::t3`'s.
 
 pub mod e2e;
+pub mod lines;
 pub mod npy;
 pub mod plot;
+pub mod select;
+pub mod study;
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -12,7 +12,7 @@ fn a_closed_pipe_ends_the_run_without_a_panic() {
     let private = std::env::temp_dir().join(format!("nmcp-pipe-{}", std::process::id()));
     let cache = common::test_cache(&private);
     let args = ["goldyloc", "eval", "--quick", "--json"];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmcp"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmcp-cli"))
         .args(args)
         .env("NMCP_CACHE", &cache)
         .stdout(Stdio::piped())

@@ -5,7 +5,7 @@
 //! byte for byte; then it stops the daemons.
 //!
 //! Ignored by default (it needs the packages and root); `.ci/run` installs them and runs
-//! `NMCP_SLURM_TEST=1 cargo test -p nmcp-host --test slurm_sweep -- --ignored`. With
+//! `NMCP_SLURM_TEST=1 cargo test -p nmcp-tests --test slurm_sweep -- --ignored`. With
 //! `NMCP_SLURM_TEST=1` a missing Slurm is a failure, not a skip.
 
 use std::io::Write;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const NMCP: &str = env!("CARGO_BIN_EXE_nmcp");
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mi100-library")

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const NMCP: &str = env!("CARGO_BIN_EXE_nmcp");
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 /// A small 4-GPU T3 sub-layer, every GPU simulated (no `--shortcut`).
 const T3: [&str; 9] = [

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+const BIN: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn stdout(args: &[&str]) -> String {
     let o = Command::new(BIN).args(args).output().expect("runs nmcp");

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The CLI under test, as Cargo built it for this package.
-const NMCP: &str = env!("CARGO_BIN_EXE_nmcp");
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn nmcp(args: &[&str]) -> Output {
     Command::new(NMCP)

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const NMCP: &str = env!("CARGO_BIN_EXE_nmcp");
+const NMCP: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("nmcp-reproduce-{tag}-{}", std::process::id()));
@@ -22,7 +22,7 @@ fn scratch(tag: &str) -> PathBuf {
 fn nmcp(dir: &Path, args: &[&str]) -> Output {
     Command::new(NMCP)
         .args(args)
-        .env("NMCP_CACHE", common::test_cache(&dir.join("cache")))
+        .env("NMCP_CACHE", common::test_cache(dir))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {NMCP}: {e}"))
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+const BIN: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 /// A small T3 study: 8 sub-layers of about a second each.
 const STUDY: [&str; 9] = [

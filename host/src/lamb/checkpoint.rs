@@ -1,6 +1,5 @@
-//! Checkpoint units of `nmcp lamb` (`--checkpoint-every N --checkpoint-dir D`, `nmcp
-//! resume D`): kept apart from `lamb.rs`, which calls [`run`] instead of
-//! `experiment::run`.
+//! The checkpointed driver of `nmcp lamb` (`--checkpoint-every N --checkpoint-dir D`,
+//! `nmcp resume D`): `cmd/lamb.rs` calls [`run`] instead of `experiment::run`.
 //!
 //! A unit is one extra engine setup of `--alu-models` (every one after the first) with its
 //! TS sweep: the experiment run with that setup alone, timing only, which computes exactly

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmcp");
+const BIN: &str = env!("CARGO_BIN_EXE_nmcp-cli");
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let o = Command::new(BIN)

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 fn nmcp() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_nmcp"))
+    Command::new(env!("CARGO_BIN_EXE_nmcp-cli"))
 }
 
 const FIXTURE: &str = concat!(
