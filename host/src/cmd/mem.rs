@@ -13,7 +13,7 @@ use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PR
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
 use nmcp_emulator::memctrl::{
-    ControllerConfig, LoggedCommand, MemoryState, MemorySystem, Request, RunReport,
+    ControllerConfig, LoggedCommand, MemoryState, MemorySystem, Request, RunReport, Stepping,
 };
 use nmcp_emulator::trace::{
     Pattern, Synthetic, TraceError, TraceFormat, TracePosition, TraceReader,
@@ -196,9 +196,10 @@ pub struct MemArgs {
     /// (default: the preset's; 1 is Ramulator 2's active buffer).
     #[arg(long)]
     activated_per_bank: Option<u32>,
-    /// Threads: 1 runs serially; N > 1 (0: all cores) steps the channels in parallel in
-    /// windows, with a result identical to the serial run (paced traces gain; saturating
-    /// streams, which stall the front end, run serially anyway).
+    /// Threads: 1 runs serially; N > 1 (0: one per core) steps the channels in parallel in
+    /// windows, this thread included, at most one per core and channel; with one core or
+    /// channel, or windows under 1024 cycles, the run is serial. The result is the serial
+    /// run's either way (paced traces gain; saturating streams run serially anyway).
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
     threads: usize,
     /// Cycles per parallel window (with --threads other than 1), 1..=2^32.
@@ -440,6 +441,8 @@ pub fn run(args: MemArgs) -> CmdResult {
             .restore(ck.system)
             .map_err(|e| format!("checkpoint: {e} (was it written by this command line?)"))?;
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stepping = Stepping::choose(args.threads, cores, system.parallel_groups(), args.window);
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut on_progress = |accepted| {
@@ -500,15 +503,8 @@ pub fn run(args: MemArgs) -> CmdResult {
             }
         };
         system.run_checkpointed(source, &mut on_progress, resumed_at, hook)
-    } else if args.threads == 1 {
-        system.run(source, &mut on_progress)
     } else {
-        // The run's own thread drives the stream (not Send); the channel steps go to the
-        // global pool, sized here (once per process).
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(args.threads)
-            .build_global();
-        system.run_parallel(source, args.window, &mut on_progress)
+        system.run_stepped(source, stepping, args.window, &mut on_progress)
     };
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
@@ -566,7 +562,12 @@ pub fn run(args: MemArgs) -> CmdResult {
             o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
             if args.threads != 1 {
                 let (ran, redone) = system.parallel_windows();
-                o.insert("threads".into(), rayon::current_num_threads().into());
+                let (threads, why) = match stepping {
+                    Stepping::Parallel(n) => (n, "parallel windows"),
+                    Stepping::Serial(why) => (1, why),
+                };
+                o.insert("threads".into(), threads.into());
+                o.insert("stepping".into(), why.into());
                 o.insert("parallel_windows".into(), ran.into());
                 o.insert("parallel_windows_redone".into(), redone.into());
             }
