@@ -122,6 +122,56 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
         .unwrap_or_default();
     assert_eq!(h["ours"], m["speedup"][0]);
     assert_eq!(h["dissertation"], 3.8);
+    // The 80 %-of-peak figure pairs like with like: the dissertation's 5.8x is a 4x-TS
+    // point, so ours is the same setup's 4x-TS point against the GPU at 80 %.
+    let main = &lamb["alu_models"][0];
+    let ts4 = main["ts_entries"].as_u64().unwrap_or(0) * 4;
+    let p80 = main["ts_sweep"]
+        .as_array()
+        .and_then(|s| s.iter().find(|e| e["ts_entries"].as_u64() == Some(ts4)))
+        .map(|e| e["speedup_vs_ideal_80"].clone())
+        .unwrap_or_default();
+    let name = main["name"].as_str().unwrap_or_default();
+    let h = find(&format!(
+        "LAMB step with 4x the TS entries, over a GPU at 80 % of peak ({name})"
+    ));
+    assert_eq!(
+        (&h["ours"], &h["dissertation"]),
+        (&p80, &serde_json::json!(5.8))
+    );
+    // The second data-movement row is the definition fixed in advance, not the nearest 13x.
+    let h = find("data movement GPU-DRAM, reduction, command pins counted");
+    let def = lamb["data_movement"]
+        .as_array()
+        .and_then(|d| {
+            d.iter()
+                .find(|d| d["definition"] == "data + every DRAM command at 4 B on the command pins")
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(h["ours"], def["ratio"]);
+    // The scorecard opens both pages, ahead of the chapters, with the rows above.
+    let top = |page: &str, mark: &str| page.find(mark).unwrap_or(usize::MAX);
+    assert!(top(&html, "id=\"scorecard-table\"") < top(&html, "<h2 id=\"ch-6"));
+    assert!(top(&md, "## Scorecard") < top(&md, "## ch. 6"));
+    let card_rows = md
+        .split("## Scorecard")
+        .nth(1)
+        .map(|t| {
+            t.lines()
+                .skip_while(|l| !l.starts_with("|---"))
+                .skip(1)
+                .take_while(|l| l.starts_with('|'))
+                .count()
+        })
+        .unwrap_or(0);
+    assert!(card_rows >= 8, "{card_rows} scorecard rows");
+    assert!(
+        md.contains(&format!(
+            "| ch. 6 LAMB | LAMB step, NMC over ideal GPU at peak ({name}) |"
+        )),
+        "the scorecard's first row is ch. 6's primary setup"
+    );
     let acc = find("predictor accuracy, 16 GEMMs (held out by size)");
     assert!(acc["baseline"]
         .as_str()
@@ -190,6 +240,21 @@ fn smoke_report_has_every_figure_and_loads_in_a_browser() {
         "browser: <body{body}>, want {want}; stderr: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // The scorecard renders as the page's first table, every row, within the first screen.
+    let attr = |k: &str| {
+        body.split(&format!("{k}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .unwrap_or("")
+    };
+    assert_eq!(attr("data-scorecard-first"), "yes", "<body{body}>");
+    assert_eq!(
+        attr("data-scorecard-rows"),
+        card_rows.to_string(),
+        "<body{body}>"
+    );
+    let px: f64 = attr("data-scorecard-top").parse().unwrap_or(f64::MAX);
+    assert!(px < 600.0, "scorecard at {px} px: <body{body}>");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,7 +1,7 @@
 //! HBM2 at DRAM-command level: organisation and timing presets ([`config`]), the physical
 //! address mapping ([`mapping`]), the command set and bank state ([`bank`]) and the timing
-//! state of one pseudo-channel ([`timing`]), which ordinary requests, all-bank NMC
-//! commands and per-bank op-and-store updates all go through.
+//! state of one pseudo-channel ([`timing`]: its gates, earliest cycles and issue path),
+//! which ordinary requests, all-bank NMC commands and per-bank op-and-store updates all go through.
 
 pub mod bank;
 pub mod config;

@@ -45,6 +45,7 @@ pub use controller::{
     Completion, Controller, ControllerConfig, ControllerState, LoggedCommand, RequestPart,
 };
 pub use observer::{ColumnLog, ControllerObserver, IssuedColumn};
+pub use parallel::{Stepping, MIN_PARALLEL_WINDOW};
 pub use report::RunReport;
 pub use request::{Access, Request, RequestId, Source, TrafficClass};
 pub use state::MemoryState;

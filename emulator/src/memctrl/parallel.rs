@@ -1,6 +1,7 @@
 //! The parallel runner: [`MemorySystem::run_parallel`] steps groups of controllers on
-//! rayon threads in speculative windows and falls back to the serial loop when a window
-//! would have stalled the front end.
+//! threads in speculative windows (the driving thread takes a share itself) and falls back
+//! to the serial loop when a window would have stalled the front end; and
+//! [`Stepping::choose`], which picks the serial loop where threads cannot pay off.
 
 use crate::hbm::Cycle;
 
@@ -59,24 +60,108 @@ impl Group<'_> {
     }
 }
 
+/// Runs every group over the cycles before `end` on `threads` threads, the calling thread
+/// one of them (contiguous shares of the groups, so a 2-core machine runs the driver and
+/// one helper, not the driver beside two workers). `false` if any group's queue filled.
+fn run_groups(groups: &mut [Group], end: Cycle, threads: usize) -> bool {
+    // A group whose queue fills ends the share: the window is redone serially anyway.
+    let run_all = |gs: &mut [Group]| gs.iter_mut().all(|g| g.run(end));
+    let share = groups.len().div_ceil(threads.max(1)).max(1);
+    if share >= groups.len() {
+        return run_all(groups);
+    }
+    std::thread::scope(|s| {
+        let mut chunks = groups.chunks_mut(share);
+        let mine = chunks.next();
+        let helpers: Vec<_> = chunks.map(|c| s.spawn(move || run_all(c))).collect();
+        let ok = mine.is_none_or(run_all);
+        helpers.into_iter().fold(ok, |ok, h| match h.join() {
+            Ok(done) => done && ok,
+            Err(panic) => std::panic::resume_unwind(panic),
+        })
+    })
+}
+
+/// The shortest window [`Stepping::choose`] runs in parallel: below it the threads' start
+/// and join each window cost more than the window's work.
+pub const MIN_PARALLEL_WINDOW: Cycle = 1024;
+
+/// How a memory run is stepped: the serial loop, or parallel windows on some threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stepping {
+    /// [`MemorySystem::run`], with why threads would not pay off.
+    Serial(&'static str),
+    /// [`MemorySystem::run_parallel`] on this many threads (the driving one included).
+    Parallel(usize),
+}
+
+impl Stepping {
+    /// The stepping for `requested` threads (0: one per core) on a machine with `cores`,
+    /// a system of `groups` independently stepped groups (channels, or pseudo-channels
+    /// with their own buses) and windows of `window` cycles. Threads beyond the cores or
+    /// the groups only wait, so the count is capped at both; one thread, or windows too
+    /// short to cover a thread's start, run the serial loop. Either way the report is the
+    /// serial loop's, bit for bit.
+    pub fn choose(requested: usize, cores: usize, groups: usize, window: Cycle) -> Stepping {
+        let wanted = if requested == 0 { cores } else { requested };
+        let threads = wanted.min(cores).min(groups);
+        if wanted <= 1 {
+            Stepping::Serial("one thread asked for")
+        } else if threads <= 1 {
+            Stepping::Serial("one core or one channel: a second thread would only wait")
+        } else if window < MIN_PARALLEL_WINDOW {
+            Stepping::Serial("windows too short to pay for starting threads")
+        } else {
+            Stepping::Parallel(threads)
+        }
+    }
+}
+
 impl MemorySystem {
+    /// Groups of controllers a parallel window steps independently: channels when their
+    /// pseudo-channels share the command buses, else pseudo-channels.
+    pub fn parallel_groups(&self) -> usize {
+        if self.buses.is_empty() {
+            self.controllers.len()
+        } else {
+            self.controllers.len() / self.pcs_per_channel.max(1)
+        }
+    }
+
+    /// Runs as `stepping` says: [`MemorySystem::run`] or [`MemorySystem::run_parallel`].
+    pub fn run_stepped<I>(
+        &mut self,
+        requests: I,
+        stepping: Stepping,
+        window: Cycle,
+        progress: impl FnMut(u64),
+    ) -> RunReport
+    where
+        I: IntoIterator<Item = Request>,
+    {
+        match stepping {
+            Stepping::Serial(_) => self.run(requests, progress),
+            Stepping::Parallel(threads) => self.run_parallel(requests, window, threads, progress),
+        }
+    }
+
     /// [`MemorySystem::run`] with the channels (or, with per-pseudo-channel buses, the
-    /// pseudo-channels) stepped on the current rayon pool's threads in windows of `window`
-    /// cycles. The result is identical to `run`'s: a window is simulated speculatively
-    /// with every request admitted at its arrival cycle, and if any request would have
-    /// found its queue full (where the serial front end stalls the whole stream), the
-    /// window is thrown away and run serially. Paced traces (arrival cycles, queues rarely
-    /// full) gain; saturating streams stall all the time and run serially.
+    /// pseudo-channels) stepped on `threads` threads (the calling one included) in windows
+    /// of `window` cycles. The result is identical to `run`'s: a window is simulated
+    /// speculatively with every request admitted at its arrival cycle, and if any request
+    /// would have found its queue full (where the serial front end stalls the whole
+    /// stream), the window is thrown away and run serially. Paced traces (arrival cycles,
+    /// queues rarely full) gain; saturating streams stall all the time and run serially.
     pub fn run_parallel<I>(
         &mut self,
         requests: I,
         window: Cycle,
+        threads: usize,
         mut progress: impl FnMut(u64),
     ) -> RunReport
     where
         I: IntoIterator<Item = Request>,
     {
-        use rayon::prelude::*;
         let window = window.max(1);
         let mut source = requests.into_iter();
         let mut buffered: std::collections::VecDeque<Request> = Default::default();
@@ -156,7 +241,7 @@ impl MemorySystem {
                         done: Vec::new(),
                     })
                     .collect();
-                let ok = groups.par_iter_mut().map(|g| g.run(end)).all(|ok| ok);
+                let ok = run_groups(&mut groups, end, threads);
                 if ok {
                     let done: Vec<Completion> = groups.into_iter().flat_map(|g| g.done).collect();
                     self.done = done;

@@ -11,7 +11,7 @@ use nmcp_emulator::energy::{CommandEnergy, DramActivity, DramEnergy, EnergyRepor
 use nmcp_emulator::hbm::config::{CommandBus, PagePolicy, RefreshMode, DEFAULT_PRESET};
 use nmcp_emulator::hbm::mapping::STREAM_MAPPING;
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::memctrl::{ControllerConfig, LoggedCommand, RunReport};
+use nmcp_emulator::memctrl::{ControllerConfig, LoggedCommand, RunReport, Stepping};
 use nmcp_emulator::trace::{Pattern, TraceFormat};
 
 use super::CmdResult;
@@ -111,9 +111,10 @@ pub struct MemArgs {
     /// (default: the preset's; 1 is Ramulator 2's active buffer).
     #[arg(long)]
     activated_per_bank: Option<u32>,
-    /// Threads: 1 runs serially; N > 1 (0: all cores) steps the channels in parallel in
-    /// windows, with a result identical to the serial run (paced traces gain; saturating
-    /// streams, which stall the front end, run serially anyway).
+    /// Threads: 1 runs serially; N > 1 (0: one per core) steps the channels in parallel in
+    /// windows, this thread included, at most one per core and channel; with one core or
+    /// channel, or windows under 1024 cycles, the run is serial. The result is the serial
+    /// run's either way (paced traces gain; saturating streams run serially anyway).
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
     threads: usize,
     /// Cycles per parallel window (with --threads other than 1), 1..=2^32.
@@ -217,6 +218,7 @@ pub fn run(args: MemArgs) -> CmdResult {
     })?;
     let MemOutcome {
         report,
+        stepping,
         system,
         preset,
         wall_seconds: wall,
@@ -249,7 +251,12 @@ pub fn run(args: MemArgs) -> CmdResult {
             o.insert("tck_ns".into(), preset.organisation.tck_ns.into());
             if args.threads != 1 {
                 let (ran, redone) = system.parallel_windows();
-                o.insert("threads".into(), rayon::current_num_threads().into());
+                let (threads, why) = match stepping {
+                    Stepping::Parallel(n) => (n, "parallel windows"),
+                    Stepping::Serial(why) => (1, why),
+                };
+                o.insert("threads".into(), threads.into());
+                o.insert("stepping".into(), why.into());
                 o.insert("parallel_windows".into(), ran.into());
                 o.insert("parallel_windows_redone".into(), redone.into());
             }

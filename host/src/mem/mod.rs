@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use nmcp_emulator::hbm::{AddressMapping, HbmPreset};
-use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport};
+use nmcp_emulator::memctrl::{ControllerConfig, MemorySystem, Request, RunReport, Stepping};
 use nmcp_emulator::trace::{
     Pattern, Synthetic, TraceError, TraceFormat, TracePosition, TraceReader,
 };
@@ -42,7 +42,9 @@ pub struct MemRun {
     pub size: u32,
     pub write_ratio: f64,
     pub seed: u64,
-    /// 1: serial; otherwise the channels stepped in parallel windows (0: all cores).
+    /// 1: serial; otherwise the channels stepped in parallel windows, this thread
+    /// included (0: one per core); `Stepping::choose` runs serially where threads cannot
+    /// pay off.
     pub threads: usize,
     /// Cycles per parallel window.
     pub window: u64,
@@ -53,6 +55,8 @@ pub struct MemRun {
 /// A finished run: its report, the memory system as the run left it, and the wall time.
 pub struct MemOutcome {
     pub report: RunReport,
+    /// How the channels were stepped (serial, and why, or parallel on N threads).
+    pub stepping: Stepping,
     pub system: MemorySystem,
     pub preset: HbmPreset,
     pub wall_seconds: f64,
@@ -229,6 +233,8 @@ pub fn run(r: MemRun) -> Result<MemOutcome, Box<dyn std::error::Error>> {
             .restore(ck.system)
             .map_err(|e| format!("checkpoint: {e} (was it written by this command line?)"))?;
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stepping = Stepping::choose(threads, cores, system.parallel_groups(), window);
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut on_progress = |accepted| {
@@ -289,15 +295,8 @@ pub fn run(r: MemRun) -> Result<MemOutcome, Box<dyn std::error::Error>> {
             }
         };
         system.run_checkpointed(source, &mut on_progress, resumed_at, hook)
-    } else if threads == 1 {
-        system.run(source, &mut on_progress)
     } else {
-        // The run's own thread drives the stream (not Send); the channel steps go to the
-        // global pool, sized here (once per process).
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build_global();
-        system.run_parallel(source, window, &mut on_progress)
+        system.run_stepped(source, stepping, window, &mut on_progress)
     };
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
@@ -328,6 +327,7 @@ pub fn run(r: MemRun) -> Result<MemOutcome, Box<dyn std::error::Error>> {
     }
     Ok(MemOutcome {
         report,
+        stepping,
         system,
         preset,
         wall_seconds: wall,

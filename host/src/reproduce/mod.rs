@@ -10,8 +10,10 @@
 
 pub mod energy;
 pub mod figures;
+pub mod goldyloc_studies;
 pub mod page;
 pub mod plot;
+pub mod scorecard;
 pub mod validation;
 
 use std::io::IsTerminal;
@@ -22,6 +24,16 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use figures::Headline;
+
+/// Chapter 6's section.
+pub const LAMB_TITLE: &str = "ch. 6 NMC LAMB";
+/// Chapter 7's section.
+pub const GOLDYLOC_TITLE: &str = "ch. 7 GOLDYLOC";
+/// Chapter 8's section.
+pub const T3_TITLE: &str = "ch. 8 T3";
+/// The section of the setups beyond the dissertation's (other ALU models, MASA, SARP).
+pub const EXTENSIONS_TITLE: &str =
+    "Extensions beyond the dissertation: other bank-ALU models, MASA, SARP";
 
 /// How much of each study runs.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +159,10 @@ pub fn stages(scale: Scale, mechanisms: &[Mechanism], out: &Path, jobs: u32) -> 
                 args.push("--quick".into());
             }
             v.push(Stage { name, what, args });
+        }
+        // Distinct winners and GPU scaling: not at smoke scale (tests).
+        if scale != Scale::Smoke {
+            v.extend(goldyloc_studies::stages(scale != Scale::Full));
         }
     }
     if mechanisms.contains(&Mechanism::T3) {
@@ -276,6 +292,12 @@ fn child_figures(out: &Path, dir: &str, files: &[(String, String)]) -> Vec<Figur
 pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, String> {
     let cmd = |r: &StageResult| format!("nmcp {}", r.stage.args.join(" "));
     let mut v = Vec::new();
+    let mut extensions = Section {
+        title: EXTENSIONS_TITLE,
+        commands: Vec::new(),
+        headlines: Vec::new(),
+        figures: Vec::new(),
+    };
     if let Some(r) = results.iter().find(|r| r.stage.name == "lamb") {
         let mut figures = vec![figure(
             out,
@@ -293,24 +315,29 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
              data-bus utilisation"
                 .into(),
         )?);
-        let mut commands = vec![cmd(r)];
-        let mut headlines = figures::lamb(&r.json).map_err(|e| e.0)?;
-        for name in ["lamb-masa", "lamb-masa16", "lamb-masa16-sarp"] {
-            if let Some(m) = results.iter().find(|r| r.stage.name == name) {
-                commands.push(cmd(m));
-                headlines.extend(figures::lamb_alu_models(&m.json).map_err(|e| e.0)?);
-            }
-        }
         v.push(Section {
-            title: "ch. 6 NMC LAMB",
-            commands,
-            headlines,
+            title: LAMB_TITLE,
+            commands: vec![cmd(r)],
+            headlines: figures::lamb(&r.json).map_err(|e| e.0)?,
             figures,
         });
+        // The run's other ALU models, then MASA and SARP: beyond the dissertation.
+        extensions.commands.push(cmd(r));
+        extensions
+            .headlines
+            .extend(figures::lamb_extensions(&r.json, true).map_err(|e| e.0)?);
+    }
+    for name in ["lamb-masa", "lamb-masa16", "lamb-masa16-sarp"] {
+        if let Some(m) = results.iter().find(|r| r.stage.name == name) {
+            extensions.commands.push(cmd(m));
+            extensions
+                .headlines
+                .extend(figures::lamb_extensions(&m.json, false).map_err(|e| e.0)?);
+        }
     }
     let gl: Vec<&StageResult> = results
         .iter()
-        .filter(|r| r.stage.name.starts_with("goldyloc"))
+        .filter(|r| r.stage.name == "goldyloc-f32" || r.stage.name == "goldyloc-f16")
         .collect();
     if !gl.is_empty() {
         let mut headlines = Vec::new();
@@ -409,9 +436,38 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
             )?,
         ];
         figures.extend(figs);
+        let mut commands: Vec<String> = gl.iter().map(|r| cmd(r)).collect();
+        headlines.extend(goldyloc_studies::cp_decision().map_err(|e| e.0)?);
+        if let Some(t) = results
+            .iter()
+            .find(|r| r.stage.name == goldyloc_studies::TUNE_STAGE)
+        {
+            commands.push(cmd(t));
+            headlines.push(goldyloc_studies::distinct_winners(&t.json).map_err(|e| e.0)?);
+        }
+        let scaled: Vec<(&str, &Value)> = results
+            .iter()
+            .filter(|r| {
+                goldyloc_studies::SCALING
+                    .iter()
+                    .any(|(n, _, _)| *n == r.stage.name)
+            })
+            .map(|r| (r.stage.name, &r.json))
+            .collect();
+        commands.extend(
+            results
+                .iter()
+                .filter(|r| scaled.iter().any(|(n, _)| *n == r.stage.name))
+                .map(cmd),
+        );
+        let full = gl
+            .iter()
+            .find(|r| r.stage.name == "goldyloc-f32")
+            .map(|r| &r.json);
+        headlines.extend(goldyloc_studies::gpu_scaling(&scaled, full).map_err(|e| e.0)?);
         v.push(Section {
-            title: "ch. 7 GOLDYLOC",
-            commands: gl.iter().map(|r| cmd(r)).collect(),
+            title: GOLDYLOC_TITLE,
+            commands,
             headlines,
             figures,
         });
@@ -433,11 +489,14 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
             ),
         ];
         v.push(Section {
-            title: "ch. 8 T3",
+            title: T3_TITLE,
             commands: vec![cmd(r)],
             headlines: figures::t3(rows).map_err(|e| e.0)?,
             figures: child_figures(out, "t3", &files),
         });
+    }
+    if !extensions.headlines.is_empty() {
+        v.push(extensions);
     }
     let mut headlines = Vec::new();
     let mut commands = Vec::new();
@@ -448,7 +507,7 @@ pub fn sections(results: &[StageResult], out: &Path) -> Result<Vec<Section>, Str
         } else if name == "t3" {
             let rows = r.json.as_array().map(Vec::as_slice).unwrap_or(&[]);
             energy::t3(rows)
-        } else if name.starts_with("goldyloc") {
+        } else if name == "goldyloc-f32" || name == "goldyloc-f16" {
             energy::goldyloc(
                 &r.json,
                 if name.ends_with("f32") {

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::figures::Headline;
+use super::figures::{Headline, Unit};
+use super::scorecard::{agrees, primary_configs, scorecard, ScoreRow, AGREEMENT};
 use super::Section;
 
 /// What the report says about the run that made it.
@@ -40,8 +41,113 @@ fn cells(h: &Headline) -> [String; 3] {
 
 const INTRO: &str = "Each headline figure of the dissertation next to ours, the ratio \
 (ours / dissertation), the configuration that produced ours and the baseline or bound it \
-should be read against. Where they differ, the cause is discussed in the project's \
-closing notes and docs/calibration.md; no model constant is fitted to these numbers.";
+should be read against. The scorecard takes one row per headline from the chapters below, \
+on the configuration that models the dissertation's hardware; no model constant is fitted \
+to these numbers (docs/calibration.md).";
+
+/// The scorecard's heading and anchor.
+const SCORECARD: (&str, &str) = ("Scorecard: the dissertation's headlines", "scorecard");
+
+/// A section's anchor: its title in lower case, letters and digits, runs of anything
+/// else as one `-`.
+pub fn anchor(title: &str) -> String {
+    let mut s = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.ends_with('-') && !s.is_empty() {
+            s.push('-');
+        }
+    }
+    s.trim_end_matches('-').to_string()
+}
+
+/// What the scorecard says where ours agrees, differs without a dissertation figure, or
+/// differs.
+fn cause_cell(r: &ScoreRow) -> String {
+    match (&r.cause, agrees(&r.headline)) {
+        (Some(c), _) => c.clone(),
+        (None, Some(true)) if r.headline.unit == Unit::Times => format!(
+            "agrees: within {:.0} % of the dissertation's gain",
+            AGREEMENT * 100.0
+        ),
+        (None, Some(true)) => format!("agrees within {:.0} %", AGREEMENT * 100.0),
+        _ => String::new(),
+    }
+}
+
+/// The scorecard and the table of contents as HTML.
+fn html_top(sections: &[Section]) -> String {
+    let rows = scorecard(sections);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<h2 id=\"{}\">{}</h2>\n<table id=\"scorecard-table\">\n<tr><th>chapter</th>\
+         <th>figure</th><th>dissertation</th><th>ours</th><th>ratio</th>\
+         <th>where they differ, why</th></tr>",
+        SCORECARD.1,
+        esc(SCORECARD.0)
+    );
+    for r in &rows {
+        let [d, o, q] = cells(&r.headline);
+        let _ = writeln!(
+            s,
+            "<tr title=\"{}\"><td>{}</td><td>{}</td><td class=\"n\">{d}</td>\
+             <td class=\"n\">{o}</td><td class=\"n\">{q}</td><td>{}</td></tr>",
+            esc(&r.headline.config),
+            esc(r.headline.chapter),
+            esc(&r.headline.figure),
+            esc(&cause_cell(r))
+        );
+    }
+    s.push_str("</table>\n<p>Primary configurations: ");
+    let configs: Vec<String> = primary_configs(&rows)
+        .iter()
+        .map(|(c, cfg)| format!("{}: <i>{}</i>", esc(c), esc(cfg)))
+        .collect();
+    s.push_str(&configs.join("; "));
+    s.push_str(".</p>\n<nav><b>Contents:</b> ");
+    let toc: Vec<String> = std::iter::once((SCORECARD.1.to_string(), "Scorecard"))
+        .chain(sections.iter().map(|x| (anchor(x.title), x.title)))
+        .map(|(a, t)| format!("<a href=\"#{a}\">{}</a>", esc(t)))
+        .collect();
+    s.push_str(&toc.join(" · "));
+    s.push_str("</nav>\n");
+    s
+}
+
+/// The scorecard and the table of contents as Markdown.
+fn markdown_top(sections: &[Section]) -> String {
+    let rows = scorecard(sections);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<a id=\"{}\"></a>\n\n## {}\n\n| chapter | figure | dissertation | ours | ratio | \
+         where they differ, why |\n|---|---|---|---|---|---|",
+        SCORECARD.1, SCORECARD.0
+    );
+    for r in &rows {
+        let [d, o, q] = cells(&r.headline);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {d} | {o} | {q} | {} |",
+            r.headline.chapter,
+            md_cell(&r.headline.figure),
+            md_cell(&cause_cell(r))
+        );
+    }
+    let configs: Vec<String> = primary_configs(&rows)
+        .iter()
+        .map(|(c, cfg)| format!("{c}: *{}*", md_cell(cfg)))
+        .collect();
+    let _ = writeln!(s, "\nPrimary configurations: {}.\n", configs.join("; "));
+    let toc: Vec<String> = std::iter::once((SCORECARD.1.to_string(), "Scorecard"))
+        .chain(sections.iter().map(|x| (anchor(x.title), x.title)))
+        .map(|(a, t)| format!("[{t}](#{a})"))
+        .collect();
+    let _ = writeln!(s, "Contents: {}\n", toc.join(" · "));
+    s
+}
 
 /// `index.html`. A script marks the page once every plot has loaded (for the browser
 /// test: `data-images-loaded` / `data-images-total` on `<body>`).
@@ -63,8 +169,14 @@ pub fn html(sections: &[Section], meta: &Meta) -> String {
         meta.version,
         meta.seconds
     );
+    s.push_str(&html_top(sections));
     for sec in sections {
-        let _ = writeln!(s, "<h2>{}</h2>", esc(sec.title));
+        let _ = writeln!(
+            s,
+            "<h2 id=\"{}\">{}</h2>",
+            anchor(sec.title),
+            esc(sec.title)
+        );
         for c in &sec.commands {
             let _ = writeln!(s, "<p><code>{}</code></p>", esc(c));
         }
@@ -98,7 +210,11 @@ pub fn html(sections: &[Section], meta: &Meta) -> String {
         "<script>\n(function(){\n  function mark(){\n    var imgs=document.images, ok=0;\n    \
          for(var i=0;i<imgs.length;i++){ if(imgs[i].complete && imgs[i].naturalWidth>0) ok++; }\n    \
          document.body.setAttribute('data-images-total', imgs.length);\n    \
-         document.body.setAttribute('data-images-loaded', ok);\n  }\n  \
+         document.body.setAttribute('data-images-loaded', ok);\n    \
+         var t=document.getElementById('scorecard-table'), first=document.querySelector('table');\n    \
+         if(t){ document.body.setAttribute('data-scorecard-rows', t.rows.length-1);\n      \
+         document.body.setAttribute('data-scorecard-first', t===first ? 'yes' : 'no');\n      \
+         document.body.setAttribute('data-scorecard-top', Math.round(t.getBoundingClientRect().top + window.scrollY)); }\n  }\n  \
          window.addEventListener('load', mark);\n})();\n</script>\n</body>\n</html>\n",
     );
     s
@@ -117,8 +233,14 @@ pub fn markdown(sections: &[Section], meta: &Meta) -> String {
          for the same page in a browser; each run's JSON is in `data/`.\n",
         meta.scale, meta.version, meta.seconds
     );
+    s.push_str(&markdown_top(sections));
     for sec in sections {
-        let _ = writeln!(s, "## {}\n", sec.title);
+        let _ = writeln!(
+            s,
+            "<a id=\"{}\"></a>\n\n## {}\n",
+            anchor(sec.title),
+            sec.title
+        );
         for c in &sec.commands {
             let _ = writeln!(s, "    {c}");
         }
@@ -190,7 +312,6 @@ pub fn summary(sections: &[Section]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::figures::Unit;
     use super::super::Figure;
     use super::*;
 
@@ -228,6 +349,15 @@ mod tests {
         let m = markdown(&[section()], &meta);
         assert!(m.contains("![speedup](t3/t3-speedup.svg)"));
         assert!(m.contains("| a \\| b |"));
+        // The scorecard opens both pages (here with no primary rows) and the contents
+        // link every section's anchor.
+        assert!(h.find("scorecard-table") < h.find("<h2 id=\"ch-8-t3\">"));
+        assert!(h.contains("<a href=\"#ch-8-t3\">ch. 8 T3</a>"));
+        assert!(m.contains("[ch. 8 T3](#ch-8-t3)") && m.contains("<a id=\"ch-8-t3\"></a>"));
+        assert_eq!(
+            anchor("Extensions: ALU models, MASA (SARP)"),
+            "extensions-alu-models-masa-sarp"
+        );
         let t = summary(&[section()]);
         assert!(t.lines().count() == 2 && t.contains("1.50x") && t.contains("1.20x"));
     }
