@@ -123,6 +123,17 @@ fn no_kernel(what: &str, shape: &GemmShape) -> String {
 
 const NS_PER_MS: f64 = 1e6;
 
+/// How the kernel standing for the vendor library (the cuBLAS rows) is launched.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VendorGrid {
+    /// A persistent grid: at most one wave of workgroups, each looping over output tiles
+    /// (`KernelCost::persistent`), as cuBLAS launches its GEMMs on Hopper.
+    #[default]
+    Persistent,
+    /// One workgroup per output tile, as the Triton rows' kernel.
+    Tiled,
+}
+
 /// Runs the model on every row of `data` and compares.
 ///
 /// # Errors
@@ -132,11 +143,16 @@ pub fn validate(
     cal: &Calibration,
     catalog: &Catalog,
     data: &Dataset,
+    vendor: VendorGrid,
 ) -> Result<ValidationReport, String> {
+    let vendor_cal = Calibration {
+        persistent_grid: vendor == VendorGrid::Persistent,
+        ..*cal
+    };
     let cublas = data
         .cublas
         .par_iter()
-        .map(|r| model_cublas(gpu, cal, catalog, r))
+        .map(|r| model_cublas(gpu, &vendor_cal, catalog, r))
         .collect::<Result<Vec<_>, _>>()?;
     let triton = data
         .triton
