@@ -182,19 +182,23 @@ fn model_cublas(
         model: 0.0,
     }; 4];
     let mut conc_ns = [0.0; 4];
+    let mut seq_ns = [0.0; 4];
     for (j, &n) in NS.iter().enumerate() {
         conc_ns[j] = conc(n)?;
+        seq_ns[j] = seq(n)?;
         dos[j] = Pair {
             measured: r.seq_ms[j] / r.conc_ms[j],
-            model: seq(n)? / conc_ns[j],
+            model: seq_ns[j] / conc_ns[j],
         };
     }
+    // Rounds of CD c under the group barrier are 16 / c back-to-back runs of c copies:
+    // the concurrent times above (CD 1 is Sequential's 16).
     let mut cd16 = [0.0; 5];
     for (j, &c) in CDS.iter().enumerate() {
-        cd16[j] = match c {
-            1 => seq(16)?,
-            16 => conc_ns[3],
-            c => f64::from(16 / c) * conc(c)?,
+        cd16[j] = match NS.iter().position(|&n| n == c) {
+            _ if c == 1 => seq_ns[3],
+            Some(i) => f64::from(16 / c) * conc_ns[i],
+            None => f64::from(16 / c) * conc(c)?,
         } / NS_PER_MS;
     }
     Ok(CublasModel {
