@@ -100,3 +100,68 @@ fn rounds_under_both_cd_semantics() {
         }
     }
 }
+
+/// Split-K atomics are paced by the L2's atomic rate: on the H200 preset a split-K
+/// configuration costs more than with atomics charged as plain writes, and a
+/// configuration without split-K is untouched.
+#[test]
+fn the_l2_atomic_rate_slows_split_k_atomics_only() {
+    use nmcp_emulator::gpu::h200::{h200_calibration, h200_catalog};
+    let cat = h200_catalog();
+    let cal = h200_calibration();
+    let gpu = GpuConfig::h200();
+    let plain = GpuConfig {
+        llc_atomic_adds_per_ns: 0.0,
+        ..GpuConfig::h200()
+    };
+    assert!(gpu.llc_atomic_byte_cost() > 1.0);
+    assert!((plain.llc_atomic_byte_cost() - 1.0).abs() < 1e-12);
+    let s = shape(2048, 2048, 2048, GemmDataType::F16);
+    let split = *cat.get(11).expect("config 11");
+    assert!(split.split_atomic && split.split_u > 1);
+    let whole = *cat.get(0).expect("config 0");
+    let t = |g: &GpuConfig, k: &CatalogKernel, n: u32| {
+        concurrent_time(g, &cal, &s, k, n).expect("runs")
+    };
+    for n in [1, 16] {
+        assert!(t(&gpu, &split, n) > 1.05 * t(&plain, &split, n), "n = {n}");
+        assert_eq!(t(&gpu, &whole, n), t(&plain, &whole, n), "n = {n}");
+    }
+}
+
+/// A persistent grid holds at most one wave of workgroups, covers every tile, and makes
+/// a concurrent copy wait for free slots: two copies overlap less than with one
+/// workgroup per tile, while a copy alone takes about the same time.
+#[test]
+fn a_persistent_grid_keeps_one_wave_and_serialises_concurrent_copies() {
+    use nmcp_emulator::gpu::gemm::kernel_cost;
+    use nmcp_emulator::gpu::h200::{h200_calibration, h200_catalog};
+    let gpu = GpuConfig::h200();
+    let tiled = h200_calibration();
+    let persistent = Calibration {
+        persistent_grid: true,
+        ..tiled
+    };
+    let s = shape(8192, 8192, 2048, GemmDataType::F16);
+    let k = *h200_catalog().get(2).expect("config 2");
+    let cost = kernel_cost(&gpu, &tiled, &s, &k).expect("fits");
+    let slots = u64::from(gpu.cus) * u64::from(cost.occupancy);
+    assert!(cost.workgroups > slots);
+    let p = cost.persistent(slots);
+    assert!(p.workgroups <= slots);
+    let tiles = p.workgroups as f64 * p.tiles_per_wg;
+    assert!(tiles >= cost.workgroups as f64 && tiles < cost.workgroups as f64 + p.tiles_per_wg);
+    assert!((p.wg_flops / p.tiles_per_wg - cost.wg_flops).abs() < 1e-6 * cost.wg_flops);
+    let alone = |c: &Calibration| isolated_time(&gpu, c, &s, &k).expect("runs");
+    let two = |c: &Calibration| concurrent_time(&gpu, c, &s, &k, 2).expect("runs");
+    let (a_t, a_p) = (alone(&tiled), alone(&persistent));
+    assert!(
+        (a_p / a_t - 1.0).abs() < 0.1,
+        "alone: tiled {a_t} persistent {a_p}"
+    );
+    assert!(two(&persistent) / a_p >= two(&tiled) / a_t - 1e-9);
+    assert!(
+        two(&persistent) > 1.8 * a_p,
+        "two persistent copies barely overlap"
+    );
+}

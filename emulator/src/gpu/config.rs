@@ -91,6 +91,14 @@ pub struct GpuConfig {
     /// 0 (left out of the serialised form) takes the measured preset's own rate.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub hbm_pin_gbps: f64,
+    /// GPU-wide rate of f32 atomic adds the LLC completes, per ns: a split-K kernel that
+    /// adds its partial tiles into the output with atomics (Triton's `SPLIT_K`) is paced
+    /// by the LLC's read-modify-write units, not by its write bandwidth. Each atomic
+    /// output byte then costs `llc_bytes_per_ns / (4 x rate)` bytes of LLC bandwidth
+    /// (shared with every other kernel's LLC traffic). 0 (left out of the serialised
+    /// form) charges atomics as plain writes.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub llc_atomic_adds_per_ns: f64,
 }
 
 fn is_zero_f64(v: &f64) -> bool {
@@ -99,6 +107,11 @@ fn is_zero_f64(v: &f64) -> bool {
 
 /// H200: HBM3e pin rate, Gb/s: 4.8 TB/s over six 1,024-bit stacks (4,800 x 8 / 6,144).
 const H200_HBM_PIN_GBPS: f64 = 6.25;
+
+/// H200: f32 atomic adds the L2 completes per ns, GPU-wide: fitted on the split-K Triton
+/// configurations of the even-indexed half of the dataset's GEMMs (the odd half, held
+/// out, implies 364; `docs/calibration.md`), about 2.6 adds per L2 slice per SM clock.
+const H200_LLC_ATOMIC_ADDS_PER_NS: f64 = 330.0;
 
 /// H200: time from a block's placement until its main loop streams, plus its epilogue,
 /// ns (calibrated on the dataset's smallest GEMMs, `docs/calibration.md`).
@@ -149,6 +162,7 @@ impl GpuConfig {
             inter_kernel_gap_ns: 0.0,
             // HBM2 at 1.2 GHz DDR: 1,228.8 GB/s over four 1,024-bit stacks.
             hbm_pin_gbps: 2.4,
+            llc_atomic_adds_per_ns: 0.0,
         }
     }
 
@@ -178,6 +192,7 @@ impl GpuConfig {
             kernel_start_ns: 2000.0,
             inter_kernel_gap_ns: 0.0,
             hbm_pin_gbps: 0.0,
+            llc_atomic_adds_per_ns: 0.0,
         }
     }
 
@@ -201,7 +216,8 @@ impl GpuConfig {
     /// under load; 228 KiB of shared memory, 64 K 32-bit registers, 64 warps and 32
     /// blocks per SM, 32-thread warps on 4 SM sub-partitions; the 60 MiB L2 the driver
     /// reports (62,914,560 B), whose slices NVIDIA hashes addresses over (no channel
-    /// camping); 128-byte lines fetched in 32-byte sectors; HBM3e at 4.8 TB/s, of which
+    /// camping), read at 5,120 B per clock (the A100's documented L2 read bandwidth per
+    /// clock, 2.3x the V100's 2,048 B: Hopper publishes none, so Ampere's stands in); 128-byte lines fetched in 32-byte sectors; HBM3e at 4.8 TB/s, of which
     /// device-to-device copies sustain 4.3 TB/s on that device (0.9). Start-up and
     /// per-workgroup fixed times are calibrated on the dataset (`docs/calibration.md`).
     pub fn h200() -> Self {
@@ -218,7 +234,7 @@ impl GpuConfig {
             wave_size: 32,
             llc_bytes: 62_914_560,
             llc_banks: 64,
-            llc_bytes_per_cycle_per_bank: 64.0,
+            llc_bytes_per_cycle_per_bank: 80.0,
             llc_channel_interleave_bytes: 0,
             line_bytes: 128,
             l1_line_bytes: 32,
@@ -228,6 +244,7 @@ impl GpuConfig {
             kernel_start_ns: H200_KERNEL_START_NS,
             inter_kernel_gap_ns: H200_INTER_KERNEL_GAP_NS,
             hbm_pin_gbps: H200_HBM_PIN_GBPS,
+            llc_atomic_adds_per_ns: H200_LLC_ATOMIC_ADDS_PER_NS,
         }
     }
 
@@ -335,6 +352,16 @@ impl GpuConfig {
     /// LLC bytes per ns.
     pub fn llc_bytes_per_ns(&self) -> f64 {
         self.llc_bytes_per_cycle_per_bank * f64::from(self.llc_banks) * self.clock_ghz
+    }
+
+    /// LLC bytes one byte of f32 atomic adds costs (1 without an atomic rate: a plain
+    /// write). See [`GpuConfig::llc_atomic_adds_per_ns`].
+    pub fn llc_atomic_byte_cost(&self) -> f64 {
+        if self.llc_atomic_adds_per_ns > 0.0 {
+            (self.llc_bytes_per_ns() / (4.0 * self.llc_atomic_adds_per_ns)).max(1.0)
+        } else {
+            1.0
+        }
     }
 }
 

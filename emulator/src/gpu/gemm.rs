@@ -81,6 +81,12 @@ pub struct Calibration {
     /// when off, so existing cache keys stay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loaded_latency: Option<LoadedLatency>,
+    /// Launch every GEMM kernel as a persistent grid ([`KernelCost::persistent`]): how
+    /// a vendor library (cuBLAS on Hopper) launches, where the model's own kernel stands
+    /// for the library's (`nmcp goldyloc validate`'s cuBLAS rows). Off by default and
+    /// left out of the serialised form when off, so existing cache keys stay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub persistent_grid: bool,
 }
 
 /// The load-dependent latency option of [`Calibration::loaded_latency`].
@@ -120,6 +126,7 @@ impl Default for Calibration {
             memory_latency_ns: 500.0,
             llc_copies_in_phase: false,
             loaded_latency: None,
+            persistent_grid: false,
         }
     }
 }
@@ -203,6 +210,13 @@ pub struct KernelCost {
     /// the sustained HBM bandwidth of one stream. It cannot start before the last
     /// partial is written, so it never overlaps the main loop.
     pub tail_ns: f64,
+    /// LLC bytes one workgroup's atomic output adds cost beyond plain writes (0 unless
+    /// the kernel adds split-K partials with atomics on a GPU with an atomic rate,
+    /// [`GpuConfig::llc_atomic_byte_cost`]).
+    pub wg_llc_atomic_extra_bytes: f64,
+    /// Output tiles one workgroup computes: 1, or more for a persistent grid
+    /// ([`KernelCost::persistent`]).
+    pub tiles_per_wg: f64,
 }
 
 /// The K loop of the slice that finishes last, as Tensile's kernels divide K: the main
@@ -419,10 +433,41 @@ fn cost_of_meta(
         wg_latency_floor_ns: latency_floor,
         wg_latency_waits: latency_waits,
         tail_ns,
+        wg_llc_atomic_extra_bytes: if kernel.split_atomic && kernel.split_u > 1 {
+            out_bytes * (gpu.llc_atomic_byte_cost() - 1.0)
+        } else {
+            0.0
+        },
+        tiles_per_wg: 1.0,
     })
 }
 
 impl KernelCost {
+    /// This kernel launched as a persistent grid on a GPU with `slots` workgroup slots
+    /// (CUs x occupancy): at most `slots` workgroups, each looping over
+    /// `ceil(tiles / slots)` output tiles, as vendor libraries launch their GEMMs on
+    /// recent GPUs (CUTLASS 3's persistent tile schedulers for sm90, behind cuBLAS):
+    /// one prologue per workgroup, and a concurrent kernel finds no free slot until a
+    /// workgroup of this one exits. A grid that fits in one wave is unchanged.
+    pub fn persistent(mut self, slots: u64) -> Self {
+        let slots = slots.max(1);
+        if self.workgroups <= slots {
+            return self;
+        }
+        let per = self.workgroups.div_ceil(slots);
+        let f = per as f64;
+        self.workgroups = self.workgroups.div_ceil(per);
+        self.tiles_per_wg *= f;
+        self.wg_flops *= f;
+        self.wg_llc_bytes *= f;
+        self.wg_compulsory_bytes *= f;
+        self.wg_out_bytes *= f;
+        self.wg_llc_atomic_extra_bytes *= f;
+        self.wg_latency_floor_ns *= f;
+        self.wg_latency_waits *= f;
+        self
+    }
+
     /// Panel bytes that `resident` workgroups of this kernel keep live: workgroups are
     /// dispatched in column-major tile order, so `r` consecutive ones span
     /// `min(r, tiles_m)` tile rows and `ceil(r / tiles_m)` tile columns of a slice.
@@ -458,9 +503,8 @@ impl KernelCost {
     /// a probability `miss` that a panel fetched by an earlier wave has been evicted:
     /// compulsory traffic, plus re-fetches of evicted panels, plus the output.
     pub fn hbm_bytes(&self, resident: f64, miss: f64) -> f64 {
-        let first = self
-            .first_touch_bytes(resident)
-            .max(self.wg_compulsory_bytes);
+        let first =
+            (self.first_touch_bytes(resident) * self.tiles_per_wg).max(self.wg_compulsory_bytes);
         self.wg_compulsory_bytes + (first - self.wg_compulsory_bytes) * miss + self.wg_out_bytes
     }
 

@@ -28,6 +28,11 @@ pub struct ValidateArgs {
     /// Write SVG charts (measured against model) into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// How the model launches the kernel that stands for the vendor library (the cuBLAS
+    /// rows): persistent (at most one wave of workgroups looping over the tiles, as
+    /// cuBLAS launches on Hopper) or tiled (one workgroup per tile, like the Triton rows).
+    #[arg(long, value_enum, default_value_t = validate::VendorGrid::Persistent)]
+    vendor_grid: validate::VendorGrid,
     /// The model's contention options.
     #[command(flatten)]
     model: super::model_options::ModelOptions,
@@ -57,7 +62,7 @@ pub fn run(a: &ValidateArgs) -> CmdResult {
         )
         .into());
     }
-    let report = validate::validate(&gpu, &cal, &catalog, &data)
+    let report = validate::validate(&gpu, &cal, &catalog, &data, a.vendor_grid)
         .map_err(|e| format!("{}: {e}", a.data.display()))?;
     if let Some(dir) = &a.svg {
         write_svgs(dir, &report)?;

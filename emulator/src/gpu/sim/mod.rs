@@ -229,6 +229,11 @@ impl<P: MemoryPort> GpuSim<P> {
     ) -> bool {
         match kernel_cost(&self.gpu, &self.cal, shape, k) {
             Some(cost) => {
+                let cost = if self.cal.persistent_grid {
+                    cost.persistent(u64::from(self.gpu.cus) * u64::from(cost.occupancy))
+                } else {
+                    cost
+                };
                 self.push_kernel(now, tag, cost, Some(GemmTiling::new(shape, k)), barrier);
                 true
             }
@@ -310,6 +315,8 @@ impl<P: MemoryPort> GpuSim<P> {
             wg_latency_floor_ns: 0.0,
             wg_latency_waits: 0.0,
             tail_ns: 0.0,
+            wg_llc_atomic_extra_bytes: 0.0,
+            tiles_per_wg: 1.0,
         }
     }
 

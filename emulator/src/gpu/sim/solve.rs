@@ -118,6 +118,9 @@ impl<P: MemoryPort> GpuSim<P> {
         let mut rates = Vec::with_capacity(self.cohorts.len());
         let mut hbm = Vec::with_capacity(self.cohorts.len());
         let mut llc = Vec::with_capacity(self.cohorts.len());
+        // LLC bytes beyond `llc` that atomic adds cost (not through L1: only the LLC's
+        // own limits see them).
+        let mut atomic = Vec::with_capacity(self.cohorts.len());
         for (ci, c) in self.cohorts.iter().enumerate() {
             if c.fixed_left > 0.0 || c.work_left <= 0.0 {
                 continue;
@@ -135,6 +138,7 @@ impl<P: MemoryPort> GpuSim<P> {
             rates.push(k.cost.wg_flops_per_ns * used / k.cost.wg_flops);
             hbm.push(k.cost.hbm_bytes(k.resident as f64, miss));
             llc.push(k.cost.wg_llc_bytes);
+            atomic.push(k.cost.wg_llc_atomic_extra_bytes);
         }
         // Per-CU L1 bandwidth: the residents of a CU group share it; over-demand slows
         // them all in proportion (like the matrix units).
@@ -164,6 +168,9 @@ impl<P: MemoryPort> GpuSim<P> {
                     }
                 }
             }
+        }
+        for (l, a) in llc.iter_mut().zip(&atomic) {
+            *l += a;
         }
         // LLC channels: a kernel's resident workgroups load the same K slab at once, and
         // where their addresses alias onto few channels the busiest one paces them: a

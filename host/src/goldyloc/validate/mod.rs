@@ -123,6 +123,17 @@ fn no_kernel(what: &str, shape: &GemmShape) -> String {
 
 const NS_PER_MS: f64 = 1e6;
 
+/// How the kernel standing for the vendor library (the cuBLAS rows) is launched.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VendorGrid {
+    /// A persistent grid: at most one wave of workgroups, each looping over output tiles
+    /// (`KernelCost::persistent`), as cuBLAS launches its GEMMs on Hopper.
+    #[default]
+    Persistent,
+    /// One workgroup per output tile, as the Triton rows' kernel.
+    Tiled,
+}
+
 /// Runs the model on every row of `data` and compares.
 ///
 /// # Errors
@@ -132,11 +143,16 @@ pub fn validate(
     cal: &Calibration,
     catalog: &Catalog,
     data: &Dataset,
+    vendor: VendorGrid,
 ) -> Result<ValidationReport, String> {
+    let vendor_cal = Calibration {
+        persistent_grid: vendor == VendorGrid::Persistent,
+        ..*cal
+    };
     let cublas = data
         .cublas
         .par_iter()
-        .map(|r| model_cublas(gpu, cal, catalog, r))
+        .map(|r| model_cublas(gpu, &vendor_cal, catalog, r))
         .collect::<Result<Vec<_>, _>>()?;
     let triton = data
         .triton
@@ -166,19 +182,23 @@ fn model_cublas(
         model: 0.0,
     }; 4];
     let mut conc_ns = [0.0; 4];
+    let mut seq_ns = [0.0; 4];
     for (j, &n) in NS.iter().enumerate() {
         conc_ns[j] = conc(n)?;
+        seq_ns[j] = seq(n)?;
         dos[j] = Pair {
             measured: r.seq_ms[j] / r.conc_ms[j],
-            model: seq(n)? / conc_ns[j],
+            model: seq_ns[j] / conc_ns[j],
         };
     }
+    // Rounds of CD c under the group barrier are 16 / c back-to-back runs of c copies:
+    // the concurrent times above (CD 1 is Sequential's 16).
     let mut cd16 = [0.0; 5];
     for (j, &c) in CDS.iter().enumerate() {
-        cd16[j] = match c {
-            1 => seq(16)?,
-            16 => conc_ns[3],
-            c => f64::from(16 / c) * conc(c)?,
+        cd16[j] = match NS.iter().position(|&n| n == c) {
+            _ if c == 1 => seq_ns[3],
+            Some(i) => f64::from(16 / c) * conc_ns[i],
+            None => f64::from(16 / c) * conc(c)?,
         } / NS_PER_MS;
     }
     Ok(CublasModel {
