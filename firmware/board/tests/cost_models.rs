@@ -1,4 +1,4 @@
-//! The firmware's cost models (`CpCostModel`, `SequencerCostModel`) against the
+//! The firmware's cost models (`CpCostModel`, `SequencerCostModel`, `T3CostModel`) against the
 //! committed QEMU `virt` report's measured lines.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -81,4 +81,31 @@ fn sequencer_cost_model_matches_board_figures() {
         n += 1;
     }
     assert_eq!(n, 5, "every LAMB step line checked");
+}
+
+/// The T3 programmer's cost model (`T3CostModel::default()`, instructions per record)
+/// against the committed QEMU report's `t3_program_gemm` line: the model's instructions
+/// for the line's records within 2 % of the measured whole job.
+#[test]
+fn t3_cost_model_matches_board_figures() {
+    use nmcp_firmware::t3::{T3CostModel, T3Work};
+    let qemu = include_str!("../expected/virt.txt");
+    let line = qemu
+        .lines()
+        .find(|l| l.starts_with("t3_program_gemm "))
+        .expect("the T3 line");
+    let f = |k: &str| -> u64 {
+        line.split(' ')
+            .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
+            .expect("field missing or not a number")
+    };
+    let work = T3Work {
+        records: f("records") as u32,
+        events: f("events") as u32,
+    };
+    let measured = f("instructions") as f64;
+    let modelled = work.instructions(&T3CostModel::default()) as f64;
+    let err = (modelled - measured).abs() / measured;
+    assert!(err <= 0.02, "{line}: model {modelled} vs board {measured}");
 }
