@@ -49,7 +49,7 @@ impl T3Platform<'_> {
                 end,
                 Ev::Apply {
                     node: self.node as u32,
-                    programmed: Box::new(programmed),
+                    programmed,
                 },
             );
         }

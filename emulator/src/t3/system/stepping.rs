@@ -27,7 +27,7 @@ pub(super) enum Ev {
     /// A firmware handler on `node` ended: what it programmed reaches the hardware.
     Apply {
         node: u32,
-        programmed: Box<Vec<Programmed>>,
+        programmed: Vec<Programmed>,
     },
 }
 
@@ -83,7 +83,7 @@ impl T3System {
                 Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
                 Ev::Firmware { node, event } => fw(self, node as usize, event, at),
                 Ev::Apply { node, programmed } => {
-                    self.apply_programmed(node as usize, *programmed, at);
+                    self.apply_programmed(node as usize, programmed, at);
                 }
             }
         }
