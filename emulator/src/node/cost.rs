@@ -1,5 +1,5 @@
 //! What the firmware's own work costs on the CP's timeline — one module for every
-//! subsystem the firmware runs (the GOLDYLOC CP and the NMC sequencer alike).
+//! subsystem the firmware runs (the GOLDYLOC CP, the NMC sequencer and the T3 programmer).
 //!
 //! The firmware counts its work ([`CpWork`], [`SequencerWork`]); after each handler the
 //! node takes the difference and turns it into CP cycles here. The CP is busy for those
@@ -8,11 +8,13 @@
 
 use nmcp_firmware::cp::{CpCostModel, CpWork};
 use nmcp_firmware::nmc::SequencerWork;
+use nmcp_firmware::t3::T3Work;
 use nmcp_firmware::Firmware;
 
 use crate::sim::ClockDomain;
 
 pub use nmcp_firmware::nmc::SequencerCostModel;
+pub use nmcp_firmware::t3::T3CostModel;
 
 /// The firmware's work counters, all subsystems.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,6 +23,8 @@ pub struct FirmwareWork {
     pub cp: CpWork,
     /// The NMC sequencer's counters.
     pub sequencer: SequencerWork,
+    /// The T3 programmer's counters.
+    pub t3: T3Work,
 }
 
 impl FirmwareWork {
@@ -29,6 +33,7 @@ impl FirmwareWork {
         Self {
             cp: fw.cp.work(),
             sequencer: fw.nmc.lamb.work(),
+            t3: fw.t3().work(),
         }
     }
 
@@ -38,6 +43,7 @@ impl FirmwareWork {
         Self {
             cp: self.cp.since(&earlier.cp),
             sequencer: self.sequencer.since(&earlier.sequencer),
+            t3: self.t3.since(&earlier.t3),
         }
     }
 }
@@ -49,6 +55,8 @@ pub struct FirmwareCost {
     pub cp: CpCostModel,
     /// The NMC sequencer's cost.
     pub sequencer: SequencerCostModel,
+    /// The T3 programmer's cost.
+    pub t3: T3CostModel,
 }
 
 impl FirmwareCost {
@@ -57,6 +65,7 @@ impl FirmwareCost {
         Self {
             cp: CpCostModel::FREE,
             sequencer: SequencerCostModel::FREE,
+            t3: T3CostModel::FREE,
         }
     }
 
@@ -70,6 +79,7 @@ impl FirmwareCost {
         work.cp
             .cycles(&self.cp)
             .saturating_add(work.sequencer.cycles(&self.sequencer))
+            .saturating_add(work.t3.cycles(&self.t3))
     }
 }
 
@@ -92,6 +102,7 @@ mod tests {
                 reductions: 2,
                 bytes_read: nmcp_firmware::nmc::lamb::TENSOR_DESC_BYTES as u32,
             },
+            t3: T3Work::default(),
         };
         let m = SequencerCostModel::default();
         let instr = m.instr_per_handler
@@ -103,6 +114,26 @@ mod tests {
             + m.instr_per_descriptor;
         assert_eq!(c.cycles(&w), instr + 9 * m.stall_per_access);
         assert_eq!(FirmwareCost::free().cycles(&w), 0);
+    }
+
+    #[test]
+    fn t3_work_is_charged_per_record_with_its_mmio_stall() {
+        let c = FirmwareCost::default();
+        let w = FirmwareWork {
+            t3: T3Work {
+                records: 10,
+                events: 9,
+            },
+            ..FirmwareWork::default()
+        };
+        let m = T3CostModel::default();
+        assert_eq!(c.cycles(&w), 10 * (m.instr_per_record + m.stall_per_record));
+        assert_eq!(FirmwareCost::free().cycles(&w), 0);
+        let later = T3Work {
+            records: 25,
+            events: 30,
+        };
+        assert_eq!(later.since(&w.t3).records, 15);
     }
 
     #[test]

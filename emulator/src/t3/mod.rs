@@ -6,6 +6,7 @@
 //! Decisions (tiling, chunking, schedule, tracker overflow, link reading) are in
 //! `docs/decisions/t3.md`.
 
+pub mod cp_time;
 pub mod energy;
 pub mod gemm;
 pub mod layout;
@@ -194,6 +195,11 @@ pub struct T3Options {
     pub window_slices: u32,
     /// How the producer's memory behaviour is modelled (`docs/calibration.md`).
     pub producer_memory: gemm::ProducerMemory,
+    /// What the T3 firmware's work costs on each GPU's CP (`node::cost`; the board's
+    /// `t3_per_record` at the CP's 1.5 GHz by default; fixed per build, so not part of
+    /// the options' JSON).
+    #[serde(skip)]
+    pub firmware_cost: crate::node::cost::FirmwareCost,
 }
 
 impl Default for T3Options {
@@ -211,6 +217,7 @@ impl Default for T3Options {
             limits: Limits::default(),
             window_slices: system::MAX_WINDOW_SLICES as u32,
             producer_memory: gemm::ProducerMemory::default(),
+            firmware_cost: crate::node::cost::FirmwareCost::default(),
         }
     }
 }
@@ -262,6 +269,10 @@ pub struct SubLayerResult {
     pub rs_alone_seconds: f64,
     /// DRAM bytes by kind, per GPU.
     pub bytes: TrafficBytes,
+    /// The T3 firmware's CP time in the fused run, the busiest GPU's (its handlers
+    /// charged through `node::cost`); 0 for the scenarios without firmware.
+    #[serde(default)]
+    pub firmware_seconds: f64,
 }
 
 /// A plain ring reduce-scatter, timed alone.

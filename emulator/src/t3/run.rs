@@ -8,6 +8,7 @@ use nmcp_isa::gemm_ext::GemmDataType;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::cp_time::FirmwareClock;
 use super::gemm::{ProducerModel, TILE, WFS_PER_WG};
 use super::layout::OutputLayout;
 use super::system::{add_in, round_to, NodeTotals, RingKind, SystemConfig, T3System};
@@ -17,6 +18,7 @@ use super::{
 };
 use crate::hbm::{Cycle, HbmPreset};
 use crate::memctrl::{Arbiter, FrFcfs, Mca, RoundRobin};
+use crate::node::cost::FirmwareWork;
 use crate::timeline::{Timeline, TimelineConfig};
 
 /// The HBM preset of a T3 GPU (Table 8.1).
@@ -156,6 +158,8 @@ pub(super) struct Phase {
     pub(super) ns: f64,
     pub(super) bytes: super::system::KindBytes,
     pub(super) occupancy: f64,
+    /// The T3 firmware's charged time, the busiest GPU's (0 when no firmware ran).
+    pub(super) firmware_ns: f64,
 }
 
 fn limit(estimate_ns: f64) -> Cycle {
@@ -185,6 +189,7 @@ pub(super) fn isolated_gemm(
         ns,
         bytes: mean_bytes(&t),
         occupancy: t.iter().map(|x| x.mean_occupancy).sum::<f64>() / t.len().max(1) as f64,
+        firmware_ns: 0.0,
     })
 }
 
@@ -253,6 +258,7 @@ fn ring_uncached(
         ns,
         bytes: mean_bytes(&t),
         occupancy: 0.0,
+        firmware_ns: 0.0,
     })
 }
 
@@ -353,33 +359,45 @@ pub(super) fn fused(
     }
     let simulated = s.nodes().len();
     let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
+    let mut cp = FirmwareClock::new(simulated, opts.firmware_cost);
     for (g, fw) in fws.iter_mut().enumerate() {
         let j = job(&l, g as u32, opts.dtype, collective, opts.split_k.max(1));
         s.trace_cp(g, "start_t3", 0);
+        let before = FirmwareWork::of(fw);
         let mut p = s.platform(g, 0);
         let r = fw.start_t3(&j, &mut p);
-        p.finish();
+        let end = cp.charge(g, 0, &FirmwareWork::of(fw).since(&before));
+        p.finish(end);
         r.map_err(|e| T3Error::Firmware(format!("GPU {g}: {e}")))?;
         if fw.has_pending_work() {
-            s.post_firmware(g, Event::Deferred, 0);
+            s.post_firmware(g, Event::Deferred, end.max(1));
         }
     }
     s.start_split_producer(m, splits, 0);
     let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
     let mut handle = |sys: &mut T3System, g: usize, ev: Event, at: Cycle| {
+        // The CP runs one handler at a time: an event that comes while it is busy
+        // waits for the end of the handler before it.
+        let free = cp.free_at(g);
+        if at < free {
+            sys.post_firmware(g, ev, free);
+            return;
+        }
         sys.trace_firmware(g, &ev, at);
+        let before = FirmwareWork::of(&fws[g]);
         let mut p = sys.platform(g, at);
         let r = fws[g].handle(ev, &mut p);
-        p.finish();
+        let end = cp.charge(g, at, &FirmwareWork::of(&fws[g]).since(&before));
+        p.finish(end);
         if let Err(e) = r {
             fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
         }
         if fws[g].has_pending_work() {
-            sys.post_firmware(g, Event::Deferred, at + 1);
+            sys.post_firmware(g, Event::Deferred, end.max(at + 1));
         }
         if fws[g].t3().is_done() {
-            sys.mark_finished(g, at);
+            sys.mark_finished(g, end);
         }
     };
     s.run_until(limit(est), &mut handle, |sys| {
@@ -391,6 +409,9 @@ pub(super) fn fused(
         // so the values) lands with the write's completion, a few cycles on.
         s.run_until(limit(est), &mut handle, T3System::quiet)
             .map_err(T3Error::from)?;
+    }
+    if let Some(f) = s.platform_fault() {
+        fault.get_or_insert(f.to_string());
     }
     if let Some(f) = fault {
         return Err(T3Error::Firmware(f));
@@ -421,6 +442,7 @@ pub(super) fn fused(
             ns,
             bytes: mean_bytes(&t),
             occupancy: 0.0,
+            firmware_ns: cp.busiest_ns(),
         },
         s,
     ))
@@ -550,6 +572,11 @@ pub(super) fn rows(sl: &SubLayer, p: &SubLayerPhases) -> Vec<SubLayerResult> {
     let s = 1e-9;
     let seq_total = gemm.ns + rs.ns + ag.ns;
     let row = |scenario, g: f64, r: f64, bytes| SubLayerResult {
+        firmware_seconds: match scenario {
+            Scenario::T3 => t3.firmware_ns * s,
+            Scenario::T3Mca => t3m.firmware_ns * s,
+            _ => 0.0,
+        },
         rs_alone_seconds: match scenario {
             Scenario::Sequential | Scenario::IdealOverlap => rs.ns * s,
             Scenario::IdealRsNmc => rs_nmc.ns * s,

@@ -114,6 +114,8 @@ pub struct T3System {
     b_base: u64,
     /// The timeline being recorded, if any.
     trace: Option<Box<T3Trace>>,
+    /// The first record the hardware refused after the firmware was told `Ok`.
+    fault: Option<String>,
 }
 
 impl T3System {
@@ -171,6 +173,7 @@ impl T3System {
             now: 0,
             events: 0,
             trace: None,
+            fault: None,
         };
         if s.b_base + 512 * mb > s.cfg.preset.capacity_bytes() {
             return Err(format!(
@@ -321,7 +324,7 @@ impl T3System {
             sys: self,
             node,
             at,
-            fired: Vec::new(),
+            programmed: Vec::new(),
         }
     }
 

@@ -179,9 +179,7 @@ impl Tracker {
     /// # Errors
     /// [`TrackerError::Invalid`] for a WF id of 8 or more or a zero threshold.
     pub fn program(&mut self, e: &TrackerEntry) -> Result<TrackOutcome, TrackerError> {
-        if e.wf_id >= MAX_WFS_PER_WG || e.threshold == 0 {
-            return Err(TrackerError::Invalid);
-        }
+        Self::check(e)?;
         let (at, _) = self.slot(e.wg_id, e.wf_id);
         let Some(way) = self.way_mut(at, (e.wg_id, e.wf_id)) else {
             return Err(TrackerError::Invalid);
@@ -199,6 +197,17 @@ impl Tracker {
             fired: self.settle(at, e.wg_id, e.wf_id),
             spilled,
         })
+    }
+
+    /// Refuses an entry no tracker takes (a WF id past the workgroup's, a zero threshold).
+    ///
+    /// # Errors
+    /// [`TrackerError::Invalid`].
+    pub fn check(e: &TrackerEntry) -> Result<(), TrackerError> {
+        if e.wf_id >= MAX_WFS_PER_WG || e.threshold == 0 {
+            return Err(TrackerError::Invalid);
+        }
+        Ok(())
     }
 
     /// Counts `elements` written by (or on behalf of) wavefront `wf_id` of workgroup

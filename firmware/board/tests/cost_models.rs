@@ -1,10 +1,18 @@
-//! The firmware's cost models (`CpCostModel`, `SequencerCostModel`) against the
+//! The firmware's cost models (`CpCostModel`, `SequencerCostModel`, `T3CostModel`) against the
 //! committed QEMU `virt` report's measured lines.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod common;
 
 use nmcp_firmware::cp::{CpCostModel, CpWork};
+
+/// Field `k` (`k=value`) of a report line.
+fn field<T: std::str::FromStr>(line: &str, k: &str) -> T {
+    line.split(' ')
+        .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+        .and_then(|v| v.parse().ok())
+        .expect("field missing or not a number")
+}
 
 /// The CP cost model (`CpCostModel::default()`, per-kind instruction counts) against
 /// every measured CP decision of the committed QEMU report: within 10 %. `nmcp board
@@ -16,12 +24,7 @@ fn cost_model_matches_board_figures() {
     let qemu = include_str!("../expected/virt.txt");
     let mut n = 0;
     for line in qemu.lines().filter(|l| l.starts_with("cp_decision")) {
-        let f = |k: &str| -> u64 {
-            line.split(' ')
-                .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
-                .and_then(|v| v.parse().ok())
-                .expect("field missing or not a number")
-        };
+        let f = |k: &str| -> u64 { field(line, k) };
         let work = CpWork {
             handlers: 1,
             queue_visits: f("visits"),
@@ -58,12 +61,7 @@ fn sequencer_cost_model_matches_board_figures() {
         .lines()
         .filter(|l| l.starts_with("lamb_") && l.contains(" events="))
     {
-        let f = |k: &str| -> u32 {
-            line.split(' ')
-                .find_map(|x| x.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
-                .and_then(|v| v.parse().ok())
-                .expect("field missing or not a number")
-        };
+        let f = |k: &str| -> u32 { field(line, k) };
         let work = SequencerWork {
             steps: 1,
             handlers: f("events"),
@@ -81,4 +79,26 @@ fn sequencer_cost_model_matches_board_figures() {
         n += 1;
     }
     assert_eq!(n, 5, "every LAMB step line checked");
+}
+
+/// The T3 programmer's cost model (`T3CostModel::default()`, instructions per record)
+/// against the committed QEMU report's `t3_program_gemm` line: the model's instructions
+/// for the line's records within 2 % of the measured whole job.
+#[test]
+fn t3_cost_model_matches_board_figures() {
+    use nmcp_firmware::t3::{T3CostModel, T3Work};
+    let qemu = include_str!("../expected/virt.txt");
+    let line = qemu
+        .lines()
+        .find(|l| l.starts_with("t3_program_gemm "))
+        .expect("the T3 line");
+    let f = |k: &str| -> u64 { field(line, k) };
+    let work = T3Work {
+        records: f("records") as u32,
+        events: f("events") as u32,
+    };
+    let measured = f("instructions") as f64;
+    let modelled = work.instructions(&T3CostModel::default()) as f64;
+    let err = (modelled - measured).abs() / measured;
+    assert!(err <= 0.02, "{line}: model {modelled} vs board {measured}");
 }

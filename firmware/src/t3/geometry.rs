@@ -455,14 +455,30 @@ impl T3Geometry {
     /// The rectangle of WG `wg`'s tile, clipped to the array.
     pub fn wg_rect(&self, wg: u32) -> Option<Rect> {
         let (tr, tc) = self.wg_tile(wg)?;
+        Some(self.tile_rect(tr, tc))
+    }
+
+    /// The rectangle of tile (row, column), clipped to the array (multiplications only:
+    /// the programmer's walk calls it once per workgroup).
+    pub fn tile_rect(&self, tr: u32, tc: u32) -> Rect {
         let j = &self.job;
-        let (r0, r1) = self.span(tr, tr + 1, j.tile_m, j.m);
-        let (c0, c1) = self.span(tc, tc + 1, j.tile_n, j.n);
-        Some(Rect {
+        let (r0, r1) = self.span(tr, tr.saturating_add(1), j.tile_m, j.m);
+        let (c0, c1) = self.span(tc, tc.saturating_add(1), j.tile_n, j.n);
+        Rect {
             row0: r0,
             col0: c0,
             rows: r1 - r0,
             cols: c1 - c0,
+        }
+    }
+
+    /// The tiles chunk `c` covers, as a box walked row-major by its WG ids:
+    /// `(first tile row, first tile column, tile columns)`.
+    pub fn chunk_tile_box(&self, c: u8) -> Option<(u32, u32, u32)> {
+        let (lo, hi) = self.chunk_tiles(c)?;
+        Some(match self.split {
+            SplitDim::Rows => (lo, 0, self.tiles_n),
+            SplitDim::Cols => (0, lo, hi - lo),
         })
     }
 
@@ -484,15 +500,28 @@ impl T3Geometry {
             return None;
         }
         let t = self.wg_rect(wg)?;
+        Some(self.bands_of(&t, wf, count))
+    }
+
+    /// The rectangle of WFs `[wf, wf + count)` (`count >= 1`, `wf + count <= wfs`) of the
+    /// workgroup tile `t` (from [`Self::tile_rect`]); `rows == 0` when it is empty.
+    pub fn bands_of(&self, t: &Rect, wf: u8, count: u8) -> Rect {
         let (a, _) = self.band(wf);
-        let (_, b) = self.band(end - 1);
+        let (_, b) = self.band(wf.saturating_add(count).saturating_sub(1));
         let lo = a.min(t.rows);
-        let hi = b.min(t.rows);
-        Some(Rect {
+        let hi = b.min(t.rows).max(lo);
+        Rect {
             row0: t.row0 + lo,
             rows: hi - lo,
-            ..t
-        })
+            ..*t
+        }
+    }
+
+    /// WFs among `[wf, wf + count)` of the workgroup tile `t` whose band is not empty.
+    pub fn nonempty_bands(&self, t: &Rect, wf: u8, count: u8) -> u8 {
+        (wf..wf.saturating_add(count))
+            .filter(|&f| !self.bands_of(t, f, 1).is_empty())
+            .fold(0u8, |n, _| n.saturating_add(1))
     }
 
     /// The rectangle of WF `wf` of WG `wg` (a band of rows of the WG tile), clipped to
@@ -504,9 +533,9 @@ impl T3Geometry {
     /// WFs among `[wf, wf + count)` of WG `wg` whose tile is not empty (a band is empty
     /// below the array's edge, or everywhere when `tile_m < wfs_per_wg`).
     pub fn nonempty_wfs(&self, wg: u32, wf: u8, count: u8) -> u8 {
-        (wf..wf.saturating_add(count))
-            .filter(|&f| self.wf_rect(wg, f).is_some_and(|r| !r.is_empty()))
-            .fold(0u8, |n, _| n.saturating_add(1))
+        let end = wf.saturating_add(count).min(self.job.wfs_per_wg);
+        self.wg_rect(wg)
+            .map_or(0, |t| self.nonempty_bands(&t, wf, end.saturating_sub(wf)))
     }
 
     /// The chunk stage `k` (1..=N) of GPU `rank` computes: `(rank + k) mod N`.

@@ -21,7 +21,7 @@ use core::fmt;
 
 use nmcp_isa::t3::{peer_address, DmaDescriptor, DmaTrigger, TrackerEntry, TRACKER_NO_DMA};
 
-use super::geometry::{T3Geometry, T3Job, T3JobError};
+use super::geometry::{Rect, T3Geometry, T3Job, T3JobError};
 use super::plan::{first_tracked_stage, stage_plan, Track};
 use crate::platform::{DmaController, DmaError, MapError, TrackerController, TrackerError};
 use crate::{Event, Platform};
@@ -123,6 +123,8 @@ struct Live {
     indices: u32,
     /// Next WF index to program.
     cursor: u32,
+    /// Where the cursor is, kept incrementally (no division per record).
+    at: Walk,
     /// The DMA of the cursor's block is programmed; its entry is not yet.
     dma_placed: bool,
     programmed: u32,
@@ -140,6 +142,7 @@ impl Live {
         let plan = stage_plan(g, stage).ok_or(T3Fault::Internal)?;
         let track = plan.track.ok_or(T3Fault::Internal)?;
         let (wg_first, wg_count) = g.chunk_wgs(plan.chunk).ok_or(T3Fault::Internal)?;
+        let (tr0, tc0, width) = g.chunk_tile_box(plan.chunk).ok_or(T3Fault::Internal)?;
         let ordinal = stage.saturating_sub(first_tracked_stage(j.collective, j.gpus));
         Ok(Some(Self {
             stage,
@@ -151,6 +154,15 @@ impl Live {
                 .checked_mul(u32::from(j.wfs_per_wg))
                 .ok_or(T3Fault::Internal)?,
             cursor: 0,
+            at: Walk {
+                wg: wg_first,
+                wf: 0,
+                tr: tr0,
+                tc: tc0,
+                tc0,
+                tc_end: tc0.checked_add(width).ok_or(T3Fault::Internal)?,
+                tile: g.tile_rect(tr0, tc0),
+            },
             dma_placed: false,
             programmed: 0,
             fired: 0,
@@ -162,6 +174,41 @@ impl Live {
     fn complete(&self) -> bool {
         self.programmed == self.count && self.fired == self.count && self.dmas_done == self.dmas
     }
+
+    /// Moves the cursor to the next WF index (the next WF of the workgroup, or the first
+    /// WF of the next tile of the chunk's box, row-major).
+    fn step(&mut self, g: &T3Geometry) {
+        self.cursor += 1;
+        let a = &mut self.at;
+        a.wf += 1;
+        if a.wf < g.job().wfs_per_wg {
+            return;
+        }
+        a.wf = 0;
+        a.wg = a.wg.saturating_add(1);
+        a.tc += 1;
+        if a.tc >= a.tc_end {
+            a.tc = a.tc0;
+            a.tr = a.tr.saturating_add(1);
+        }
+        a.tile = g.tile_rect(a.tr, a.tc);
+    }
+}
+
+/// The cursor's workgroup, WF and tile, walked with running indices: WG ids are
+/// row-major over the chunk's box of tiles (docs/decisions/t3-firmware.md, "Cost").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct Walk {
+    wg: u32,
+    wf: u8,
+    tr: u32,
+    tc: u32,
+    /// The box's first and past-the-last tile column.
+    tc0: u32,
+    tc_end: u32,
+    /// The workgroup's tile, clipped to the array.
+    tile: Rect,
 }
 
 /// What one programming step did.
@@ -237,7 +284,10 @@ impl T3Programmer {
 
     /// The tracked stages being programmed: `(lo, hi)` stage numbers.
     pub fn live_stages(&self) -> (Option<u8>, Option<u8>) {
-        (self.lo.map(|l| l.stage), self.hi.map(|l| l.stage))
+        (
+            self.lo.as_ref().map(|l| l.stage),
+            self.hi.as_ref().map(|l| l.stage),
+        )
     }
 
     /// Forgets the job (a running one's hardware state is left as is).
@@ -320,9 +370,9 @@ impl T3Programmer {
     /// The live stage whose ids carry `id`'s parity.
     fn live_of(&mut self, id: u16) -> Option<&mut Live> {
         let parity = id & HALF;
-        if self.lo.is_some_and(|l| l.parity == parity) {
+        if self.lo.as_ref().is_some_and(|l| l.parity == parity) {
             self.lo.as_mut()
-        } else if self.hi.is_some_and(|l| l.parity == parity) {
+        } else if self.hi.as_ref().is_some_and(|l| l.parity == parity) {
             self.hi.as_mut()
         } else {
             None
@@ -361,14 +411,15 @@ impl T3Programmer {
 
     /// Moves the window past every complete `lo`.
     fn advance(&mut self) -> Result<(), T3Fault> {
-        let g = self.geom.ok_or(T3Fault::Internal)?;
-        while let Some(lo) = self.lo.filter(Live::complete) {
+        // By reference: a live stage is not copied per event.
+        while let Some(done) = self.lo.as_ref().filter(|l| l.complete()).map(|l| l.stage) {
+            let g = self.geom.as_ref().ok_or(T3Fault::Internal)?;
             self.lo = self.hi.take();
-            self.hi = match self.lo {
-                Some(l) => Live::new(&g, l.stage.saturating_add(1))?,
+            self.hi = match self.lo.as_ref() {
+                Some(l) => Live::new(g, l.stage.saturating_add(1))?,
                 None => None,
             };
-            debug!("T3 stage {} complete", lo.stage);
+            debug!("T3 stage {} complete", done);
         }
         if self.lo.is_none() {
             self.state = T3State::Done;
@@ -380,44 +431,52 @@ impl T3Programmer {
 
     /// Programs records until the work bound, a full table, or nothing is due.
     fn pump<P: Platform>(&mut self, p: &mut P) -> Result<(), T3Fault> {
-        let g = self.geom.ok_or(T3Fault::Internal)?;
         self.pending = false;
         self.blocked = false;
         if self.state != T3State::Running {
             return Ok(());
         }
+        // Disjoint borrows: the live stage is programmed in place, not copied.
+        let Self {
+            geom,
+            lo,
+            hi,
+            next_engine,
+            work,
+            pending,
+            blocked,
+            ..
+        } = self;
+        let g = geom.as_ref().ok_or(T3Fault::Internal)?;
         let mut budget = MAX_RECORDS_PER_EVENT;
         loop {
             // lo is always due in full; hi one entry per lo firing, in full once lo is.
-            let lo_due = self.lo.is_some_and(|l| l.cursor < l.indices);
-            let hi_credit = match self.lo {
+            let lo_due = lo.as_ref().is_some_and(|l| l.cursor < l.indices);
+            let hi_credit = match lo.as_ref() {
                 Some(l) if l.fired == l.count => u32::MAX,
                 Some(l) => l.fired,
                 None => 0,
             };
-            let hi_due = self
-                .hi
+            let hi_due = hi
+                .as_ref()
                 .is_some_and(|h| h.cursor < h.indices && h.programmed < hi_credit);
             let live = match (lo_due, hi_due) {
-                (true, _) => self.lo.as_mut(),
-                (false, true) => self.hi.as_mut(),
+                (true, _) => lo.as_mut(),
+                (false, true) => hi.as_mut(),
                 (false, false) => return Ok(()),
             };
             let Some(live) = live else {
                 return Err(T3Fault::Internal);
             };
             if budget == 0 {
-                self.pending = true;
+                *pending = true;
                 return Ok(());
             }
             budget -= 1;
-            let mut l = *live;
-            let step = program_one(&g, &mut l, &mut self.next_engine, &mut self.work, p);
-            *live = l;
-            match step? {
+            match program_one(g, live, next_engine, work, p)? {
                 Step::Programmed | Step::Skipped => {}
                 Step::Blocked => {
-                    self.blocked = true;
+                    *blocked = true;
                     return Ok(());
                 }
             }
@@ -435,19 +494,12 @@ fn program_one<P: Platform>(
     p: &mut P,
 ) -> Result<Step, T3Fault> {
     let j = g.job();
-    let wfs = u32::from(j.wfs_per_wg);
     let idx = l.cursor;
-    let wg = idx
-        .checked_div(wfs)
-        .and_then(|q| l.wg_first.checked_add(q))
-        .ok_or(T3Fault::Internal)?;
-    let wf = idx
-        .checked_rem(wfs)
-        .and_then(|r| u8::try_from(r).ok())
-        .ok_or(T3Fault::Internal)?;
-    let rect = g.wf_rect(wg, wf).ok_or(T3Fault::Internal)?;
+    let (wg, wf) = (l.at.wg, l.at.wf);
+    let tile = l.at.tile;
+    let rect = g.bands_of(&tile, wf, 1);
     if rect.is_empty() {
-        l.cursor += 1;
+        l.step(g);
         return Ok(Step::Skipped);
     }
     let id16 = |i: u32| {
@@ -464,17 +516,15 @@ fn program_one<P: Platform>(
             let block_id = id16(idx - u32::from(wf - block_first))?;
             // The block's DMA goes in before its first non-empty WF tile's entry; its id
             // is that of the block's first WF index (unique even when that tile is empty).
-            let first_nonempty = g.nonempty_wfs(wg, block_first, wf - block_first) == 0;
+            let first_nonempty = g.nonempty_bands(&tile, block_first, wf - block_first) == 0;
             if first_nonempty && !l.dma_placed {
-                let b = g
-                    .wf_block_rect(wg, block_first, block)
-                    .ok_or(T3Fault::Internal)?;
+                let b = g.bands_of(&tile, block_first, block);
                 let src = g.address(b.row0, b.col0);
                 let desc = DmaDescriptor {
                     id: block_id,
                     op: target.op,
                     trigger: DmaTrigger::Tracker(block_id),
-                    fires: g.nonempty_wfs(wg, block_first, block),
+                    fires: g.nonempty_bands(&tile, block_first, block),
                     src,
                     dst: peer_address(target.peer, src),
                     rows: u16::try_from(b.rows).map_err(|_| T3Fault::Internal)?,
@@ -515,7 +565,7 @@ fn program_one<P: Platform>(
     work.records = work.records.saturating_add(1);
     match TrackerController::program(p, &entry) {
         Ok(()) => {
-            l.cursor += 1;
+            l.step(g);
             l.programmed += 1;
             l.dma_placed = false;
             Ok(Step::Programmed)

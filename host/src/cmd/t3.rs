@@ -128,20 +128,22 @@ struct MachineArgs {
     /// Split-K factor of the producer GEMM (8.6.7): workgroups adding to each output tile.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
     split_k: u8,
-    /// Most 16-cycle slices one GPU is simulated before the next GPU's turn (at most 31
-    /// and what fits in the link latency; 1 = all GPUs in lockstep). A simulation speed
-    /// setting: results do not depend on it.
+    /// Most 16-cycle slices one GPU runs before the next GPU's turn (at most 31 and what
+    /// fits in the link latency; 1 = lockstep): a speed setting, results do not move.
     #[arg(long, value_name = "SLICES", default_value_t = T3Options::default().window_slices, value_parser = clap::value_parser!(u32).range(1..=31))]
     window_slices: u32,
-    /// The producer GEMM's DRAM loads in phases of a quarter of its K loop instead of one
-    /// main-loop iteration each (the kernel prefetches one iteration ahead), which hides
-    /// the read latency the communication adds (docs/calibration.md).
+    /// The producer's DRAM loads in quarters of its K loop, not one iteration each (hides
+    /// the read latency the communication adds; docs/calibration.md).
     #[arg(long)]
     coarse_producer_loads: bool,
     /// Read the producer's input panels as contiguous streams instead of in the
     /// operands' memory layout (forward: weights along K; backward: along M).
     #[arg(long)]
     flat_operand_layout: bool,
+    /// Charge nothing for the T3 firmware's CP work (records take effect at their event,
+    /// as if programmed by hardware): the bound for the shipped firmware's cost.
+    #[arg(long)]
+    free_t3_firmware: bool,
 }
 
 impl MachineArgs {
@@ -166,6 +168,9 @@ impl MachineArgs {
             limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };
+        if self.free_t3_firmware {
+            o.firmware_cost = nmcp_emulator::node::cost::FirmwareCost::free();
+        }
         if self.gpu_2x_cu {
             o.gpu.cus *= 2;
             o.gpu.name = format!("{}-2x-cu", o.gpu.name);

@@ -61,6 +61,8 @@ pub struct Row {
     pub total_seconds: f64,
     /// Sequential's total over this one's.
     pub speedup_vs_sequential: f64,
+    /// The T3 firmware's CP time in the fused run (busiest GPU; 0 without firmware).
+    pub firmware_seconds: f64,
     /// DRAM bytes by kind, per GPU.
     pub bytes: TrafficBytes,
     /// Output rows.
@@ -107,6 +109,7 @@ impl Row {
             ag_seconds: r.ag_seconds,
             total_seconds: r.total_seconds,
             speedup_vs_sequential: r.speedup_vs_sequential,
+            firmware_seconds: r.firmware_seconds,
             bytes: r.bytes,
             m: sl.m,
             n: sl.n,
@@ -357,6 +360,7 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
         }
     }
     speedup_section(&mut o, results, gs.len());
+    firmware_section(&mut o, &gs);
     end_to_end_section(&mut o, results);
     traffic_section(&mut o, &gs, results);
     energy_section(&mut o, &gs, ctx.gemm_dtype);
@@ -369,6 +373,35 @@ pub fn report(results: &[SubLayerResult], ctx: &ReportContext) -> String {
         ctx.wall_seconds
     );
     o
+}
+
+/// The T3 firmware's CP time per fused GEMM (the busiest GPU's handlers, charged through
+/// the node's cost model) and its share of the fused run.
+fn firmware_section(o: &mut String, gs: &[Group<'_>]) {
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "T3 firmware on the CP per GEMM (busiest GPU, µs; share of the fused run)"
+    );
+    let _ = writeln!(
+        o,
+        "{:<24} {:>22} {:>22}",
+        "sub-layer",
+        Scenario::T3.name(),
+        Scenario::T3Mca.name()
+    );
+    for g in gs {
+        let sl = g.sublayer;
+        let _ = write!(o, "{:<24}", format!("{} {} TP{}", sl.model, sl.name, sl.tp));
+        for s in [Scenario::T3, Scenario::T3Mca] {
+            let cell = g.get(s).map_or("-".into(), |r| {
+                let share = r.firmware_seconds / r.total_seconds.max(f64::MIN_POSITIVE);
+                format!("{} ({:.0} %)", us(r.firmware_seconds), 100.0 * share)
+            });
+            let _ = write!(o, " {cell:>22}");
+        }
+        let _ = writeln!(o);
+    }
 }
 
 /// Energy per GPU of Sequential, T3 and T3-MCA per sub-layer, and T3-MCA's saving
@@ -687,6 +720,7 @@ pub(crate) mod tests {
                     total_seconds: total,
                     speedup_vs_sequential: seq_total / total,
                     rs_alone_seconds: 0.0,
+                    firmware_seconds: 0.0,
                     bytes: TrafficBytes {
                         gemm_reads: 4 * b,
                         gemm_writes: if i == 0 { b } else { 0 },
@@ -717,6 +751,7 @@ pub(crate) mod tests {
             "ag_seconds",
             "total_seconds",
             "speedup_vs_sequential",
+            "firmware_seconds",
             "bytes",
             "m",
             "n",

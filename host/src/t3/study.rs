@@ -167,6 +167,7 @@ struct StoredResult {
     speedup_vs_sequential: f64,
     rs_alone_seconds: f64,
     bytes: t3::TrafficBytes,
+    firmware_seconds: f64,
 }
 
 impl From<&SubLayerResult> for StoredResult {
@@ -180,6 +181,7 @@ impl From<&SubLayerResult> for StoredResult {
             speedup_vs_sequential: r.speedup_vs_sequential,
             rs_alone_seconds: r.rs_alone_seconds,
             bytes: r.bytes,
+            firmware_seconds: r.firmware_seconds,
         }
     }
 }
@@ -196,6 +198,7 @@ impl StoredResult {
             speedup_vs_sequential: self.speedup_vs_sequential,
             rs_alone_seconds: self.rs_alone_seconds,
             bytes: self.bytes,
+            firmware_seconds: self.firmware_seconds,
         }
     }
 }

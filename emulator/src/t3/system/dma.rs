@@ -50,6 +50,16 @@ impl DmaEngine {
         Ok(())
     }
 
+    /// Whether the table takes `extra + 1` more descriptors.
+    pub(super) fn has_room(&self, extra: usize) -> bool {
+        self.table.len().saturating_add(extra) < Self::TABLE_CAP
+    }
+
+    /// Whether descriptor `id` is in the table.
+    pub(super) fn holds(&self, id: u16) -> bool {
+        self.table.contains_key(&id)
+    }
+
     /// Counts one tracker firing for descriptor `id`; it becomes ready with its last.
     pub(super) fn trigger(&mut self, id: u16) {
         let ready = match self.table.get_mut(&id) {

@@ -8,29 +8,96 @@ use nmcp_firmware::platform::{
 use nmcp_isa::nmc::MacroCommand;
 use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, TrackerEntry};
 
+use super::stepping::Ev;
 use super::T3System;
 use crate::hbm::Cycle;
-use crate::t3::tracker::Fired;
+use crate::t3::tracker::Tracker;
 
 /// The firmware's view of one GPU: DMA engines, tracker, output maps; everything else is
 /// absent on a T3 node (the CP's queues are not modelled here).
+///
+/// Tracker entries and DMA descriptors a handler programs are held here and reach the
+/// hardware when the handler ends ([`T3Platform::finish`]): the CP is busy for the
+/// handler's charged time and its MMIO writes land at its end. Output maps and the
+/// dispatch start apply at once (they configure the producer before its launch).
 #[derive(Debug)]
 pub struct T3Platform<'a> {
     pub(super) sys: &'a mut T3System,
     pub(super) node: usize,
     pub(super) at: Cycle,
-    /// Tracker entries that fired on programming (applied when the handler ends).
-    pub(super) fired: Vec<Fired>,
+    /// Records programmed by the handler, in order.
+    pub(super) programmed: Vec<Programmed>,
+}
+
+/// A record the firmware programmed, applied when its handler ends.
+#[derive(Debug, Clone)]
+pub(super) enum Programmed {
+    Entry(TrackerEntry),
+    Dma(DmaDescriptor),
 }
 
 impl T3Platform<'_> {
-    /// Applies what the handler did (tracker entries that fired on programming).
-    pub fn finish(mut self) {
-        let fired = std::mem::take(&mut self.fired);
-        for f in fired {
-            self.sys.fired(self.node, f, self.at);
+    /// Ends the handler at `end` (≥ the handler's start): its records reach the tracker
+    /// and the DMA engines then, at once when `end` is the start (a free firmware).
+    pub fn finish(mut self, end: Cycle) {
+        let programmed = std::mem::take(&mut self.programmed);
+        if end <= self.at {
+            self.sys.apply_programmed(self.node, programmed, self.at);
+        } else if !programmed.is_empty() {
+            self.sys.sender = self.node as u32;
+            self.sys.schedule(
+                end,
+                Ev::Apply {
+                    node: self.node as u32,
+                    programmed,
+                },
+            );
         }
-        self.sys.run_dma(self.node, self.at);
+    }
+
+    fn dmas_held(&self) -> usize {
+        self.programmed
+            .iter()
+            .filter(|r| matches!(r, Programmed::Dma(_)))
+            .count()
+    }
+}
+
+impl T3System {
+    /// Programs a handler's records into GPU `node`'s tracker and DMA table at `at` (its
+    /// end), in the order the firmware made them; entries that fire on programming fire
+    /// then. A refusal here (the firmware was told `Ok`) is a platform fault.
+    pub(super) fn apply_programmed(&mut self, node: usize, programmed: Vec<Programmed>, at: Cycle) {
+        for r in programmed {
+            match r {
+                Programmed::Dma(d) => {
+                    if let Err(e) = self.nodes[node].dma.program(&d) {
+                        self.fault
+                            .get_or_insert(format!("GPU {node}: DMA descriptor {}: {e}", d.id));
+                    }
+                }
+                Programmed::Entry(e) => match self.nodes[node].tracker.program(&e) {
+                    Ok(o) => {
+                        if o.spilled {
+                            self.spill_access(node, e.wg_id, e.wf_id, at);
+                        }
+                        if let Some(f) = o.fired {
+                            self.fired(node, f, at);
+                        }
+                    }
+                    Err(err) => {
+                        self.fault
+                            .get_or_insert(format!("GPU {node}: tracker entry {}: {err}", e.id));
+                    }
+                },
+            }
+        }
+        self.run_dma(node, at);
+    }
+
+    /// The first record the hardware refused after the firmware was told `Ok`.
+    pub fn platform_fault(&self) -> Option<&str> {
+        self.fault.as_deref()
     }
 }
 
@@ -90,20 +157,27 @@ impl DmaController for T3Platform<'_> {
         if peer.is_some_and(|p| u32::from(p) >= self.sys.cfg.gpus) {
             return Err(DmaError::OutOfRange);
         }
-        self.sys.nodes[self.node].dma.program(desc)
+        // The table's room counts the descriptors this handler holds; an id already
+        // live (in the table or held) is refused as the table refuses it.
+        let dma = &self.sys.nodes[self.node].dma;
+        let held = self
+            .programmed
+            .iter()
+            .any(|r| matches!(r, Programmed::Dma(d) if d.id == desc.id));
+        if !dma.has_room(self.dmas_held()) || dma.holds(desc.id) || held {
+            return Err(DmaError::TableFull);
+        }
+        self.programmed.push(Programmed::Dma(desc.clone()));
+        Ok(())
     }
 }
 
 impl TrackerController for T3Platform<'_> {
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError> {
-        let o = self.sys.nodes[self.node].tracker.program(entry)?;
-        if o.spilled {
-            self.sys
-                .spill_access(self.node, entry.wg_id, entry.wf_id, self.at);
-        }
-        if let Some(f) = o.fired {
-            self.fired.push(f);
-        }
+        // The tracker spills instead of refusing a full set, so only a malformed entry
+        // is refused; it is checked now, the entry programmed at the handler's end.
+        Tracker::check(entry)?;
+        self.programmed.push(Programmed::Entry(entry.clone()));
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 use nmcp_firmware::Event;
 
 use super::blocks::Message;
+use super::platform::Programmed;
 use super::{RunError, T3System};
 use crate::hbm::Cycle;
 use crate::sim::PS_PER_NS;
@@ -23,6 +24,11 @@ pub(super) enum Ev {
     Arrive { node: u32, msg: Box<Message> },
     /// A firmware event for `node`.
     Firmware { node: u32, event: Event },
+    /// A firmware handler on `node` ended: what it programmed reaches the hardware.
+    Apply {
+        node: u32,
+        programmed: Vec<Programmed>,
+    },
 }
 
 impl T3System {
@@ -31,9 +37,10 @@ impl T3System {
     /// does not depend on how the GPUs' steps interleave.
     pub(super) fn schedule(&mut self, at: Cycle, ev: Ev) {
         let to = match &ev {
-            Ev::Compute { node, .. } | Ev::Arrive { node, .. } | Ev::Firmware { node, .. } => {
-                *node as usize
-            }
+            Ev::Compute { node, .. }
+            | Ev::Arrive { node, .. }
+            | Ev::Firmware { node, .. }
+            | Ev::Apply { node, .. } => *node as usize,
         };
         let n = self.sent.get_mut(self.sender as usize).map_or(0, |c| {
             *c += 1;
@@ -75,6 +82,9 @@ impl T3System {
                 Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
                 Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
                 Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+                Ev::Apply { node, programmed } => {
+                    self.apply_programmed(node as usize, programmed, at);
+                }
             }
         }
         self.nodes[i].advance_memory(end);
