@@ -136,8 +136,7 @@ struct MachineArgs {
     /// the read latency the communication adds; docs/calibration.md).
     #[arg(long)]
     coarse_producer_loads: bool,
-    /// Read the producer's input panels as contiguous streams instead of in the
-    /// operands' memory layout (forward: weights along K; backward: along M).
+    /// Read the producer's input panels as contiguous streams, not in the operands' layout.
     #[arg(long)]
     flat_operand_layout: bool,
     /// Charge nothing for the T3 firmware's CP work (records take effect at their event,
