@@ -7,6 +7,7 @@ pub mod board;
 pub mod cp;
 pub mod goldyloc;
 pub mod goldyloc_library;
+mod goldyloc_print;
 pub mod goldyloc_validate;
 pub mod io;
 pub mod lamb;
