@@ -37,6 +37,11 @@ fn shortcut_agrees_with_all_gpus_on_mega_gpt_2_ip_tp8() {
             ("RS not overlapped", a.rs_seconds, s.rs_seconds),
             ("RS alone", a.rs_alone_seconds, s.rs_alone_seconds),
             ("total", a.total_seconds, s.total_seconds),
+            (
+                "T3 firmware on the CP",
+                a.firmware_seconds,
+                s.firmware_seconds,
+            ),
         ];
         for (what, x, y) in parts {
             eprintln!(
@@ -71,6 +76,11 @@ fn shortcut_agrees_with_all_gpus_on_mega_gpt_2_ip_tp8() {
         .iter()
         .find(|r| r.scenario == Scenario::Sequential)
         .unwrap();
-    assert!(t3.total_seconds < seq.total_seconds);
+    // The fused run charges the shipped T3 firmware on each GPU's CP (`node::cost`): it
+    // takes time, and the run cannot end before the busiest CP's handlers have. (With
+    // the firmware free, `--free-t3-firmware`, T3 beats Sequential; with it charged, the
+    // firmware's 0.44 us per record decides: docs/decisions/t3.md.)
+    assert!(seq.firmware_seconds == 0.0 && t3.firmware_seconds > 0.0);
+    assert!(t3.total_seconds >= t3.firmware_seconds);
     eprintln!("worst difference {:.4} %", 100.0 * worst);
 }
