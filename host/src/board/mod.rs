@@ -30,6 +30,25 @@ pub const BOARD_TARGET: &str = "riscv32imac-unknown-none-elf";
 /// Keys of report fields that are measurements: the board crate's own list.
 pub use nmcp_board::MEASURED_KEYS;
 
+/// The committed board record of QEMU `virt` this build was made with.
+pub const VIRT_RECORD: &str = include_str!("../../../firmware/board/expected/virt.txt");
+
+/// The value of `key=` on the board record's line `name` (e.g. the `instructions` of
+/// `cp_decision_32q`).
+///
+/// # Errors
+/// The record has no line `name`, or the line no numeric `key=`.
+pub fn record_value(record: &str, name: &str, key: &str) -> Result<f64, String> {
+    let line = record
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .ok_or_else(|| format!("board record: no line {name}"))?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("board record: {name} has no {key}="))
+}
+
 /// The machine the binary is linked for and QEMU emulates.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Machine {

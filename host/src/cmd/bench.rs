@@ -183,19 +183,11 @@ fn gemm_workgroups_per_second() -> Result<Figure, String> {
 }
 
 /// The board record this build was made with.
-const BOARD_RECORD: &str = include_str!("../../../firmware/board/expected/virt.txt");
+const BOARD_RECORD: &str = crate::board::VIRT_RECORD;
 
 /// Retired rv32imac instructions of the committed board line `name`.
 fn board_instructions(name: &str) -> Result<Figure, String> {
-    let line = BOARD_RECORD
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .ok_or_else(|| format!("board record: no line {name}"))?;
-    let n = line
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("instructions="))
-        .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| format!("board record: {name} has no instructions="))?;
+    let n = crate::board::record_value(BOARD_RECORD, name, "instructions")?;
     Ok(Figure {
         case: format!("CP firmware, {name}"),
         command: format!(

@@ -13,18 +13,11 @@ const CH: &str = "ch. 7 GOLDYLOC";
 
 /// The board record this build was made with (QEMU `virt`, `-icount shift=0`; CI re-measures
 /// it with `nmcp board run`).
-const BOARD_RECORD: &str = include_str!("../../../firmware/board/expected/virt.txt");
+const BOARD_RECORD: &str = crate::board::VIRT_RECORD;
 
 /// The value of `key=` on the board record's line `name`.
 fn board_value(record: &str, name: &str, key: &str) -> Result<f64, FigureError> {
-    let line = record
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .ok_or_else(|| FigureError(format!("board record: no line {name}")))?;
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-        .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| FigureError(format!("board record: {name} has no {key}=")))
+    crate::board::record_value(record, name, key).map_err(FigureError)
 }
 
 /// The CP's cost per decision against the dissertation's 8 µs (inspect, predict, write;
