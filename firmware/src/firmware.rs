@@ -1,10 +1,7 @@
 //! The top floor: the one place that knows the CP, the NMC sequencer and T3, routes each
-//! event to its owner and gathers their errors. The NMC sequencer and T3 return their own
-//! errors ([`nmc::SequencerError`], [`t3::T3Fault`]) and only this file turns them into a
-//! [`FirmwareError`]. The CP's handlers return `FirmwareError` directly: measured on the
-//! board, a two-byte CP error (returned in registers on RV32, where the 12-byte
-//! `FirmwareError` goes through memory) costs the general 32-queue decision 9 % more
-//! instructions (14 636 to 15 955, over its budget) and the steady one 1.2 %.
+//! event to its owner and gathers their errors. Each subsystem returns its own error
+//! ([`cp::CpError`], [`nmc::SequencerError`], [`t3::T3Fault`]) and only this file turns
+//! them into a [`FirmwareError`].
 
 use core::fmt;
 
@@ -64,8 +61,18 @@ macro_rules! from_error {
     )*};
 }
 from_error!(MemoryError => Memory, DispatchError => Dispatch, NmcError => Nmc,
-            DmaError => Dma, TrackerError => Tracker, cp::CpError => Cp,
-            t3::T3Fault => T3);
+            DmaError => Dma, TrackerError => Tracker, t3::T3Fault => T3);
+
+impl From<cp::CpError> for FirmwareError {
+    /// The platform errors the CP met are reported by their block, its own refusals as `Cp`.
+    fn from(e: cp::CpError) -> Self {
+        match e {
+            cp::CpError::Memory(e) => Self::Memory(e),
+            cp::CpError::Dispatch(e) => Self::Dispatch(e),
+            e => Self::Cp(e),
+        }
+    }
+}
 
 impl From<nmc::SequencerError> for FirmwareError {
     /// The platform errors the sequencer met are reported by their block, its own refusals
@@ -146,7 +153,7 @@ impl Firmware {
         match event {
             Event::Doorbell { .. }
             | Event::KernelDispatched { .. }
-            | Event::KernelCompleted { .. } => self.cp.on_event(&event, p),
+            | Event::KernelCompleted { .. } => Ok(self.cp.on_event(&event, p)?),
             // Both may have stopped at their work bound; each continues (the T3 result
             // is kept even when the CP's fails).
             Event::Deferred => {

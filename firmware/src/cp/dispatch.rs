@@ -138,7 +138,7 @@ impl CpState {
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let start = usize::from(self.rr_start);
         let mut k = rotate(self.kernel_heads, start, n);
         while k != 0 {
@@ -265,7 +265,7 @@ impl CpState {
         cd_index: Option<usize>,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         const G: usize = MAX_CD as usize;
         // Per member (in priority order) its request; bit i of the masks: request i's
         // kernel object was swapped, it failed the checks (its `kernel_object` is then
@@ -380,7 +380,7 @@ impl CpState {
         bad: u32,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let len = reqs.len();
         // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
         let t = &mut self.tally;
@@ -506,7 +506,7 @@ impl CpState {
         qi: usize,
         id: u64,
         own: u64,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
         let reason = match self.classify_full(cfg, 0, addr, p)? {
             Class::Reject(r) => r,
@@ -526,7 +526,7 @@ impl CpState {
         qi: usize,
         id: u64,
         reason: RejectReason,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let queue = qi as u8;
         p.complete_without_dispatch(queue, id, reason.signal_value())?;
         self.completed(queue, id, CpAction::Rejected(reason));
@@ -554,7 +554,7 @@ impl CpState {
         cd: u8,
         predicted_cd: u8,
         swapped: bool,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, CpError> {
         let queue = qi as u8;
         let qb = bit(qi);
         let req = DispatchRequest {

@@ -49,7 +49,7 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MappedFifo,
     MemoryError,
 };
-use crate::{Event, FirmwareError};
+use crate::Event;
 use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
 pub use config::{CpConfig, CpError};
@@ -218,12 +218,13 @@ impl CommandProcessor {
     /// Reacts to a queue event. An unconfigured CP ignores events.
     ///
     /// # Errors
-    /// Any [`FirmwareError`] from the platform; the CP stays consistent.
+    /// [`CpError::Memory`] or [`CpError::Dispatch`] from the platform; the CP stays
+    /// consistent.
     pub fn on_event<P: DeviceMemory + KernelDispatcher>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };

@@ -56,7 +56,7 @@ impl CpState {
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         self.pending = false;
         self.completions_this_scan = 0;
         // (The handler is counted by the path it takes, `count_handler`: no call here
@@ -108,7 +108,7 @@ impl CpState {
         p: &mut P,
         todo: u32,
         n: usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         self.count_handler();
         if let Steady::Dispatched = self.steady_group(p, todo, n) {
             return Ok(());
@@ -127,7 +127,7 @@ impl CpState {
         p: &mut P,
         n: usize,
         count: bool,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         if count {
             self.count_handler();
         }
@@ -161,7 +161,7 @@ impl CpState {
         todo: u32,
         n: usize,
         budget: &mut usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let slow = match p.mapped_words() {
             Some((base, words)) if todo != 0 => {
                 if base != self.view_base {
@@ -398,7 +398,7 @@ impl CpState {
         qi: usize,
         p: &mut P,
         budget: &mut usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), CpError> {
         let qb = bit(qi);
         let (Some(qc), Some(qs)) = (cfg.queues.get(qi), self.queues.get_mut(qi)) else {
             return Ok(());

@@ -103,7 +103,7 @@ impl CpState {
         outstanding: u32,
         id: u64,
         p: &mut P,
-    ) -> Result<Class, FirmwareError> {
+    ) -> Result<Class, CpError> {
         let addr = qc.packet_addr(id);
         let word = read_u32(p, &mut self.tally, addr)?;
         self.tally.inspected = self.tally.inspected.wrapping_add(1);
@@ -145,7 +145,7 @@ impl CpState {
         outstanding: u32,
         addr: DevAddr,
         p: &mut P,
-    ) -> Result<Class, FirmwareError> {
+    ) -> Result<Class, CpError> {
         let mut bytes = [0u8; AQL_PACKET_BYTES];
         read(p, &mut self.work, addr, &mut bytes)?;
         self.work.packets_decoded = self.work.packets_decoded.wrapping_add(1);
