@@ -120,13 +120,8 @@ fn the_cp_meets_absent_memory_as_its_own_error_and_the_top_reports_the_block() {
 }
 
 #[test]
-fn the_sequencer_meets_absent_blocks_as_its_own_error_and_the_top_reports_the_block() {
-    let mut fw = Firmware::default();
+fn the_sequencer_reports_an_absent_block_by_the_block() {
     // The step starts by reading its first tensor descriptor.
-    assert_eq!(
-        fw.nmc.start_lamb(lamb(), &mut Absent),
-        Err(SequencerError::Memory(MemoryError::Unsupported))
-    );
     let mut fw = Firmware::default();
     assert_eq!(
         fw.start_lamb(lamb(), &mut Absent),

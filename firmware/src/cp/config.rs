@@ -7,16 +7,9 @@ use super::*;
 /// Errors of the command processor: its own refusals and the errors of the two platform
 /// blocks it is bound on ([`DeviceMemory`], [`KernelDispatcher`]). Only the top floor
 /// (`crate::firmware`) turns it into a `FirmwareError`.
-///
-/// Aligned to 8 bytes so that, like `FirmwareError`, a `Result<_, CpError>` is wider than a
-/// register and returned through memory on RV32: packed into a register (two bytes) the
-/// CP's per-word `?` paths cost the general 32-queue decision 9 % more instructions (14 636
-/// to 15 956 on QEMU virt, over its budget); aligned, the CP's own code costs what it did
-/// with `FirmwareError` and only the conversion at the top remains (docs/decisions/cp.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-#[repr(align(8))]
 pub enum CpError {
     /// A bounded table overflowed.
     Capacity,
@@ -59,6 +52,19 @@ impl fmt::Display for CpError {
 }
 
 impl core::error::Error for CpError {}
+
+/// An error the CP's event handlers can return: [`CpError`] itself, or a caller's wider
+/// error that each of the CP's errors converts into (the top floor's `FirmwareError`).
+///
+/// The handlers build `E` where an error arises, so the top floor gets its own error with
+/// no conversion on the way out. Measured on RV32 (docs/decisions/cp.md, "Errors"): a
+/// `CpError` converted at the top costs 7 instructions per handled event (the result comes
+/// back in a temporary, its tag is checked and `FirmwareError`'s written), and returned in
+/// a register instead of through memory it costs the general decision 9 %; built as `E` the
+/// CP's code is the code it was when it returned `FirmwareError`.
+pub trait FromCpErrors: From<CpError> + From<MemoryError> + From<DispatchError> {}
+
+impl<E: From<CpError> + From<MemoryError> + From<DispatchError>> FromCpErrors for E {}
 
 /// Everything the CP needs to know about its GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]

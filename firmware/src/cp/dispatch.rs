@@ -133,12 +133,12 @@ impl CpState {
     /// per-queue records. Out of line: its group's requests are not on the stack while
     /// the queues are classified.
     #[inline(never)]
-    pub(super) fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_heads<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         let start = usize::from(self.rr_start);
         let mut k = rotate(self.kernel_heads, start, n);
         while k != 0 {
@@ -150,7 +150,7 @@ impl CpState {
             else {
                 continue;
             };
-            if !self.dispatch_one(p, q, next_id, head_ko, false, 1, 1, false)? {
+            if !self.dispatch_one::<_, E>(p, q, next_id, head_ko, false, 1, 1, false)? {
                 return Ok(());
             }
         }
@@ -255,7 +255,7 @@ impl CpState {
     /// the CD decided (the group is one smaller). When the dispatcher is busy, the
     /// members not yet accepted stay classified heads.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn dispatch_group<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_group<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
@@ -265,7 +265,7 @@ impl CpState {
         cd_index: Option<usize>,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         const G: usize = MAX_CD as usize;
         // Per member (in priority order) its request; bit i of the masks: request i's
         // kernel object was swapped, it failed the checks (its `kernel_object` is then
@@ -371,7 +371,7 @@ impl CpState {
     /// passed in one call each, the failed ones rejected; then the bookkeeping.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn dispatch_requests<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_requests<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
@@ -380,7 +380,7 @@ impl CpState {
         bad: u32,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         let len = reqs.len();
         // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
         let t = &mut self.tally;
@@ -404,7 +404,7 @@ impl CpState {
                 break;
             };
             if bad & bit(i) != 0 {
-                self.reject_at_dispatch(
+                self.reject_at_dispatch::<_, E>(
                     cfg,
                     p,
                     usize::from(r.queue),
@@ -436,7 +436,7 @@ impl CpState {
                 Err(DispatchError::Busy) => break,
                 Err(DispatchError::BadPacket) => {
                     if let Some(&r) = reqs.get(i) {
-                        self.reject_head(
+                        self.reject_head::<_, E>(
                             p,
                             usize::from(r.queue),
                             r.dispatch_id,
@@ -499,16 +499,16 @@ impl CpState {
     /// been checked when classified), completed with `-code`, logged, and the queue
     /// moves on to its next packet in a follow-up event.
     #[inline(never)]
-    pub(super) fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         qi: usize,
         id: u64,
         own: u64,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
-        let reason = match self.classify_full(cfg, 0, addr, p)? {
+        let reason = match self.classify_full::<_, E>(cfg, 0, addr, p)? {
             Class::Reject(r) => r,
             // The decode finds nothing wrong only if the packet changed since it was
             // read; it failed the listing or the ring check then.
@@ -520,13 +520,13 @@ impl CpState {
     /// Completes queue `qi`'s head packet `id` with `reason`'s error value (logged); the
     /// queue's next packet (and any barrier on this signal) is looked at in a follow-up
     /// event.
-    pub(super) fn reject_head<P: KernelDispatcher>(
+    pub(super) fn reject_head<P: KernelDispatcher, E: FromCpErrors>(
         &mut self,
         p: &mut P,
         qi: usize,
         id: u64,
         reason: RejectReason,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         let queue = qi as u8;
         p.complete_without_dispatch(queue, id, reason.signal_value())?;
         self.completed(queue, id, CpAction::Rejected(reason));
@@ -544,7 +544,7 @@ impl CpState {
     /// the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn dispatch_one<P: KernelDispatcher>(
+    pub(super) fn dispatch_one<P: KernelDispatcher, E: FromCpErrors>(
         &mut self,
         p: &mut P,
         qi: usize,
@@ -554,7 +554,7 @@ impl CpState {
         cd: u8,
         predicted_cd: u8,
         swapped: bool,
-    ) -> Result<bool, CpError> {
+    ) -> Result<bool, E> {
         let queue = qi as u8;
         let qb = bit(qi);
         let req = DispatchRequest {
@@ -569,7 +569,7 @@ impl CpState {
                 // The dispatcher found what classification does not re-check on a later
                 // packet of a known shape: the packet is rejected like any malformed one
                 // (completed with its error code), and the queue moves on.
-                self.reject_head(p, qi, dispatch_id, RejectReason::DispatchRefused)?;
+                self.reject_head::<_, E>(p, qi, dispatch_id, RejectReason::DispatchRefused)?;
                 return Ok(true);
             }
             Err(e) => return Err(e.into()),

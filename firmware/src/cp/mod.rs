@@ -52,7 +52,7 @@ use crate::platform::{
 use crate::Event;
 use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
-pub use config::{CpConfig, CpError};
+pub use config::{CpConfig, CpError, FromCpErrors};
 pub use log::{CpAction, CpRecord, LOG_CAPACITY, REJECT_CAPACITY};
 pub use shape::MAX_SHAPES;
 
@@ -220,11 +220,11 @@ impl CommandProcessor {
     /// # Errors
     /// [`CpError::Memory`] or [`CpError::Dispatch`] from the platform; the CP stays
     /// consistent.
-    pub fn on_event<P: DeviceMemory + KernelDispatcher>(
+    pub fn on_event<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), CpError> {
+    ) -> Result<(), E> {
         let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };
