@@ -22,9 +22,7 @@ pub(super) fn gather_members(
     cdi: usize,
     reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
 ) -> (u32, u32, u32) {
-    let mut swaps = 0u32;
-    let mut bad = 0u32;
-    let mut unread = 0u32;
+    let mut masks = MemberMasks::default();
     // The previous member's shape and what its record lists (`Listed`).
     let mut cur_head = HEAD_NONE;
     let mut cur_shape: Option<&Shape> = None;
@@ -54,27 +52,56 @@ pub(super) fn gather_members(
                     .0
                     .get_mut(qs.view_slot as usize)
             });
+        let checked = packet
+            .map(|pk| check_member(pk, shape, cdi, &mut listed, |s| in_rings(rings, join(s))));
+        masks.push::<false>(reqs, q, qs.next_id, rb, checked);
+        rb <<= 1;
+    }
+    (masks.swaps, masks.bad, masks.unread)
+}
+
+/// The masks a gather returns, bit `i` for request `i`: swapped kernel objects, members
+/// that failed the checks, members whose packet is not in the view.
+#[derive(Default)]
+pub(super) struct MemberMasks {
+    pub(super) swaps: u32,
+    pub(super) bad: u32,
+    pub(super) unread: u32,
+}
+
+impl MemberMasks {
+    /// Folds member `rb`'s [`check_member`] (`None`: its packet is not in the view; counted
+    /// as unread, or as bad when `UNREAD_IS_BAD`) into the masks and appends its request,
+    /// which carries the decided kernel object, or its own or 0 when it failed or was not
+    /// read. Both gathers ([`gather_members`], [`gather_uniform`]) inline it.
+    #[inline(always)]
+    pub(super) fn push<const UNREAD_IS_BAD: bool>(
+        &mut self,
+        reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
+        q: usize,
+        dispatch_id: u64,
+        rb: u32,
+        checked: Option<(bool, bool, u64)>,
+    ) {
         let mut kernel_object = 0;
-        if let Some(pk) = packet {
-            let (ok, swapped, ko) =
-                check_member(pk, shape, cdi, &mut listed, |s| in_rings(rings, join(s)));
+        if let Some((ok, swapped, ko)) = checked {
             kernel_object = ko;
             if !ok {
-                bad |= rb;
+                self.bad |= rb;
             } else if swapped {
-                swaps |= rb;
+                self.swaps |= rb;
             }
+        } else if UNREAD_IS_BAD {
+            self.bad |= rb;
         } else {
-            unread |= rb;
+            self.unread |= rb;
         }
         let _ = reqs.push(DispatchRequest {
             queue: q as u8,
-            dispatch_id: qs.next_id,
+            dispatch_id,
             kernel_object,
         });
-        rb <<= 1;
     }
-    (swaps, bad, unread)
 }
 
 /// A kernel object the GEMM packets of one shape carry that its record lists (`own`,
