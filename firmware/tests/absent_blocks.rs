@@ -91,12 +91,12 @@ fn every_block_of_absent_answers_unsupported() {
 }
 
 #[test]
-fn the_cp_meets_absent_memory_and_reports_the_block() {
+fn the_cp_meets_absent_memory_as_its_own_error_and_the_top_reports_the_block() {
     let mut c = cp();
     let ev = Event::Doorbell { queue: 0 };
     assert_eq!(
         c.on_event(&ev, &mut Absent),
-        Err(FirmwareError::Memory(MemoryError::Unsupported))
+        Err(CpError::Memory(MemoryError::Unsupported))
     );
     let mut fw = Firmware {
         cp: cp(),
@@ -108,21 +108,20 @@ fn the_cp_meets_absent_memory_and_reports_the_block() {
         e.to_string(),
         "device memory: device memory not available on this platform"
     );
-    // The CP's own refusals stay `Cp`.
+    // The CP's own refusals stay `Cp`; the dispatcher's are reported by their block.
     assert_eq!(
         FirmwareError::from(CpError::Capacity),
         FirmwareError::Cp(CpError::Capacity)
     );
+    assert_eq!(
+        FirmwareError::from(CpError::Dispatch(DispatchError::Busy)),
+        FirmwareError::Dispatch(DispatchError::Busy)
+    );
 }
 
 #[test]
-fn the_sequencer_meets_absent_blocks_as_its_own_error_and_the_top_reports_the_block() {
-    let mut fw = Firmware::default();
+fn the_sequencer_reports_an_absent_block_by_the_block() {
     // The step starts by reading its first tensor descriptor.
-    assert_eq!(
-        fw.nmc.start_lamb(lamb(), &mut Absent),
-        Err(SequencerError::Memory(MemoryError::Unsupported))
-    );
     let mut fw = Firmware::default();
     assert_eq!(
         fw.start_lamb(lamb(), &mut Absent),

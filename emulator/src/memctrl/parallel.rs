@@ -177,16 +177,13 @@ impl MemorySystem {
         loop {
             // One iteration of the serial loop (as in `run`).
             self.advance(self.now, None);
-            while let Some(r) = head {
-                if r.arrival > self.now || self.submit(&r).is_err() {
-                    break;
-                }
-                accepted += 1;
-                if accepted & 0xFFFF == 0 {
-                    progress(accepted);
-                }
-                head = buffered.pop_front().or_else(|| source.next());
-            }
+            self.admit_arrived(
+                &mut head,
+                &mut accepted,
+                &mut progress,
+                || buffered.pop_front().or_else(|| source.next()),
+                |_, _| true,
+            );
             let Some(next) = self.next_cycle(head.as_ref()) else {
                 break;
             };

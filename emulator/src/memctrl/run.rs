@@ -50,19 +50,16 @@ impl MemorySystem {
             }
             step_first = true;
             // Admit everything that has arrived and fits, in order.
-            while let Some(r) = head {
-                if r.arrival > self.now || self.submit(&r).is_err() {
-                    break;
-                }
-                accepted += 1;
-                if accepted & 0xFFFF == 0 {
-                    progress(accepted);
-                }
-                if !hook(self, accepted) {
-                    progress(accepted);
-                    return self.finish_run(keep_meta);
-                }
-                head = source.next();
+            let go_on = self.admit_arrived(
+                &mut head,
+                &mut accepted,
+                &mut progress,
+                || source.next(),
+                &mut hook,
+            );
+            if !go_on {
+                progress(accepted);
+                return self.finish_run(keep_meta);
             }
             let Some(next) = self.next_cycle(head.as_ref()) else {
                 break;
@@ -71,6 +68,36 @@ impl MemorySystem {
         }
         progress(accepted);
         self.finish_run(keep_meta)
+    }
+
+    /// Admits `head` and the requests after it (`next`), in order, while they have arrived
+    /// and their queues take them: counts them in `accepted`, reports every 65,536th to
+    /// `progress`, and asks `go_on` after each; `false` when `go_on` stopped it (`head` then
+    /// still holds the request it admitted last). The front end of both run loops
+    /// (`run_checkpointed`, `run_parallel`).
+    #[inline]
+    pub(super) fn admit_arrived(
+        &mut self,
+        head: &mut Option<Request>,
+        accepted: &mut u64,
+        progress: &mut impl FnMut(u64),
+        mut next: impl FnMut() -> Option<Request>,
+        mut go_on: impl FnMut(&Self, u64) -> bool,
+    ) -> bool {
+        while let Some(r) = *head {
+            if r.arrival > self.now || self.submit(&r).is_err() {
+                break;
+            }
+            *accepted += 1;
+            if *accepted & 0xFFFF == 0 {
+                progress(*accepted);
+            }
+            if !go_on(self, *accepted) {
+                return false;
+            }
+            *head = next();
+        }
+        true
     }
 
     /// The cycle a run loop steps to next: the controllers' next event or the next

@@ -124,13 +124,6 @@ impl From<FirmwareError> for RunError {
         Self::Firmware(e)
     }
 }
-/// The LAMB suite drives the sequencer directly (to meter it alone); its error is
-/// reported as `Firmware::handle` would report it.
-impl From<nmcp_firmware::nmc::SequencerError> for RunError {
-    fn from(e: nmcp_firmware::nmc::SequencerError) -> Self {
-        Self::Firmware(e.into())
-    }
-}
 impl From<LayoutError> for RunError {
     fn from(e: LayoutError) -> Self {
         Self::Layout(e)

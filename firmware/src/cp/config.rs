@@ -1,9 +1,12 @@
-//! The CP's configuration and its errors: [`CpConfig`], the check of its queue descriptors
-//! ([`CpError`]) and the span of the queue rings it yields.
+//! The CP's configuration and its errors: [`CpConfig`], the check of its queue descriptors,
+//! the span of the queue rings it yields, and [`CpError`] (the CP's own refusals and the
+//! platform errors it can meet).
 
 use super::*;
 
-/// Errors of the command processor.
+/// Errors of the command processor: its own refusals and the errors of the two platform
+/// blocks it is bound on ([`DeviceMemory`], [`KernelDispatcher`]). Only the top floor
+/// (`crate::firmware`) turns it into a `FirmwareError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -16,6 +19,22 @@ pub enum CpError {
         /// Queue index.
         queue: u8,
     },
+    /// A device-memory access failed.
+    Memory(MemoryError),
+    /// The dispatcher refused a request.
+    Dispatch(DispatchError),
+}
+
+impl From<MemoryError> for CpError {
+    fn from(e: MemoryError) -> Self {
+        Self::Memory(e)
+    }
+}
+
+impl From<DispatchError> for CpError {
+    fn from(e: DispatchError) -> Self {
+        Self::Dispatch(e)
+    }
 }
 
 impl fmt::Display for CpError {
@@ -26,11 +45,26 @@ impl fmt::Display for CpError {
                 f,
                 "queue {queue}: size not a power of two or ring/index words outside device memory"
             ),
+            Self::Memory(e) => write!(f, "device memory: {e}"),
+            Self::Dispatch(e) => write!(f, "dispatch: {e}"),
         }
     }
 }
 
 impl core::error::Error for CpError {}
+
+/// An error the CP's event handlers can return: [`CpError`] itself, or a caller's wider
+/// error that each of the CP's errors converts into (the top floor's `FirmwareError`).
+///
+/// The handlers build `E` where an error arises, so the top floor gets its own error with
+/// no conversion on the way out. Measured on RV32 (docs/decisions/cp.md, "Errors"): a
+/// `CpError` converted at the top costs 7 instructions per handled event (the result comes
+/// back in a temporary, its tag is checked and `FirmwareError`'s written), and returned in
+/// a register instead of through memory it costs the general decision 9 %; built as `E` the
+/// CP's code is the code it was when it returned `FirmwareError`.
+pub trait FromCpErrors: From<CpError> + From<MemoryError> + From<DispatchError> {}
+
+impl<E: From<CpError> + From<MemoryError> + From<DispatchError>> FromCpErrors for E {}
 
 /// Everything the CP needs to know about its GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]

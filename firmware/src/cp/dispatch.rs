@@ -22,9 +22,7 @@ pub(super) fn gather_members(
     cdi: usize,
     reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
 ) -> (u32, u32, u32) {
-    let mut swaps = 0u32;
-    let mut bad = 0u32;
-    let mut unread = 0u32;
+    let mut masks = MemberMasks::default();
     // The previous member's shape and what its record lists (`Listed`).
     let mut cur_head = HEAD_NONE;
     let mut cur_shape: Option<&Shape> = None;
@@ -54,27 +52,56 @@ pub(super) fn gather_members(
                     .0
                     .get_mut(qs.view_slot as usize)
             });
+        let checked = packet
+            .map(|pk| check_member(pk, shape, cdi, &mut listed, |s| in_rings(rings, join(s))));
+        masks.push::<false>(reqs, q, qs.next_id, rb, checked);
+        rb <<= 1;
+    }
+    (masks.swaps, masks.bad, masks.unread)
+}
+
+/// The masks a gather returns, bit `i` for request `i`: swapped kernel objects, members
+/// that failed the checks, members whose packet is not in the view.
+#[derive(Default)]
+pub(super) struct MemberMasks {
+    pub(super) swaps: u32,
+    pub(super) bad: u32,
+    pub(super) unread: u32,
+}
+
+impl MemberMasks {
+    /// Folds member `rb`'s [`check_member`] (`None`: its packet is not in the view; counted
+    /// as unread, or as bad when `UNREAD_IS_BAD`) into the masks and appends its request,
+    /// which carries the decided kernel object, or its own or 0 when it failed or was not
+    /// read. Both gathers ([`gather_members`], [`gather_uniform`]) inline it.
+    #[inline(always)]
+    pub(super) fn push<const UNREAD_IS_BAD: bool>(
+        &mut self,
+        reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
+        q: usize,
+        dispatch_id: u64,
+        rb: u32,
+        checked: Option<(bool, bool, u64)>,
+    ) {
         let mut kernel_object = 0;
-        if let Some(pk) = packet {
-            let (ok, swapped, ko) =
-                check_member(pk, shape, cdi, &mut listed, |s| in_rings(rings, join(s)));
+        if let Some((ok, swapped, ko)) = checked {
             kernel_object = ko;
             if !ok {
-                bad |= rb;
+                self.bad |= rb;
             } else if swapped {
-                swaps |= rb;
+                self.swaps |= rb;
             }
+        } else if UNREAD_IS_BAD {
+            self.bad |= rb;
         } else {
-            unread |= rb;
+            self.unread |= rb;
         }
         let _ = reqs.push(DispatchRequest {
             queue: q as u8,
-            dispatch_id: qs.next_id,
+            dispatch_id,
             kernel_object,
         });
-        rb <<= 1;
     }
-    (swaps, bad, unread)
 }
 
 /// A kernel object the GEMM packets of one shape carry that its record lists (`own`,
@@ -133,12 +160,12 @@ impl CpState {
     /// per-queue records. Out of line: its group's requests are not on the stack while
     /// the queues are classified.
     #[inline(never)]
-    pub(super) fn dispatch_heads<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_heads<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let start = usize::from(self.rr_start);
         let mut k = rotate(self.kernel_heads, start, n);
         while k != 0 {
@@ -150,7 +177,7 @@ impl CpState {
             else {
                 continue;
             };
-            if !self.dispatch_one(p, q, next_id, head_ko, false, 1, 1, false)? {
+            if !self.dispatch_one::<_, E>(p, q, next_id, head_ko, false, 1, 1, false)? {
                 return Ok(());
             }
         }
@@ -255,7 +282,7 @@ impl CpState {
     /// the CD decided (the group is one smaller). When the dispatcher is busy, the
     /// members not yet accepted stay classified heads.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn dispatch_group<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_group<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
@@ -265,7 +292,7 @@ impl CpState {
         cd_index: Option<usize>,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         const G: usize = MAX_CD as usize;
         // Per member (in priority order) its request; bit i of the masks: request i's
         // kernel object was swapped, it failed the checks (its `kernel_object` is then
@@ -371,7 +398,7 @@ impl CpState {
     /// passed in one call each, the failed ones rejected; then the bookkeeping.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn dispatch_requests<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn dispatch_requests<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
@@ -380,7 +407,7 @@ impl CpState {
         bad: u32,
         cd: u8,
         predicted: u8,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let len = reqs.len();
         // Every member's read: kernel object and signal (4 words); every swap: 2 writes.
         let t = &mut self.tally;
@@ -404,7 +431,7 @@ impl CpState {
                 break;
             };
             if bad & bit(i) != 0 {
-                self.reject_at_dispatch(
+                self.reject_at_dispatch::<_, E>(
                     cfg,
                     p,
                     usize::from(r.queue),
@@ -436,7 +463,7 @@ impl CpState {
                 Err(DispatchError::Busy) => break,
                 Err(DispatchError::BadPacket) => {
                     if let Some(&r) = reqs.get(i) {
-                        self.reject_head(
+                        self.reject_head::<_, E>(
                             p,
                             usize::from(r.queue),
                             r.dispatch_id,
@@ -499,16 +526,16 @@ impl CpState {
     /// been checked when classified), completed with `-code`, logged, and the queue
     /// moves on to its next packet in a follow-up event.
     #[inline(never)]
-    pub(super) fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn reject_at_dispatch<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         qi: usize,
         id: u64,
         own: u64,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let addr = cfg.queues.get(qi).map_or(0, |qc| qc.packet_addr(id));
-        let reason = match self.classify_full(cfg, 0, addr, p)? {
+        let reason = match self.classify_full::<_, E>(cfg, 0, addr, p)? {
             Class::Reject(r) => r,
             // The decode finds nothing wrong only if the packet changed since it was
             // read; it failed the listing or the ring check then.
@@ -520,13 +547,13 @@ impl CpState {
     /// Completes queue `qi`'s head packet `id` with `reason`'s error value (logged); the
     /// queue's next packet (and any barrier on this signal) is looked at in a follow-up
     /// event.
-    pub(super) fn reject_head<P: KernelDispatcher>(
+    pub(super) fn reject_head<P: KernelDispatcher, E: FromCpErrors>(
         &mut self,
         p: &mut P,
         qi: usize,
         id: u64,
         reason: RejectReason,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let queue = qi as u8;
         p.complete_without_dispatch(queue, id, reason.signal_value())?;
         self.completed(queue, id, CpAction::Rejected(reason));
@@ -544,7 +571,7 @@ impl CpState {
     /// the dispatcher is busy (retry on a later event).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn dispatch_one<P: KernelDispatcher>(
+    pub(super) fn dispatch_one<P: KernelDispatcher, E: FromCpErrors>(
         &mut self,
         p: &mut P,
         qi: usize,
@@ -554,7 +581,7 @@ impl CpState {
         cd: u8,
         predicted_cd: u8,
         swapped: bool,
-    ) -> Result<bool, FirmwareError> {
+    ) -> Result<bool, E> {
         let queue = qi as u8;
         let qb = bit(qi);
         let req = DispatchRequest {
@@ -569,7 +596,7 @@ impl CpState {
                 // The dispatcher found what classification does not re-check on a later
                 // packet of a known shape: the packet is rejected like any malformed one
                 // (completed with its error code), and the queue moves on.
-                self.reject_head(p, qi, dispatch_id, RejectReason::DispatchRefused)?;
+                self.reject_head::<_, E>(p, qi, dispatch_id, RejectReason::DispatchRefused)?;
                 return Ok(true);
             }
             Err(e) => return Err(e.into()),

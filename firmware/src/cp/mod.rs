@@ -49,10 +49,10 @@ use crate::platform::{
     DevAddr, DeviceMemory, DispatchError, DispatchRequest, KernelDispatcher, MappedFifo,
     MemoryError,
 };
-use crate::{Event, FirmwareError};
+use crate::Event;
 use queue::{low_id, QueueState, HEAD_KERNEL, HEAD_NONE, NO_KEY};
 
-pub use config::{CpConfig, CpError};
+pub use config::{CpConfig, CpError, FromCpErrors};
 pub use log::{CpAction, CpRecord, LOG_CAPACITY, REJECT_CAPACITY};
 pub use shape::MAX_SHAPES;
 
@@ -218,12 +218,13 @@ impl CommandProcessor {
     /// Reacts to a queue event. An unconfigured CP ignores events.
     ///
     /// # Errors
-    /// Any [`FirmwareError`] from the platform; the CP stays consistent.
-    pub fn on_event<P: DeviceMemory + KernelDispatcher>(
+    /// [`CpError::Memory`] or [`CpError::Dispatch`] from the platform; the CP stays
+    /// consistent.
+    pub fn on_event<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let Some(cfg) = self.state.configured.then_some(&self.config) else {
             return Ok(());
         };

@@ -52,11 +52,11 @@ impl CpState {
     /// run ([`CpState::steady_or_general`]), the general path otherwise. Inline in
     /// `on_event`, which then ends in one call and saves no registers but `ra`.
     #[inline(always)]
-    pub(super) fn scan<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn scan<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         self.pending = false;
         self.completions_this_scan = 0;
         // (The handler is counted by the path it takes, `count_handler`: no call here
@@ -102,13 +102,13 @@ impl CpState {
     /// [`CpState::scan`]), so a cold decision's deep calls do not sit under the lane's
     /// frame.
     #[inline(never)]
-    pub(super) fn steady_or_general<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn steady_or_general<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         todo: u32,
         n: usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         self.count_handler();
         if let Steady::Dispatched = self.steady_group(p, todo, n) {
             return Ok(());
@@ -121,13 +121,13 @@ impl CpState {
     /// decision and the dispatches; the handler counted first when `count`. Out of
     /// line: the steady lane's handler does not save the registers it needs.
     #[inline(never)]
-    pub(super) fn scan_general<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn scan_general<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         n: usize,
         count: bool,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         if count {
             self.count_handler();
         }
@@ -135,7 +135,7 @@ impl CpState {
         // (The dirty queues again, rather than the scan's mask kept live across the
         // steady lane: that costs the steady decision more than this costs here.)
         let todo = self.dirty & !self.dispatching & active_mask(n);
-        self.classify_queues(cfg, p, todo, n, &mut budget)?;
+        self.classify_queues::<_, E>(cfg, p, todo, n, &mut budget)?;
         if self.completions_this_scan > 0 && self.waiting != 0 {
             // This scan completed packets whose signals a barrier (possibly in a queue
             // already visited) may wait on: look again in a follow-up event.
@@ -154,14 +154,14 @@ impl CpState {
     /// that have nothing new, are settled there), the general path, in priority order
     /// and within the event's packet `budget`, for the rest.
     #[inline(always)]
-    pub(super) fn classify_queues<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn classify_queues<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         p: &mut P,
         todo: u32,
         n: usize,
         budget: &mut usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let slow = match p.mapped_words() {
             Some((base, words)) if todo != 0 => {
                 if base != self.view_base {
@@ -183,7 +183,7 @@ impl CpState {
             while m != 0 {
                 let j = m.trailing_zeros() as usize;
                 m &= m.wrapping_sub(1);
-                self.head_of(cfg, unrotate(j, start, n), p, budget)?;
+                self.head_of::<_, E>(cfg, unrotate(j, start, n), p, budget)?;
             }
         }
         Ok(())
@@ -392,13 +392,13 @@ impl CpState {
     /// Brings queue `qi`'s head up to date: walks from the first unhandled packet until
     /// one that must run or wait, rejecting and resolving packets on the way (recorded in
     /// the queue's state and the head masks).
-    pub(super) fn head_of<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn head_of<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         qi: usize,
         p: &mut P,
         budget: &mut usize,
-    ) -> Result<(), FirmwareError> {
+    ) -> Result<(), E> {
         let qb = bit(qi);
         let (Some(qc), Some(qs)) = (cfg.queues.get(qi), self.queues.get_mut(qi)) else {
             return Ok(());
@@ -439,7 +439,7 @@ impl CpState {
             }
             *budget -= 1;
             let outstanding = qs.outstanding;
-            let class = self.classify(cfg, &qc, outstanding, id, p)?;
+            let class = self.classify::<_, E>(cfg, &qc, outstanding, id, p)?;
             match class {
                 Class::Wait => {
                     self.dirty &= !qb;

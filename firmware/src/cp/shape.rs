@@ -96,14 +96,14 @@ impl CpState {
     /// the record is not read again; the kernel object and the completion signal are
     /// checked only if the packet is dispatched (`dispatch_gemm`). Everything else takes
     /// the full decode.
-    pub(super) fn classify<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn classify<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         qc: &QueueConfig,
         outstanding: u32,
         id: u64,
         p: &mut P,
-    ) -> Result<Class, FirmwareError> {
+    ) -> Result<Class, E> {
         let addr = qc.packet_addr(id);
         let word = read_u32(p, &mut self.tally, addr)?;
         self.tally.inspected = self.tally.inspected.wrapping_add(1);
@@ -139,13 +139,13 @@ impl CpState {
     }
 
     /// The full decode and validation of the packet at `addr`.
-    pub(super) fn classify_full<P: DeviceMemory + KernelDispatcher>(
+    pub(super) fn classify_full<P: DeviceMemory + KernelDispatcher, E: FromCpErrors>(
         &mut self,
         cfg: &CpConfig,
         outstanding: u32,
         addr: DevAddr,
         p: &mut P,
-    ) -> Result<Class, FirmwareError> {
+    ) -> Result<Class, E> {
         let mut bytes = [0u8; AQL_PACKET_BYTES];
         read(p, &mut self.work, addr, &mut bytes)?;
         self.work.packets_decoded = self.work.packets_decoded.wrapping_add(1);

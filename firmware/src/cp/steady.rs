@@ -45,8 +45,7 @@ pub(super) fn gather_uniform(
     [ring_lo, ring_hi, ring_len]: [u32; 3],
     reqs: &mut Vec<DispatchRequest, { MAX_CD as usize }>,
 ) -> (u32, u32) {
-    let mut swaps = 0u32;
-    let mut bad = 0u32;
+    let mut masks = MemberMasks::default();
     let mut listed = Listed::default();
     let mut rb = 1u32;
     let mut m = chosen;
@@ -60,28 +59,15 @@ pub(super) fn gather_uniform(
             .as_chunks_mut::<PACKET_WORDS>()
             .0
             .get_mut(qs.view_slot as usize);
-        let mut kernel_object = 0;
-        if let Some(pk) = packet {
-            let (ok, swapped, ko) = check_member(pk, shape, cdi, &mut listed, |s| {
+        let checked = packet.map(|pk| {
+            check_member(pk, shape, cdi, &mut listed, |s| {
                 s[1] == ring_hi && s[0].wrapping_sub(ring_lo) < ring_len
-            });
-            kernel_object = ko;
-            if !ok {
-                bad |= rb;
-            } else if swapped {
-                swaps |= rb;
-            }
-        } else {
-            bad |= rb;
-        }
-        let _ = reqs.push(DispatchRequest {
-            queue: q as u8,
-            dispatch_id: qs.next_id,
-            kernel_object,
+            })
         });
+        masks.push::<true>(reqs, q, qs.next_id, rb, checked);
         rb <<= 1;
     }
-    (swaps, bad)
+    (masks.swaps, masks.bad)
 }
 
 impl CpState {

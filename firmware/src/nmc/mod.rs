@@ -4,8 +4,8 @@
 pub mod lamb;
 
 pub use lamb::{
-    lay_out, LambJob, LambParams, LambSequencer, NmcGeometry, SequencerCostModel, SequencerError,
-    SequencerWork, Stage1Program, TensorDesc, TensorPlacement,
+    lay_out, FromSequencerErrors, LambJob, LambParams, LambSequencer, NmcGeometry,
+    SequencerCostModel, SequencerError, SequencerWork, Stage1Program, TensorDesc, TensorPlacement,
 };
 
 use crate::platform::{DeviceMemory, NmcController};
@@ -23,11 +23,11 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// [`SequencerError::Busy`] while a step runs; descriptor and platform errors.
-    pub fn start_lamb<P: NmcController + DeviceMemory>(
+    pub fn start_lamb<P: NmcController + DeviceMemory, E: FromSequencerErrors>(
         &mut self,
         job: LambJob,
         p: &mut P,
-    ) -> Result<(), SequencerError> {
+    ) -> Result<(), E> {
         self.lamb.start(job, p)
     }
 
@@ -35,15 +35,15 @@ impl NmcSequencer {
     ///
     /// # Errors
     /// Any [`SequencerError`] (the sequencer's own or the platform's it met).
-    pub fn on_event<P: NmcController + DeviceMemory>(
+    pub fn on_event<P: NmcController + DeviceMemory, E: FromSequencerErrors>(
         &mut self,
         event: &Event,
         p: &mut P,
-    ) -> Result<(), SequencerError> {
+    ) -> Result<(), E> {
         match *event {
             Event::NmcDone { ticket, status } => {
                 // An engine failed a command it had accepted: the step cannot finish.
-                status.map_err(|e| self.lamb.abort(e))?;
+                status.map_err(|e| self.lamb.abort::<E>(e))?;
                 self.lamb.on_done(ticket, p)
             }
             Event::PartialsReady {
@@ -51,7 +51,7 @@ impl NmcSequencer {
                 sum,
                 status,
             } => {
-                status.map_err(|e| self.lamb.abort(e))?;
+                status.map_err(|e| self.lamb.abort::<E>(e))?;
                 self.lamb.on_partials(ticket, sum, p)
             }
             _ => Ok(()),

@@ -192,17 +192,24 @@ impl PseudoChannel {
             Some(m) => u64::from(m.open.get(i).map_or(0, |o| o.count_ones())),
             None => u64::from(self.banks[i].open_row != NO_ROW),
         };
+        self.settle_open_row(i, at);
+        self.banks[i].act.raise(at + self.t.trp, Gate::Trp);
+        self.bank_max.act = self.bank_max.act.max(at + self.t.trp);
+        if let Some(m) = &mut self.masa {
+            m.close_all(&self.t, i, at);
+        }
+    }
+
+    /// Bank `i` no longer has a row open for column commands: its open time is added up
+    /// and it leaves the open-bank count (nothing when it had none).
+    #[inline]
+    fn settle_open_row(&mut self, i: usize, at: Cycle) {
         let b = &mut self.banks[i];
         if b.open_row != NO_ROW {
             b.open_row = NO_ROW;
             b.open_cycles += at.saturating_sub(b.opened_at);
             self.open_banks -= 1;
             self.open_rows[i] = NO_ROW;
-        }
-        b.act.raise(at + self.t.trp, Gate::Trp);
-        self.bank_max.act = self.bank_max.act.max(at + self.t.trp);
-        if let Some(m) = &mut self.masa {
-            m.close_all(&self.t, i, at);
         }
     }
 
@@ -428,13 +435,7 @@ impl PseudoChannel {
                     }
                     m.close(&self.t, i, s, at);
                     if m.designated[i] as usize == s {
-                        let b = &mut self.banks[i];
-                        if b.open_row != NO_ROW {
-                            b.open_row = NO_ROW;
-                            b.open_cycles += at.saturating_sub(b.opened_at);
-                            self.open_banks -= 1;
-                            self.open_rows[i] = NO_ROW;
-                        }
+                        self.settle_open_row(i, at);
                     }
                 }
             }

@@ -4,6 +4,7 @@
 use core::fmt::Write;
 
 use nmcp_firmware::nmc::NmcSequencer;
+use nmcp_firmware::FirmwareError;
 
 use crate::board::Board;
 use crate::report::{measured, Measured, Meter, RunError, MAX_LAMB_EVENTS};
@@ -95,7 +96,8 @@ pub fn run_lamb(
         }
     };
     meter.start();
-    let started = seq.start_lamb(job, board);
+    // As `Firmware` runs them: the sequencer's errors built as `FirmwareError`.
+    let started: Result<(), FirmwareError> = seq.start_lamb(job, board);
     acc(meter.stop());
     started?;
     let mut events = 1u32;
@@ -105,7 +107,7 @@ pub fn run_lamb(
         };
         meter.start();
         // What `Firmware::handle` does with NMC completions.
-        let r = seq.on_event(&ev, board);
+        let r: Result<(), FirmwareError> = seq.on_event(&ev, board);
         acc(meter.stop());
         r?;
         events += 1;

@@ -59,7 +59,9 @@ use nmcp_isa::nmc::EncodedMacroCommand;
 pub use cost::{SequencerCostModel, SequencerWork};
 pub use desc::{lay_out, NmcGeometry, TensorDesc, TensorPlacement, TENSOR_DESC_BYTES};
 pub use job::{LambJob, LambParams, Stage1Program};
-pub use sequencer::{LambSequencer, SequencerError, LOOKAHEAD, MAX_PENDING_REDUCTIONS};
+pub use sequencer::{
+    FromSequencerErrors, LambSequencer, SequencerError, LOOKAHEAD, MAX_PENDING_REDUCTIONS,
+};
 
 use math::*;
 use templates::*;
