@@ -149,7 +149,7 @@ impl Firmware {
             Event::NmcDone { .. } | Event::PartialsReady { .. } => {
                 Ok(self.nmc.on_event(&event, p)?)
             }
-            Event::DmaDone { .. } | Event::TrackerFired { .. } => {
+            Event::DmaDone { .. } | Event::TrackerFired { .. } | Event::RegionDone { .. } => {
                 Ok(self.t3.on_event(&event, p)?)
             }
         }
