@@ -96,8 +96,9 @@ impl Rect {
     }
 }
 
-/// Elements `[lo * tile, min(hi * tile, limit))` of one dimension.
-const fn clip_span(lo: u32, hi: u32, tile: u16, limit: u32) -> (u32, u32) {
+/// Elements `[min(lo * tile, limit), min(hi * tile, limit))` of one dimension: tiles
+/// `[lo, hi)` clipped to the array.
+pub const fn clip_span(lo: u32, hi: u32, tile: u16, limit: u32) -> (u32, u32) {
     (clip(lo, tile, limit), clip(hi, tile, limit))
 }
 

@@ -6,7 +6,7 @@ use nmcp_firmware::platform::{
     NmcController, NmcError, NmcTicket, OutputMapController, TrackerController, TrackerError,
 };
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, RegionAction, TrackRegion, TrackerEntry};
 
 use super::stepping::Ev;
 use super::T3System;
@@ -34,6 +34,7 @@ pub struct T3Platform<'a> {
 pub(super) enum Programmed {
     Entry(TrackerEntry),
     Dma(DmaDescriptor),
+    Region(TrackRegion),
 }
 
 impl T3Platform<'_> {
@@ -76,6 +77,7 @@ impl T3System {
                             .get_or_insert(format!("GPU {node}: DMA descriptor {}: {e}", d.id));
                     }
                 }
+                Programmed::Region(r) => self.program_region(node, &r, at),
                 Programmed::Entry(e) => match self.nodes[node].tracker.program(&e) {
                     Ok(o) => {
                         if o.spilled {
@@ -178,6 +180,26 @@ impl TrackerController for T3Platform<'_> {
         // is refused; it is checked now, the entry programmed at the handler's end.
         Tracker::check(entry)?;
         self.programmed.push(Programmed::Entry(entry.clone()));
+        Ok(())
+    }
+
+    fn program_region(&mut self, region: &TrackRegion) -> Result<(), TrackerError> {
+        // Checked now, installed at the handler's end; a slot that is live in the
+        // tracker or held by this handler is refused as the tracker refuses it.
+        Tracker::check_region(region)?;
+        if let RegionAction::Dma { peer, .. } = region.action {
+            if u32::from(peer) >= self.sys.cfg.gpus {
+                return Err(TrackerError::Invalid);
+            }
+        }
+        let held = self
+            .programmed
+            .iter()
+            .any(|r| matches!(r, Programmed::Region(h) if h.slot == region.slot));
+        if held || self.sys.nodes[self.node].tracker.region(region.slot).is_some() {
+            return Err(TrackerError::SetFull);
+        }
+        self.programmed.push(Programmed::Region(*region));
         Ok(())
     }
 }
