@@ -214,7 +214,10 @@ fn check_expansion(g: &T3Geometry, r: &TrackRegion) {
         }
     }
     assert_eq!(entries, r.wf_tiles);
-    assert_eq!(Some(entries), g.chunk_wf_tiles(g.chunk_of_wg(r.wg_first).unwrap()));
+    assert_eq!(
+        Some(entries),
+        g.chunk_wf_tiles(g.chunk_of_wg(r.wg_first).unwrap())
+    );
 }
 
 #[test]
@@ -285,7 +288,11 @@ fn more_stages_than_slots_are_programmed_as_slots_free() {
     p.live &= !(1 << 3);
     fw.handle(Event::RegionDone { slot: 3 }, &mut p).unwrap();
     assert_eq!(p.regions.len(), usize::from(REGION_SLOTS) + 1);
-    assert_eq!(p.regions.last().unwrap().slot, 3, "the freed slot is reused");
+    assert_eq!(
+        p.regions.last().unwrap().slot,
+        3,
+        "the freed slot is reused"
+    );
     while fw.t3().live_slots() != 0 {
         let slot = fw.t3().live_slots().trailing_zeros() as u8;
         p.live &= !(1 << slot);

@@ -26,7 +26,8 @@ use std::collections::HashMap;
 
 use nmcp_firmware::platform::TrackerError;
 use nmcp_isa::t3::{
-    TrackRegion, TrackerEntry, MAX_WFS_PER_WG, REGION_SLOTS, TRACKER_NO_DMA, TRACKER_SETS,
+    RegionAction, TrackRegion, TrackerEntry, MAX_WFS_PER_WG, REGION_SLOTS, TRACKER_NO_DMA,
+    TRACKER_SETS,
 };
 use serde::Serialize;
 
@@ -39,7 +40,8 @@ pub const TRACKER_WAYS: usize = 8;
 pub struct Fired {
     /// The entry's id.
     pub entry: u16,
-    /// The DMA descriptor it marks ready (`TRACKER_NO_DMA` = notify only).
+    /// The DMA descriptor it marks ready (`TRACKER_NO_DMA` = notify only; for a region's
+    /// entry, the region's slot when the region sends DMA blocks).
     pub dma_id: u16,
     /// Workgroup id.
     pub wg_id: u32,
@@ -215,10 +217,16 @@ impl Tracker {
     /// the WF tile is not empty.
     fn region_program(&self, wg_id: u32, wf_id: u8) -> Option<Program> {
         let r = self.regions.iter().flatten().find(|r| r.contains(wg_id))?;
+        // A region entry's `dma_id` says whether its firing feeds a DMA block (the
+        // region's slot) or only the region's completion (`TRACKER_NO_DMA`).
+        let dma_id = match r.action {
+            RegionAction::Notify => TRACKER_NO_DMA,
+            RegionAction::Dma { .. } => u16::from(r.slot),
+        };
         Some(Program {
             entry: 0,
             threshold: r.threshold(wg_id, wf_id)?,
-            dma_id: TRACKER_NO_DMA,
+            dma_id,
             region: Some(r.slot),
         })
     }
@@ -463,6 +471,76 @@ mod tests {
             Err(TrackerError::Invalid),
             "programmed twice"
         );
+    }
+
+    fn region(slot: u8, wg_first: u32, wg_count: u32) -> TrackRegion {
+        // A 2 x 2-tile box of 8 x 8 tiles, 2 WFs (4-row bands), 2 updates per element.
+        TrackRegion {
+            slot,
+            wg_first,
+            wg_count,
+            tile_row0: 0,
+            tile_col0: 0,
+            box_cols: 2,
+            m: 12,
+            n: 16,
+            tile_m: 8,
+            tile_n: 8,
+            wfs_per_wg: 2,
+            elem_bytes: 2,
+            base: 0,
+            updates_per_element: 2,
+            wf_tiles: 7,
+            action: RegionAction::Notify,
+        }
+    }
+
+    #[test]
+    fn a_region_programs_its_entries_on_allocation_and_on_installation() {
+        let mut t = Tracker::default();
+        // Counts before the region: an unprogrammed way, merged when the region comes.
+        t.count(100, 0, 32);
+        assert_eq!(t.orphans(), 1);
+        let fired = t.program_region(&region(3, 100, 4)).unwrap();
+        assert!(fired.is_empty(), "32 of 64 counted");
+        assert_eq!(t.orphans(), 0);
+        let f = t.count(100, 0, 32).fired.unwrap();
+        assert_eq!((f.region, f.dma_id), (Some(3), TRACKER_NO_DMA));
+        // WG 102 is tile row 1 (rows 8..12 of 12): WF 0 has 4 x 8 elements, WF 1 none.
+        assert_eq!(t.count(102, 0, 63).fired, None);
+        assert!(t.count(102, 0, 1).fired.is_some());
+        assert_eq!(t.stats().region_entries, 2);
+        // A live slot is refused; an overlapping range is invalid; a WG outside every
+        // region allocates an unprogrammed way as before.
+        assert_eq!(
+            t.program_region(&region(3, 200, 4)),
+            Err(TrackerError::SetFull)
+        );
+        assert_eq!(
+            t.program_region(&region(4, 103, 4)),
+            Err(TrackerError::Invalid)
+        );
+        t.count(7, 0, 1);
+        assert_eq!(t.orphans(), 1);
+        assert!(t.release_region(3).is_some());
+        assert!(t.region(3).is_none());
+    }
+
+    #[test]
+    fn a_region_installed_after_its_counts_fires_them_at_once() {
+        let mut t = Tracker::new(1, 1);
+        t.count(100, 0, 64);
+        t.count(100, 1, 64);
+        let mut r = region(0, 100, 4);
+        r.action = RegionAction::Dma {
+            op: nmcp_isa::t3::DmaOp::Store,
+            peer: 1,
+            wf_tiles_per_block: 1,
+        };
+        let fired = t.program_region(&r).unwrap();
+        assert_eq!(fired.len(), 2, "one on chip, one spilled");
+        assert!(fired.iter().all(|f| f.dma_id == 0 && f.region == Some(0)));
+        assert_eq!(t.live(), 0);
     }
 
     proptest! {

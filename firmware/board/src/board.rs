@@ -62,7 +62,6 @@ pub mod map;
 /// The T3 blocks (store tracker, DMA engines, output mapping) of the T3 line.
 mod t3;
 
-
 /// What the queue layout needs of a GEMM shape whose record is written
 /// ([`Board::lay_out_cp_shape`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -196,7 +196,12 @@ impl TrackerController for T3Platform<'_> {
             .programmed
             .iter()
             .any(|r| matches!(r, Programmed::Region(h) if h.slot == region.slot));
-        if held || self.sys.nodes[self.node].tracker.region(region.slot).is_some() {
+        if held
+            || self.sys.nodes[self.node]
+                .tracker
+                .region(region.slot)
+                .is_some()
+        {
             return Err(TrackerError::SetFull);
         }
         self.programmed.push(Programmed::Region(*region));

@@ -106,11 +106,7 @@ impl T3System {
 
     /// A DMA block of region `slot` landed at its destination.
     pub(super) fn region_dma_landed(&mut self, node: usize, slot: u8, at: Cycle) {
-        if let Some(p) = self.nodes[node]
-            .regions
-            .progress
-            .get_mut(usize::from(slot))
-        {
+        if let Some(p) = self.nodes[node].regions.progress.get_mut(usize::from(slot)) {
             p.landed += 1;
         }
         self.region_check(node, slot, at);
