@@ -1,11 +1,9 @@
 //! The firmware's view of one T3 GPU: DMA engines, tracker and output maps.
 
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle as FwCycle, DevAddr, DeviceMemory as FwMemory, DispatchError,
-    DispatchRequest, DmaController, DmaError, KernelDispatcher, MapError, MemoryError,
-    NmcController, NmcError, NmcTicket, OutputMapController, TrackerController, TrackerError,
+    Clock, Cycle as FwCycle, DmaController, DmaError, MapError, NoDeviceMemory, NoKernelDispatcher,
+    NoNmcController, OutputMapController, TrackerController, TrackerError,
 };
-use nmcp_isa::nmc::MacroCommand;
 use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, RegionAction, TrackRegion, TrackerEntry};
 
 use super::stepping::Ev;
@@ -16,7 +14,7 @@ use crate::t3::tracker::Tracker;
 /// The firmware's view of one GPU: DMA engines, tracker, output maps; everything else is
 /// absent on a T3 node (the CP's queues are not modelled here).
 ///
-/// Tracker entries and DMA descriptors a handler programs are held here and reach the
+/// Regions, tracker entries and DMA descriptors a handler programs are held here and reach the
 /// hardware when the handler ends ([`T3Platform::finish`]): the CP is busy for the
 /// handler's charged time and its MMIO writes land at its end. Output maps and the
 /// dispatch start apply at once (they configure the producer before its launch).
@@ -112,40 +110,10 @@ impl Clock for T3Platform<'_> {
     }
 }
 
-impl FwMemory for T3Platform<'_> {
-    fn read(&mut self, _addr: DevAddr, _buf: &mut [u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-    fn write(&mut self, _addr: DevAddr, _data: &[u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-}
-
-impl KernelDispatcher for T3Platform<'_> {
-    fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-    fn complete_without_dispatch(
-        &mut self,
-        _queue: u8,
-        _packet_id: u64,
-        _status: i64,
-    ) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-}
-
-impl NmcController for T3Platform<'_> {
-    fn submit(&mut self, _cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn write_scalar(&mut self, _c: ChannelSet, _reg: u8, _bits: u32) -> Result<(), NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn reduce_partials(&mut self, _c: ChannelSet) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-}
+// Blocks a T3 node does not have: the shared absent-block markers answer `Unsupported`.
+impl NoDeviceMemory for T3Platform<'_> {}
+impl NoKernelDispatcher for T3Platform<'_> {}
+impl NoNmcController for T3Platform<'_> {}
 
 impl DmaController for T3Platform<'_> {
     fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError> {
