@@ -77,9 +77,9 @@ fn shortcut_agrees_with_all_gpus_on_mega_gpt_2_ip_tp8() {
         .find(|r| r.scenario == Scenario::Sequential)
         .unwrap();
     // The fused run charges the shipped T3 firmware on each GPU's CP (`node::cost`): it
-    // takes time, and the run cannot end before the busiest CP's handlers have. (With
-    // the firmware free, `--free-t3-firmware`, T3 beats Sequential; with it charged, the
-    // firmware's 0.44 us per record decides: docs/decisions/t3.md.)
+    // takes time (one record per stage: maps and tracked regions, ~11 us per GEMM at
+    // TP 8), and the run cannot end before the busiest CP's handlers have
+    // (docs/decisions/t3.md).
     assert!(seq.firmware_seconds == 0.0 && t3.firmware_seconds > 0.0);
     assert!(t3.total_seconds >= t3.firmware_seconds);
     eprintln!("worst difference {:.4} %", 100.0 * worst);

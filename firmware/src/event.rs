@@ -61,6 +61,12 @@ pub enum Event {
         /// Tracker entry id.
         entry: u16,
     },
+    /// Every WF tile of a tracked region completed and every DMA it derived landed; its
+    /// slot is free again.
+    RegionDone {
+        /// The region's slot.
+        slot: u8,
+    },
     /// A deferred call: the platform re-invokes the firmware because a handler stopped at
     /// its work bound with work left (Tock's deferred call), not a periodic timer.
     Deferred,

@@ -10,7 +10,7 @@
 use core::fmt;
 
 use nmcp_isa::nmc::{EncodedMacroCommand, MacroCommand};
-use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackRegion, TrackerEntry};
 
 pub mod absent;
 
@@ -368,6 +368,15 @@ pub trait TrackerController {
     /// [`TrackerError::SetFull`], [`TrackerError::Invalid`],
     /// [`TrackerError::Unsupported`].
     fn program(&mut self, entry: &TrackerEntry) -> Result<(), TrackerError>;
+
+    /// Installs a tracked region in its slot: from then on the tracker derives the entry
+    /// of every WF tile of the region (threshold, DMA block) itself, and raises one
+    /// `RegionDone` when all of them fired and their DMAs landed.
+    ///
+    /// # Errors
+    /// [`TrackerError::SetFull`] (the slot is live), [`TrackerError::Invalid`],
+    /// [`TrackerError::Unsupported`].
+    fn program_region(&mut self, region: &TrackRegion) -> Result<(), TrackerError>;
 }
 
 /// The producer kernel's output address mapping (T3's `remote_map` / `dma_map`) and its

@@ -1,6 +1,7 @@
-//! The T3 plan (ring RS, N = 4, every rank, against a hand-written table) and the lazy
-//! programmer (what `start` programs, one-for-one programming on firings, bounded work,
-//! full sets retried, completion), through `Firmware::handle` and a recording platform.
+//! The T3 plan (ring RS, N = 4, every rank, against a hand-written table) and the region
+//! programmer (what `start` programs, completion on `RegionDone`, live slots retried,
+//! faults), through `Firmware::handle` and a recording platform; every region expanded
+//! per WF tile as the hardware does matches the geometry's own WF tiles.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,16 +11,13 @@
 
 mod common;
 
-use std::collections::HashSet;
-
 use common::Mock;
 use nmcp_firmware::t3::{
     first_tracked_stage, stage_plan, Collective, DmaTarget, T3Geometry, T3Job, T3State, Track,
-    MAX_RECORDS_PER_EVENT,
 };
 use nmcp_firmware::{Event, Firmware};
 use nmcp_isa::gemm_ext::GemmDataType;
-use nmcp_isa::t3::{split_peer, DmaOp, DmaTrigger, TRACKER_NO_DMA};
+use nmcp_isa::t3::{split_peer, DmaOp, RegionAction, TrackRegion, REGION_SLOTS};
 use proptest::prelude::*;
 
 const UPD: DmaOp = DmaOp::Update(GemmDataType::F16);
@@ -141,28 +139,18 @@ fn other_collectives_plans() {
     );
 }
 
-/// Delivers firings (oldest programmed first), then DMA completions, and `Deferred`
-/// when the firmware asks or is blocked on a full table; returns when nothing is left.
+/// Reports the oldest live region done until the job is done (a `Deferred` when the
+/// firmware asks); returns when nothing is left.
 fn run(fw: &mut Firmware, p: &mut Mock) {
-    let (mut fired, mut done) = (0, 0);
-    for _ in 0..1_000_000 {
-        let event = if fw.has_pending_work() {
+    let mut done = 0;
+    for _ in 0..10_000 {
+        let event = if fw.has_pending_work() || fw.t3().is_blocked() && p.set_full > 0 {
             Event::Deferred
-        } else if fired < p.entries.len() {
-            fired += 1;
-            Event::TrackerFired {
-                entry: p.entries[fired - 1].id,
-            }
-        } else if done < p.dmas.len() {
+        } else if done < p.regions.len() {
+            let slot = p.regions[done].slot;
             done += 1;
-            let (engine, d) = &p.dmas[done - 1];
-            Event::DmaDone {
-                engine: *engine,
-                id: d.id,
-                status: Ok(()),
-            }
-        } else if fw.t3().is_blocked() {
-            Event::Deferred
+            p.live &= !(1 << slot);
+            Event::RegionDone { slot }
         } else {
             return;
         };
@@ -171,73 +159,97 @@ fn run(fw: &mut Firmware, p: &mut Mock) {
     panic!("no progress");
 }
 
-/// Checks a finished job: every non-empty WF tile of every tracked stage programmed
-/// exactly once, every DMA triggered by the firings of its block.
+/// Checks a finished job: one region per tracked stage, in stage order, each with the
+/// stage's tracking; expanded per WF tile as the hardware does (the region's box walk),
+/// its entries are exactly the geometry's non-empty WF tiles of the chunk (found through
+/// `wg_tile`, a different map), each DMA block fired by its non-empty tiles and sent to
+/// the previous GPU.
 fn check_complete(job: &T3Job, p: &Mock) {
     let g = T3Geometry::new(job).unwrap();
     let first = first_tracked_stage(job.collective, job.gpus);
-    let mut expect = 0;
-    let mut dmas = 0;
-    for k in first..=job.gpus {
+    assert_eq!(p.regions.len(), usize::from(job.gpus - first + 1));
+    for (r, k) in p.regions.iter().zip(first..=job.gpus) {
         let plan = stage_plan(&g, k).unwrap();
-        let n = g.chunk_wf_tiles(plan.chunk).unwrap();
-        expect += n as usize;
-        if plan.track.unwrap().dma.is_some() {
-            dmas += n as usize / usize::from(job.wf_tiles_per_dma_block);
+        let track = plan.track.unwrap();
+        assert_eq!(r.updates_per_element, track.updates_per_element);
+        assert_eq!((r.wg_first, r.wg_count), g.chunk_wgs(plan.chunk).unwrap());
+        check_expansion(&g, r);
+        match (r.action, track.dma) {
+            (RegionAction::Notify, None) => {}
+            (RegionAction::Dma { op, peer, .. }, Some(t)) => {
+                assert_eq!((op, peer), (t.op, t.peer));
+                let prev = (job.rank + job.gpus - 1) % job.gpus;
+                assert_eq!(peer, prev);
+            }
+            other => panic!("stage {k}: {other:?}"),
         }
-    }
-    assert_eq!(p.entries.len(), expect);
-    let tiles: HashSet<_> = p.entries.iter().map(|e| (e.wg_id, e.wf_id)).collect();
-    assert_eq!(tiles.len(), expect, "an entry programmed twice");
-    if job.tile_m.is_multiple_of(u16::from(job.wfs_per_wg))
-        && job.m.is_multiple_of(u32::from(job.tile_m))
-    {
-        assert_eq!(p.dmas.len(), dmas);
-    }
-    for (_, d) in &p.dmas {
-        let fires = p
-            .entries
-            .iter()
-            .filter(|e| e.dma_id == d.id && e.wg_id == d.dst_wg_id);
-        assert_eq!(fires.count(), usize::from(d.fires), "{d:?}");
-        assert_eq!(d.trigger, DmaTrigger::Tracker(d.id));
-        let prev = (job.rank + job.gpus - 1) % job.gpus;
-        assert_eq!(split_peer(d.dst), (Some(prev), d.src));
     }
 }
 
+fn check_expansion(g: &T3Geometry, r: &TrackRegion) {
+    let j = g.job();
+    let mut entries = 0u32;
+    for wg in r.wg_first..r.wg_first + r.wg_count {
+        for wf in 0..j.wfs_per_wg {
+            let rect = r.wf_rect(wg, wf).unwrap();
+            assert_eq!(Some(rect), g.wf_rect(wg, wf), "WG {wg} WF {wf}");
+            let Some(threshold) = r.threshold(wg, wf) else {
+                assert!(rect.is_empty());
+                continue;
+            };
+            entries += 1;
+            let elements = T3Geometry::elements(&rect) as u32;
+            assert_eq!(threshold, elements * r.updates_per_element);
+            if let Some(b) = r.dma_block(wg, wf) {
+                assert_eq!(b.desc.validate(), Ok(()));
+                let block = j.wf_tiles_per_dma_block;
+                assert_eq!(b.first_wf % block, 0);
+                assert_eq!(b.fires, g.nonempty_wfs(wg, b.first_wf, block));
+                let whole = g.wf_block_rect(wg, b.first_wf, block).unwrap();
+                assert_eq!(b.desc.src, g.address(whole.row0, whole.col0));
+                assert_eq!(u32::from(b.desc.rows), whole.rows);
+                assert_eq!(split_peer(b.desc.dst).1, b.desc.src);
+                assert_eq!((b.desc.dst_wg_id, b.desc.dst_wf_id), (wg, b.first_wf));
+            }
+        }
+    }
+    assert_eq!(entries, r.wf_tiles);
+    assert_eq!(
+        Some(entries),
+        g.chunk_wf_tiles(g.chunk_of_wg(r.wg_first).unwrap())
+    );
+}
+
 #[test]
-fn start_programs_maps_and_only_the_first_tracked_stage() {
+fn start_programs_maps_and_every_tracked_stage_region() {
     let job = small(Collective::RingReduceScatter, 4, 1);
     let g = T3Geometry::new(&job).unwrap();
     let (mut fw, mut p) = (Firmware::default(), Mock::default());
     fw.start_t3(&job, &mut p).unwrap();
     assert_eq!(p.maps.len(), 4);
     assert_eq!(p.dispatch_start, Some(g.chunk_wgs(2).unwrap().0));
-    // Stage 2 of rank 1 is chunk 3: 2 tile rows x 2 tile columns x 4 WFs.
-    let (first, count) = g.chunk_wgs(3).unwrap();
-    assert_eq!(p.entries.len(), 16);
-    assert_eq!(p.dmas.len(), 16);
-    for e in &p.entries {
-        assert!((first..first + count).contains(&e.wg_id));
-        assert!(e.id < 0x8000);
-        assert_eq!(e.dma_id, e.id);
-        assert_eq!(e.threshold, 8 * 32 * 2);
-    }
-    assert_eq!(fw.t3().live_stages(), (Some(2), Some(3)));
+    // Stages 2..=4: two DMA regions, then the own chunk's notify-only one.
+    assert_eq!(p.regions.len(), 3);
+    assert!(p.entries.is_empty() && p.dmas.is_empty());
+    let r = p.regions[0];
+    assert_eq!((r.wg_first, r.wg_count), g.chunk_wgs(3).unwrap());
+    assert_eq!(r.wf_tiles, 16);
+    assert_eq!(r.threshold(r.wg_first, 0), Some(8 * 32 * 2));
+    assert_eq!(p.regions[2].action, RegionAction::Notify);
+    assert_eq!(fw.t3().live_slots(), 0b111);
     assert!(!fw.has_pending_work());
-    // One firing of stage 2 programs one entry of stage 3.
-    let id = p.entries[5].id;
-    fw.handle(Event::TrackerFired { entry: id }, &mut p)
-        .unwrap();
-    assert_eq!(p.entries.len(), 17);
-    let e = p.entries.last().unwrap();
-    assert_eq!(e.id & 0x8000, 0x8000);
-    assert_eq!(g.chunk_of_wg(e.wg_id), Some(0));
-    // A firing no live stage knows is a fault.
-    let err = fw.handle(Event::TrackerFired { entry: 0x7000 }, &mut p);
+    let records = fw.t3().work().records;
+    assert_eq!(records, 4 + 1 + 3, "maps, dispatch start, regions");
+    // A region done frees its slot; an unknown slot or a per-tile event is a fault.
+    fw.handle(Event::RegionDone { slot: 1 }, &mut p).unwrap();
+    assert_eq!(fw.t3().live_slots(), 0b101);
+    assert!(!fw.t3().is_done());
+    let err = fw.handle(Event::RegionDone { slot: 1 }, &mut p);
     assert!(err.is_err());
     assert!(fw.t3().fault().is_some());
+    let (mut fw, mut p) = (Firmware::default(), Mock::default());
+    fw.start_t3(&job, &mut p).unwrap();
+    assert!(fw.handle(Event::TrackerFired { entry: 0 }, &mut p).is_err());
 }
 
 #[test]
@@ -257,52 +269,42 @@ fn runs_to_completion_for_every_collective_and_rank() {
                 run(&mut fw, &mut p);
                 assert!(fw.t3().is_done(), "{collective:?} {gpus} {rank}");
                 check_complete(&job, &p);
-                if collective == Collective::RingReduceScatter {
-                    let g = T3Geometry::new(&job).unwrap();
-                    let notify = p.entries.iter().filter(|e| e.dma_id == TRACKER_NO_DMA);
-                    let own = g.chunk_wf_tiles(rank).unwrap() as usize;
-                    assert_eq!(notify.count(), own);
-                }
             }
         }
     }
 }
 
 #[test]
-fn work_per_event_is_bounded_and_deferred() {
-    // 128 tile rows of 32 x 32, 2 columns, 4 WFs, 2 GPUs: 512 entries in stage 2.
+fn more_stages_than_slots_are_programmed_as_slots_free() {
+    // 24 GPUs, ring RS: 23 tracked stages over 16 slots.
     let job = T3Job {
-        m: 64 * 32 * 2,
-        ..small(Collective::RingReduceScatter, 2, 0)
-    };
-    let job = T3Job {
-        collective: Collective::RingReduceScatter,
-        gpus: 2,
-        ..job
+        m: 24 * 32,
+        ..small(Collective::RingReduceScatter, 24, 5)
     };
     let (mut fw, mut p) = (Firmware::default(), Mock::default());
     fw.start_t3(&job, &mut p).unwrap();
+    assert_eq!(p.regions.len(), usize::from(REGION_SLOTS));
+    assert_eq!(fw.t3().live_slots(), u16::MAX);
+    p.live &= !(1 << 3);
+    fw.handle(Event::RegionDone { slot: 3 }, &mut p).unwrap();
+    assert_eq!(p.regions.len(), usize::from(REGION_SLOTS) + 1);
     assert_eq!(
-        (p.entries.len() + p.dmas.len()) as u32,
-        MAX_RECORDS_PER_EVENT
+        p.regions.last().unwrap().slot,
+        3,
+        "the freed slot is reused"
     );
-    assert!(fw.has_pending_work());
-    let before = fw.t3().work();
-    fw.handle(Event::Deferred, &mut p).unwrap();
-    // N = 2: stage 2 is the notify-only final stage, entries only.
-    assert_eq!(p.entries.len(), 128);
-    assert_eq!(fw.t3().work().events, before.events + 1);
-    assert_eq!(
-        fw.t3().work().records,
-        before.records + MAX_RECORDS_PER_EVENT
-    );
-    run(&mut fw, &mut p);
+    while fw.t3().live_slots() != 0 {
+        let slot = fw.t3().live_slots().trailing_zeros() as u8;
+        p.live &= !(1 << slot);
+        fw.handle(Event::RegionDone { slot }, &mut p).unwrap();
+    }
+    assert_eq!(p.regions.len(), 23);
     assert!(fw.t3().is_done());
     check_complete(&job, &p);
 }
 
 #[test]
-fn full_sets_and_tables_are_retried_never_lost() {
+fn a_live_slot_is_retried_never_lost() {
     let job = T3Job {
         wf_tiles_per_dma_block: 2,
         ..small(Collective::RingReduceScatter, 4, 2)
@@ -312,18 +314,14 @@ fn full_sets_and_tables_are_retried_never_lost() {
     fw.start_t3(&job, &mut p).unwrap();
     assert!(fw.t3().is_blocked());
     assert!(!fw.has_pending_work());
-    assert_eq!((p.entries.len(), p.dmas.len(), p.refused), (0, 1, 1));
-    // Retried on the next event, the same record.
+    assert_eq!((p.regions.len(), p.refused), (0, 1));
+    // Retried on the next event, the same region.
     fw.handle(Event::Deferred, &mut p).unwrap();
     fw.handle(Event::Deferred, &mut p).unwrap();
-    assert_eq!((p.entries.len(), p.dmas.len(), p.refused), (0, 1, 3));
+    assert_eq!((p.regions.len(), p.refused), (0, 3));
     fw.handle(Event::Deferred, &mut p).unwrap();
-    // Chunk 0 of rank 2: 4 WGs x 4 WFs, DMA blocks of 2 WF tiles.
-    assert_eq!((p.entries.len(), p.dmas.len()), (16, 8));
-    p.set_full = 2;
-    p.table_full = 2;
+    assert_eq!(p.regions.len(), 3);
     run(&mut fw, &mut p);
-    assert_eq!(p.refused, 7);
     assert!(fw.t3().is_done());
     check_complete(&job, &p);
 }
@@ -334,11 +332,10 @@ fn dma_error_is_a_fault() {
     let (mut fw, mut p) = (Firmware::default(), Mock::default());
     fw.start_t3(&job, &mut p).unwrap();
     assert!(fw.start_t3(&job, &mut p).is_err(), "busy");
-    let (engine, d) = p.dmas[0].clone();
     let r = fw.handle(
         Event::DmaDone {
-            engine,
-            id: d.id,
+            engine: 0,
+            id: 0,
             status: Err(nmcp_firmware::platform::DmaError::OutOfRange),
         },
         &mut p,
@@ -347,7 +344,7 @@ fn dma_error_is_a_fault() {
     assert_eq!(fw.t3().dma_errors(), 1);
     assert!(matches!(fw.t3().state(), T3State::Failed(_)));
     // Events after a fault are ignored; a new job may start.
-    fw.handle(Event::TrackerFired { entry: 0 }, &mut p).unwrap();
+    fw.handle(Event::RegionDone { slot: 0 }, &mut p).unwrap();
     fw.start_t3(&job, &mut Mock::default()).unwrap();
 }
 

@@ -5,13 +5,18 @@
 //! counts the stores/updates one wavefront's output tile receives; when the count reaches
 //! its threshold it marks a DMA descriptor ready, and the DMA moves (or op-and-stores) the
 //! finished tile to a peer. Both have a fixed little-endian layout so a board can place
-//! them in MMIO tables and the emulator can checkpoint them.
+//! them in MMIO tables and the emulator can checkpoint them. [`region`] holds the
+//! per-stage record from which the hardware derives both per WF tile.
 
 use core::fmt;
 
 use crate::aql::DeviceRange;
 use crate::gemm_ext::GemmDataType;
 use crate::le::{LeReader, LeWriter, OutOfBounds};
+
+pub mod region;
+
+pub use region::{RegionAction, RegionDma, TrackRegion, REGION_SLOTS, TRACK_REGION_BYTES};
 
 /// Tracker sets, indexed by the low 8 bits of the workgroup id.
 pub const TRACKER_SETS: u32 = 256;

@@ -377,3 +377,131 @@ fn malformed_output_maps_name_field_and_offset() {
         T3Error::Truncated { len: 15, need: 16 }
     );
 }
+
+mod regions {
+    use super::*;
+    use nmcp_isa::t3::{RegionAction, TrackRegion, TRACK_REGION_BYTES};
+
+    fn region() -> impl Strategy<Value = TrackRegion> {
+        let action = prop_oneof![
+            Just(RegionAction::Notify),
+            (
+                any::<bool>(),
+                0u8..255,
+                prop::sample::select(vec![1u8, 2, 4, 8])
+            )
+                .prop_map(|(update, peer, wf_tiles_per_block)| RegionAction::Dma {
+                    op: if update {
+                        DmaOp::Update(GemmDataType::F16)
+                    } else {
+                        DmaOp::Store
+                    },
+                    peer,
+                    wf_tiles_per_block,
+                }),
+        ];
+        (
+            (
+                0u8..16,
+                any::<u32>(),
+                1u32..1 << 20,
+                any::<u32>(),
+                any::<u32>(),
+                1u32..,
+            ),
+            (
+                1u32..1 << 16,
+                1u32..1 << 16,
+                1u16..,
+                1u16..,
+                0u64..1 << 40,
+                1u32..,
+                1u32..,
+            ),
+            action,
+        )
+            .prop_map(
+                |((slot, wg_first, wg_count, tile_row0, tile_col0, box_cols), rest, action)| {
+                    let (m, n, tile_m, tile_n, base, updates_per_element, wf_tiles) = rest;
+                    TrackRegion {
+                        slot,
+                        wg_first: wg_first.min(u32::MAX - wg_count),
+                        wg_count,
+                        tile_row0,
+                        tile_col0,
+                        box_cols,
+                        m,
+                        n,
+                        tile_m,
+                        tile_n,
+                        // A block of 8 WF tiles needs 8 WFs per workgroup.
+                        wfs_per_wg: 8,
+                        elem_bytes: 2,
+                        base,
+                        updates_per_element,
+                        wf_tiles,
+                        action,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn region_round_trips(r in region()) {
+            prop_assert_eq!(r.validate(), Ok(()));
+            prop_assert_eq!(TrackRegion::decode(&r.encode()), Ok(r));
+        }
+
+        /// Any byte string decodes to a valid region or a named error, never a panic;
+        /// a decoded region encodes back to the same bytes.
+        #[test]
+        fn region_decode_is_total(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            match TrackRegion::decode(&bytes) {
+                Ok(r) => prop_assert_eq!(&r.encode()[..], &bytes[..TRACK_REGION_BYTES]),
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut b = TrackRegion {
+            slot: 0,
+            wg_first: 0,
+            wg_count: 1,
+            tile_row0: 0,
+            tile_col0: 0,
+            box_cols: 1,
+            m: 1,
+            n: 1,
+            tile_m: 1,
+            tile_n: 1,
+            wfs_per_wg: 1,
+            elem_bytes: 2,
+            base: 0,
+            updates_per_element: 1,
+            wf_tiles: 1,
+            action: RegionAction::Notify,
+        }
+        .encode();
+        b[0] = 16;
+        assert!(matches!(
+            TrackRegion::decode(&b),
+            Err(T3Error::BadEnum { field: "slot", .. })
+        ));
+        b[0] = 0;
+        b[44..48].copy_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(
+            TrackRegion::decode(&b),
+            Err(T3Error::Zero {
+                field: "wf_tiles",
+                ..
+            })
+        ));
+        assert!(matches!(
+            TrackRegion::decode(&b[..55]),
+            Err(T3Error::Truncated { need: 56, .. })
+        ));
+    }
+}

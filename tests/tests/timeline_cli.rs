@@ -249,13 +249,13 @@ fn a_4_gpu_t3_run_traces_kernels_dma_cp_and_queues_and_keeps_its_results() {
             assert!(t.count(&m, "requests in flight", "C") > 1);
         }
     }
-    // The firmware's handlers include the tracker's and the DMA engines' completions.
+    // The firmware's handlers: the job's start and the tracked regions' completions.
     let cp: Vec<&str> = t
         .get("t3: GPU 1", "CP (firmware)")
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    for want in ["start_t3", "TrackerFired", "DmaDone"] {
+    for want in ["start_t3", "RegionDone"] {
         assert!(cp.contains(&want), "{want} missing from {cp:?}");
     }
     let (h, changes) = read_vcd(&vcd);

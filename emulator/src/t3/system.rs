@@ -31,6 +31,7 @@ mod links;
 mod node;
 mod platform;
 mod producer;
+mod regions;
 mod ring;
 mod stepping;
 mod tap;

@@ -15,11 +15,20 @@
 //! * **Overflow spills.** When a set has no free way, the entry lives in a spill table in
 //!   device memory: still counted exactly once, but each count costs the controller a
 //!   read-modify-write (the caller charges it). An entry frees its way when it fires.
+//!
+//! **Regions** (dissertation 8.3.4's pre-programmed `dma_map`): a table of
+//! [`REGION_SLOTS`] tracked regions. A count that allocates a way for a WG id a region
+//! holds programs the entry from the region at once (threshold = the WF tile's elements x
+//! updates per element); programming a region programs the ways its WG ids already hold.
+//! A region's entries fire with `region` set, and the caller runs the region's action.
 
 use std::collections::HashMap;
 
 use nmcp_firmware::platform::TrackerError;
-use nmcp_isa::t3::{TrackerEntry, MAX_WFS_PER_WG, TRACKER_SETS};
+use nmcp_isa::t3::{
+    RegionAction, TrackRegion, TrackerEntry, MAX_WFS_PER_WG, REGION_SLOTS, TRACKER_NO_DMA,
+    TRACKER_SETS,
+};
 use serde::Serialize;
 
 /// Ways per set (2,048 entries: the dissertation's 19 KB with a 64-bit address and a
@@ -31,12 +40,15 @@ pub const TRACKER_WAYS: usize = 8;
 pub struct Fired {
     /// The entry's id.
     pub entry: u16,
-    /// The DMA descriptor it marks ready (`TRACKER_NO_DMA` = notify only).
+    /// The DMA descriptor it marks ready (`TRACKER_NO_DMA` = notify only; for a region's
+    /// entry, the region's slot when the region sends DMA blocks).
     pub dma_id: u16,
     /// Workgroup id.
     pub wg_id: u32,
     /// Wavefront id.
     pub wf_id: u8,
+    /// The region slot whose entry this was (`None`: a programmed entry).
+    pub region: Option<u8>,
 }
 
 /// What a count or a programming did.
@@ -68,14 +80,27 @@ pub struct TrackerStats {
     /// Entries whose count went past the threshold before they were programmed (a plan
     /// that expects fewer updates than arrive: a bug the caller reports).
     pub overcounts: u64,
+    /// Regions programmed.
+    pub regions: u64,
+    /// Of `programmed`, entries the tracker derived from a region.
+    pub region_entries: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Way {
     tag: (u32, u8),
     count: u32,
-    /// (entry id, threshold, dma id) once programmed.
-    program: Option<(u16, u32, u16)>,
+    /// What the entry does once programmed.
+    program: Option<Program>,
+}
+
+/// A programmed entry's threshold and what its firing reports.
+#[derive(Debug, Clone, Copy)]
+struct Program {
+    entry: u16,
+    threshold: u32,
+    dma_id: u16,
+    region: Option<u8>,
 }
 
 /// One GPU's tracker.
@@ -84,6 +109,8 @@ pub struct Tracker {
     ways: usize,
     sets: Vec<Vec<Way>>,
     spill: HashMap<(u32, u8), Way>,
+    /// The region table, by slot.
+    regions: Vec<Option<TrackRegion>>,
     live: u64,
     stats: TrackerStats,
 }
@@ -101,6 +128,7 @@ impl Tracker {
             ways: ways.max(1),
             sets: vec![Vec::new(); sets.max(1)],
             spill: HashMap::new(),
+            regions: vec![None; usize::from(REGION_SLOTS)],
             live: 0,
             stats: TrackerStats::default(),
         }
@@ -122,10 +150,15 @@ impl Tracker {
         if self.spill.contains_key(&(wg_id, wf_id)) {
             return (None, false);
         }
+        let program = self.region_program(wg_id, wf_id);
+        if program.is_some() {
+            self.stats.programmed += 1;
+            self.stats.region_entries += 1;
+        }
         let fresh = Way {
             tag,
             count: 0,
-            program: None,
+            program,
         };
         self.live += 1;
         self.stats.max_live = self.stats.max_live.max(self.live);
@@ -149,7 +182,12 @@ impl Tracker {
     /// Fires and frees the way if it is programmed and complete.
     fn settle(&mut self, at: Option<(usize, usize)>, wg_id: u32, wf_id: u8) -> Option<Fired> {
         let way = *self.way_mut(at, (wg_id, wf_id))?;
-        let (entry, threshold, dma_id) = way.program?;
+        let Program {
+            entry,
+            threshold,
+            dma_id,
+            region,
+        } = way.program?;
         if way.count < threshold {
             return None;
         }
@@ -171,7 +209,107 @@ impl Tracker {
             dma_id,
             wg_id,
             wf_id,
+            region,
         })
+    }
+
+    /// The entry a live region gives WF `wf_id` of `wg_id`, if a region holds the WG and
+    /// the WF tile is not empty.
+    fn region_program(&self, wg_id: u32, wf_id: u8) -> Option<Program> {
+        let r = self.regions.iter().flatten().find(|r| r.contains(wg_id))?;
+        // A region entry's `dma_id` says whether its firing feeds a DMA block (the
+        // region's slot) or only the region's completion (`TRACKER_NO_DMA`).
+        let dma_id = match r.action {
+            RegionAction::Notify => TRACKER_NO_DMA,
+            RegionAction::Dma { .. } => u16::from(r.slot),
+        };
+        Some(Program {
+            entry: 0,
+            threshold: r.threshold(wg_id, wf_id)?,
+            dma_id,
+            region: Some(r.slot),
+        })
+    }
+
+    /// Installs a region in its slot and programs from it every way its WG ids already
+    /// hold (counts that came first); returns the entries that fire at once.
+    ///
+    /// # Errors
+    /// [`TrackerError::SetFull`] when the slot holds a live region;
+    /// [`TrackerError::Invalid`] for a region that does not validate or whose WG ids
+    /// overlap a live region's.
+    pub fn program_region(&mut self, r: &TrackRegion) -> Result<Vec<Fired>, TrackerError> {
+        Self::check_region(r)?;
+        let slot = usize::from(r.slot);
+        if self.regions.get(slot).is_some_and(Option::is_some) {
+            return Err(TrackerError::SetFull);
+        }
+        let overlaps = self.regions.iter().flatten().any(|o| {
+            o.wg_first < r.wg_first.saturating_add(r.wg_count)
+                && r.wg_first < o.wg_first.saturating_add(o.wg_count)
+        });
+        if overlaps {
+            return Err(TrackerError::Invalid);
+        }
+        if let Some(s) = self.regions.get_mut(slot) {
+            *s = Some(*r);
+        }
+        self.stats.regions += 1;
+        let n_sets = self.sets.len() as u32;
+        let mut waiting: Vec<(u32, u8)> = Vec::new();
+        for (set, ways) in self.sets.iter().enumerate() {
+            for w in ways.iter().filter(|w| w.program.is_none()) {
+                let wg = w.tag.0 * n_sets + set as u32;
+                if r.contains(wg) {
+                    waiting.push((wg, w.tag.1));
+                }
+            }
+        }
+        let mut spilled: Vec<(u32, u8)> = self
+            .spill
+            .iter()
+            .filter(|(k, w)| w.program.is_none() && r.contains(k.0))
+            .map(|(k, _)| *k)
+            .collect();
+        // The spill table is a hash map: its order is not the run's to depend on.
+        spilled.sort_unstable();
+        waiting.extend(spilled);
+        let mut fired = Vec::new();
+        for (wg, wf) in waiting {
+            let Some(program) = self.region_program(wg, wf) else {
+                continue;
+            };
+            let (set, (hi, _)) = self.locate(wg);
+            let at = self.sets[set]
+                .iter()
+                .position(|w| w.tag == (hi, wf))
+                .map(|i| (set, i));
+            if let Some(w) = self.way_mut(at, (wg, wf)) {
+                w.program = Some(program);
+                self.stats.programmed += 1;
+                self.stats.region_entries += 1;
+            }
+            fired.extend(self.settle(at, wg, wf));
+        }
+        Ok(fired)
+    }
+
+    /// Frees a region's slot (its entries all fired).
+    pub fn release_region(&mut self, slot: u8) -> Option<TrackRegion> {
+        self.regions.get_mut(usize::from(slot))?.take()
+    }
+
+    /// The live region in `slot`.
+    pub fn region(&self, slot: u8) -> Option<&TrackRegion> {
+        self.regions.get(usize::from(slot))?.as_ref()
+    }
+
+    /// Refuses a region no tracker takes.
+    ///
+    /// # Errors
+    /// [`TrackerError::Invalid`].
+    pub fn check_region(r: &TrackRegion) -> Result<(), TrackerError> {
+        r.validate().map_err(|_| TrackerError::Invalid)
     }
 
     /// Installs an entry (merging counts that arrived before it).
@@ -187,7 +325,12 @@ impl Tracker {
         if way.program.is_some() {
             return Err(TrackerError::Invalid);
         }
-        way.program = Some((e.id, e.threshold, e.dma_id));
+        way.program = Some(Program {
+            entry: e.id,
+            threshold: e.threshold,
+            dma_id: e.dma_id,
+            region: None,
+        });
         self.stats.programmed += 1;
         let spilled = at.is_none();
         if spilled {
@@ -215,7 +358,10 @@ impl Tracker {
     pub fn count(&mut self, wg_id: u32, wf_id: u8, elements: u32) -> TrackOutcome {
         let (at, fresh) = self.slot(wg_id, wf_id & (MAX_WFS_PER_WG - 1));
         let wf_id = wf_id & (MAX_WFS_PER_WG - 1);
-        if fresh {
+        let unprogrammed = self
+            .way_mut(at, (wg_id, wf_id))
+            .is_some_and(|w| w.program.is_none());
+        if fresh && unprogrammed {
             self.stats.miss_allocations += 1;
         }
         self.stats.counts += 1;
@@ -325,6 +471,76 @@ mod tests {
             Err(TrackerError::Invalid),
             "programmed twice"
         );
+    }
+
+    fn region(slot: u8, wg_first: u32, wg_count: u32) -> TrackRegion {
+        // A 2 x 2-tile box of 8 x 8 tiles, 2 WFs (4-row bands), 2 updates per element.
+        TrackRegion {
+            slot,
+            wg_first,
+            wg_count,
+            tile_row0: 0,
+            tile_col0: 0,
+            box_cols: 2,
+            m: 12,
+            n: 16,
+            tile_m: 8,
+            tile_n: 8,
+            wfs_per_wg: 2,
+            elem_bytes: 2,
+            base: 0,
+            updates_per_element: 2,
+            wf_tiles: 7,
+            action: RegionAction::Notify,
+        }
+    }
+
+    #[test]
+    fn a_region_programs_its_entries_on_allocation_and_on_installation() {
+        let mut t = Tracker::default();
+        // Counts before the region: an unprogrammed way, merged when the region comes.
+        t.count(100, 0, 32);
+        assert_eq!(t.orphans(), 1);
+        let fired = t.program_region(&region(3, 100, 4)).unwrap();
+        assert!(fired.is_empty(), "32 of 64 counted");
+        assert_eq!(t.orphans(), 0);
+        let f = t.count(100, 0, 32).fired.unwrap();
+        assert_eq!((f.region, f.dma_id), (Some(3), TRACKER_NO_DMA));
+        // WG 102 is tile row 1 (rows 8..12 of 12): WF 0 has 4 x 8 elements, WF 1 none.
+        assert_eq!(t.count(102, 0, 63).fired, None);
+        assert!(t.count(102, 0, 1).fired.is_some());
+        assert_eq!(t.stats().region_entries, 2);
+        // A live slot is refused; an overlapping range is invalid; a WG outside every
+        // region allocates an unprogrammed way as before.
+        assert_eq!(
+            t.program_region(&region(3, 200, 4)),
+            Err(TrackerError::SetFull)
+        );
+        assert_eq!(
+            t.program_region(&region(4, 103, 4)),
+            Err(TrackerError::Invalid)
+        );
+        t.count(7, 0, 1);
+        assert_eq!(t.orphans(), 1);
+        assert!(t.release_region(3).is_some());
+        assert!(t.region(3).is_none());
+    }
+
+    #[test]
+    fn a_region_installed_after_its_counts_fires_them_at_once() {
+        let mut t = Tracker::new(1, 1);
+        t.count(100, 0, 64);
+        t.count(100, 1, 64);
+        let mut r = region(0, 100, 4);
+        r.action = RegionAction::Dma {
+            op: nmcp_isa::t3::DmaOp::Store,
+            peer: 1,
+            wf_tiles_per_block: 1,
+        };
+        let fired = t.program_region(&r).unwrap();
+        assert_eq!(fired.len(), 2, "one on chip, one spilled");
+        assert!(fired.iter().all(|f| f.dma_id == 0 && f.region == Some(0)));
+        assert_eq!(t.live(), 0);
     }
 
     proptest! {

@@ -62,8 +62,6 @@ pub mod map;
 /// The T3 blocks (store tracker, DMA engines, output mapping) of the T3 line.
 mod t3;
 
-pub use t3::{T3_RING_BYTES, T3_RUNS};
-
 /// What the queue layout needs of a GEMM shape whose record is written
 /// ([`Board::lay_out_cp_shape`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -140,14 +138,12 @@ pub struct BoardStats {
     pub bookkeeping_ticks: u64,
     /// T3 output maps and dispatch starts accepted.
     pub t3_maps: u32,
-    /// T3 tracker entries accepted.
-    pub t3_entries: u32,
-    /// T3 DMA descriptors accepted.
-    pub t3_dmas: u32,
-    /// T3 records refused with a full tracker (`SetFull`; the firmware retries them).
+    /// T3 tracked regions accepted.
+    pub t3_regions: u32,
+    /// T3 regions refused with a live slot (`SetFull`; the firmware retries them).
     pub t3_refused: u32,
-    /// FNV-1a over every encoded output map, dispatch start, tracker entry and DMA
-    /// descriptor (timed into `bookkeeping_ticks`, like `nmc_hash`).
+    /// FNV-1a over every encoded output map, dispatch start and tracked region, in the
+    /// order programmed (timed into `bookkeeping_ticks`, like `nmc_hash`).
     pub t3_hash: u32,
 }
 

@@ -8,7 +8,7 @@
 //! has a block but refuses a particular request still answers `Unsupported` itself.
 
 use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackRegion, TrackerEntry};
 
 use super::{
     ChannelSet, Clock, Cycle, DevAddr, DeviceMemory, DispatchError, DispatchRequest, DmaController,
@@ -86,6 +86,9 @@ impl<T: NoDmaController> DmaController for T {
 
 impl<T: NoTrackerController> TrackerController for T {
     fn program(&mut self, _entry: &TrackerEntry) -> Result<(), TrackerError> {
+        Err(TrackerError::Unsupported)
+    }
+    fn program_region(&mut self, _region: &TrackRegion) -> Result<(), TrackerError> {
         Err(TrackerError::Unsupported)
     }
 }

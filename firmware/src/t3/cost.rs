@@ -7,9 +7,10 @@ use super::programmer::T3Work;
 /// How T3 programming work turns into CP cycles.
 ///
 /// The board measures one whole job (`t3_per_record`: instructions of `start` and every
-/// handler over the records programmed). A job handles about one event per record (each
-/// tracker entry fires once, each DMA reports once), so the per-record figure carries the
-/// events' share, and the model charges records only: one number from one line, not a
+/// handler over the records programmed). A job programs one output map per stage, the
+/// dispatch start and one region per tracked stage, and handles one `RegionDone` per
+/// region, so events are in a fixed proportion to records and the per-record figure
+/// carries their share: the model charges records only, one number from one line, not a
 /// fit of two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -34,7 +35,7 @@ impl Default for T3CostModel {
     /// The board's `t3_per_record` (`firmware/board/expected/virt.txt`).
     fn default() -> Self {
         Self {
-            instr_per_record: 624,
+            instr_per_record: 1033,
             stall_per_record: 30,
         }
     }

@@ -15,6 +15,7 @@
 use core::fmt;
 
 use nmcp_isa::gemm_ext::GemmDataType;
+use nmcp_isa::t3::region::{bands_of, clip_span, tile_rect, wf_band};
 use nmcp_isa::t3::{MAX_WFS_PER_WG, PEER_SHIFT};
 
 /// Most GPUs a T3 job may span.
@@ -183,26 +184,7 @@ pub enum SplitDim {
     Cols,
 }
 
-/// A rectangle of the output array, in elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Rect {
-    /// First row.
-    pub row0: u32,
-    /// First column.
-    pub col0: u32,
-    /// Rows (0 = empty).
-    pub rows: u32,
-    /// Columns.
-    pub cols: u32,
-}
-
-impl Rect {
-    /// Whether it holds no element.
-    pub const fn is_empty(&self) -> bool {
-        self.rows == 0 || self.cols == 0
-    }
-}
+pub use nmcp_isa::t3::region::Rect;
 
 /// A validated job and the O(1) maps between WG ids, tiles, chunks and addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -393,7 +375,7 @@ impl T3Geometry {
         let j = &self.job;
         Some(match self.split {
             SplitDim::Rows => {
-                let (r0, r1) = self.span(lo, hi, j.tile_m, j.m);
+                let (r0, r1) = clip_span(lo, hi, j.tile_m, j.m);
                 Rect {
                     row0: r0,
                     col0: 0,
@@ -402,7 +384,7 @@ impl T3Geometry {
                 }
             }
             SplitDim::Cols => {
-                let (c0, c1) = self.span(lo, hi, j.tile_n, j.n);
+                let (c0, c1) = clip_span(lo, hi, j.tile_n, j.n);
                 Rect {
                     row0: 0,
                     col0: c0,
@@ -411,13 +393,6 @@ impl T3Geometry {
                 }
             }
         })
-    }
-
-    /// Elements `[lo * tile, min(hi * tile, limit))` of a dimension.
-    fn span(&self, lo: u32, hi: u32, tile: u16, limit: u32) -> (u32, u32) {
-        let tile = u64::from(tile);
-        let clip = |x: u32| u64::from(x).saturating_mul(tile).min(u64::from(limit)) as u32;
-        (clip(lo), clip(hi))
     }
 
     /// The tile (row, column) of WG `wg`.
@@ -459,17 +434,11 @@ impl T3Geometry {
     }
 
     /// The rectangle of tile (row, column), clipped to the array (multiplications only:
-    /// the programmer's walk calls it once per workgroup).
+    /// the programmer's walk calls it once per workgroup; the formula is the tracker's,
+    /// `nmcp_isa::t3::region::tile_rect`).
     pub fn tile_rect(&self, tr: u32, tc: u32) -> Rect {
         let j = &self.job;
-        let (r0, r1) = self.span(tr, tr.saturating_add(1), j.tile_m, j.m);
-        let (c0, c1) = self.span(tc, tc.saturating_add(1), j.tile_n, j.n);
-        Rect {
-            row0: r0,
-            col0: c0,
-            rows: r1 - r0,
-            cols: c1 - c0,
-        }
+        tile_rect(j.m, j.n, j.tile_m, j.tile_n, tr, tc)
     }
 
     /// The tiles chunk `c` covers, as a box walked row-major by its WG ids:
@@ -484,12 +453,7 @@ impl T3Geometry {
 
     /// Rows `[a, b)` of the unclipped tile that WF `wf` covers.
     fn band(&self, wf: u8) -> (u32, u32) {
-        let tm = u32::from(self.job.tile_m);
-        let w = u32::from(self.job.wfs_per_wg);
-        let f = u32::from(wf);
-        // w > 0 (validated); 0-row bands otherwise, so no panic path exists.
-        let part = |x: u32| x.checked_div(w).unwrap_or(0);
-        (part(f * tm), part((f + 1) * tm))
+        wf_band(self.job.tile_m, self.job.wfs_per_wg, wf)
     }
 
     /// The rectangle of WFs `[wf, wf + count)` of WG `wg` (a DMA block of stacked row
@@ -506,15 +470,7 @@ impl T3Geometry {
     /// The rectangle of WFs `[wf, wf + count)` (`count >= 1`, `wf + count <= wfs`) of the
     /// workgroup tile `t` (from [`Self::tile_rect`]); `rows == 0` when it is empty.
     pub fn bands_of(&self, t: &Rect, wf: u8, count: u8) -> Rect {
-        let (a, _) = self.band(wf);
-        let (_, b) = self.band(wf.saturating_add(count).saturating_sub(1));
-        let lo = a.min(t.rows);
-        let hi = b.min(t.rows).max(lo);
-        Rect {
-            row0: t.row0 + lo,
-            rows: hi - lo,
-            ..*t
-        }
+        bands_of(self.job.tile_m, self.job.wfs_per_wg, t, wf, count)
     }
 
     /// WFs among `[wf, wf + count)` of the workgroup tile `t` whose band is not empty.

@@ -13,5 +13,5 @@ pub mod programmer;
 
 pub use cost::T3CostModel;
 pub use geometry::{Collective, Rect, SplitDim, T3Geometry, T3Job, T3JobError};
-pub use plan::{first_tracked_stage, stage_plan, DmaTarget, StagePlan, Track};
+pub use plan::{first_tracked_stage, stage_plan, stage_region, DmaTarget, StagePlan, Track};
 pub use programmer::{T3Fault, T3Programmer, T3State, T3Work, DMA_ENGINES, MAX_RECORDS_PER_EVENT};

@@ -22,7 +22,7 @@
 //! `g`, and the owner counts every store (`N` per element), so its entry fires after the
 //! last one arrives and no miss-allocated count is left behind in the tracker.
 
-use nmcp_isa::t3::{DmaOp, OutputMap};
+use nmcp_isa::t3::{DmaOp, OutputMap, RegionAction, TrackRegion};
 
 use super::geometry::{Collective, T3Geometry};
 
@@ -159,5 +159,42 @@ pub fn stage_plan(g: &T3Geometry, k: u8) -> Option<StagePlan> {
         chunk,
         map,
         track,
+    })
+}
+
+/// The tracked region of step `k` in `slot` (docs/decisions/t3-firmware.md, "Regions"):
+/// the chunk's WG range and tile box, the array's geometry, the step's updates per
+/// element and DMA; `None` for an untracked step or outside `1..=N`.
+pub fn stage_region(g: &T3Geometry, k: u8, slot: u8) -> Option<TrackRegion> {
+    let plan = stage_plan(g, k)?;
+    let track = plan.track?;
+    let j = g.job();
+    let (wg_first, wg_count) = g.chunk_wgs(plan.chunk)?;
+    let (tile_row0, tile_col0, box_cols) = g.chunk_tile_box(plan.chunk)?;
+    let action = match track.dma {
+        None => RegionAction::Notify,
+        Some(t) => RegionAction::Dma {
+            op: t.op,
+            peer: t.peer,
+            wf_tiles_per_block: j.wf_tiles_per_dma_block,
+        },
+    };
+    Some(TrackRegion {
+        slot,
+        wg_first,
+        wg_count,
+        tile_row0,
+        tile_col0,
+        box_cols,
+        m: j.m,
+        n: j.n,
+        tile_m: j.tile_m,
+        tile_n: j.tile_n,
+        wfs_per_wg: j.wfs_per_wg,
+        elem_bytes: u8::try_from(g.elem_bytes()).ok()?,
+        base: j.out_base,
+        updates_per_element: track.updates_per_element,
+        wf_tiles: g.chunk_wf_tiles(plan.chunk)?,
+        action,
     })
 }

@@ -5,7 +5,7 @@ use nmcp_firmware::platform::{
     Clock, Cycle, DmaController, DmaError, MapError, NoDeviceMemory, NoKernelDispatcher,
     NoNmcController, OutputMapController, TrackerController, TrackerError,
 };
-use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{DmaDescriptor, OutputMap, TrackRegion, TrackerEntry};
 
 #[derive(Debug, Default)]
 pub struct Mock {
@@ -13,6 +13,10 @@ pub struct Mock {
     pub dispatch_start: Option<u32>,
     pub entries: Vec<TrackerEntry>,
     pub dmas: Vec<(u8, DmaDescriptor)>,
+    /// Regions programmed, in order.
+    pub regions: Vec<TrackRegion>,
+    /// Bit `s`: slot `s` holds a region not yet reported done.
+    pub live: u16,
     /// Refuse this many tracker programs with `SetFull`.
     pub set_full: u32,
     /// Refuse this many DMA programs with `TableFull`.
@@ -57,6 +61,17 @@ impl TrackerController for Mock {
         }
         assert_eq!(entry.validate(), Ok(()), "{entry:?}");
         self.entries.push(entry.clone());
+        Ok(())
+    }
+    fn program_region(&mut self, region: &TrackRegion) -> Result<(), TrackerError> {
+        if self.set_full > 0 || self.live & (1 << region.slot) != 0 {
+            self.set_full = self.set_full.saturating_sub(1);
+            self.refused += 1;
+            return Err(TrackerError::SetFull);
+        }
+        assert_eq!(region.validate(), Ok(()), "{region:?}");
+        self.live |= 1 << region.slot;
+        self.regions.push(*region);
         Ok(())
     }
 }

@@ -3,6 +3,7 @@
 
 use nmcp_firmware::Event;
 
+use super::dma::{key_region, DmaKey};
 use super::node::REQ_BYTES;
 use super::stepping::Ev;
 use super::trace::ps;
@@ -16,10 +17,11 @@ use crate::t3::layout::Rect;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ack {
     None,
-    /// `DmaDone` for descriptor `id` of GPU `node`.
+    /// `DmaDone` for descriptor `id` of GPU `node` (a region block's landing, for a
+    /// region key).
     Dma {
         node: u32,
-        id: u16,
+        id: DmaKey,
     },
     /// A ring-kernel block of step `step` landed at its receiver.
     Ring {
@@ -47,7 +49,7 @@ pub(super) enum BlockKind {
     /// Writes (local GEMM stores, or a message landing).
     Writes { ack: Ack, payload: Option<Vec<f32>> },
     /// A DMA descriptor's reads.
-    DmaRead { desc: u16 },
+    DmaRead { desc: DmaKey },
     /// A ring-kernel block's reads (one or two of them per block).
     RingRead { item: u32 },
     /// Counter spills and other traffic nobody waits for.
@@ -266,9 +268,9 @@ impl T3System {
                                 t.tl.span(k, &name, ps(start), ps(at + lat));
                             }
                         }
-                        self.schedule(
-                            at + lat,
-                            Ev::Firmware {
+                        let event = match (key_region(id), u16::try_from(id)) {
+                            (Some(slot), _) => Ev::RegionDma { node: target, slot },
+                            (None, Ok(id)) => Ev::Firmware {
                                 node: target,
                                 event: Event::DmaDone {
                                     engine: 0,
@@ -276,7 +278,9 @@ impl T3System {
                                     status: Ok(()),
                                 },
                             },
-                        );
+                            (None, Err(_)) => return,
+                        };
+                        self.schedule(at + lat, event);
                     }
                     Ack::Ring { step } => self.ring_received(node, step, at),
                 }

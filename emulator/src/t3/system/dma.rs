@@ -1,5 +1,9 @@
-//! The DMA engines: descriptors made ready by tracker firings, their reads, and the
-//! message each sends to its destination GPU.
+//! The DMA engines: descriptors made ready by tracker firings (programmed ones, or blocks
+//! derived from a region), their reads, and the message each sends to its destination
+//! GPU.
+//!
+//! A descriptor is keyed by a [`DmaKey`]: a programmed descriptor's id (below 2^16), or a
+//! region block's [`region_key`].
 
 use std::collections::{HashMap, VecDeque};
 
@@ -19,14 +23,32 @@ use crate::t3::tracker::Fired;
 /// DMA descriptors one GPU's engines work on at once (4 engines x 4).
 pub const DMA_IN_FLIGHT: usize = 16;
 
+/// A descriptor's key in the engines' table.
+pub(super) type DmaKey = u32;
+
+/// Bit set in the key of a block derived from a region.
+const REGION_BIT: DmaKey = 1 << 31;
+
+/// The key of a region block: the region's slot and the block's first WF index in the
+/// region (local WG index x WFs + first WF; below 2^16 since a chunk holds at most 0x7FFF
+/// WF tiles).
+pub(super) fn region_key(slot: u8, index: u32) -> DmaKey {
+    REGION_BIT | (DmaKey::from(slot) << 16) | (index & 0xFFFF)
+}
+
+/// The region slot of a region block's key; `None` for a programmed descriptor.
+pub(super) fn key_region(key: DmaKey) -> Option<u8> {
+    (key & REGION_BIT != 0).then_some(((key >> 16) & 0xFF) as u8)
+}
+
 /// A GPU's DMA engines: the descriptor table the firmware programs, the descriptors whose
 /// triggers have all fired (in the order they became ready), and how many are moving data.
 #[derive(Debug, Clone, Default)]
 pub(super) struct DmaEngine {
     /// Programmed descriptors by id, each with the tracker firings counted so far.
-    table: HashMap<u16, (DmaDescriptor, u8)>,
+    table: HashMap<DmaKey, (DmaDescriptor, u8)>,
     /// Descriptors ready to start, oldest first.
-    ready: VecDeque<u16>,
+    ready: VecDeque<DmaKey>,
     /// Descriptors started and not yet finished (their reads or sends in flight).
     busy: usize,
 }
@@ -41,11 +63,12 @@ impl DmaEngine {
             return Err(DmaError::TableFull);
         }
         let ready_now = matches!(desc.trigger, DmaTrigger::None);
-        if self.table.insert(desc.id, (desc.clone(), 0)).is_some() {
+        let key = DmaKey::from(desc.id);
+        if self.table.insert(key, (desc.clone(), 0)).is_some() {
             return Err(DmaError::TableFull);
         }
         if ready_now {
-            self.ready.push_back(desc.id);
+            self.ready.push_back(key);
         }
         Ok(())
     }
@@ -57,12 +80,13 @@ impl DmaEngine {
 
     /// Whether descriptor `id` is in the table.
     pub(super) fn holds(&self, id: u16) -> bool {
-        self.table.contains_key(&id)
+        self.table.contains_key(&DmaKey::from(id))
     }
 
     /// Counts one tracker firing for descriptor `id`; it becomes ready with its last.
     pub(super) fn trigger(&mut self, id: u16) {
-        let ready = match self.table.get_mut(&id) {
+        let key = DmaKey::from(id);
+        let ready = match self.table.get_mut(&key) {
             Some((d, got)) => {
                 *got += 1;
                 *got >= d.fires.max(1)
@@ -70,12 +94,26 @@ impl DmaEngine {
             None => false,
         };
         if ready {
-            self.ready.push_back(id);
+            self.ready.push_back(key);
         }
     }
 
+    /// Counts one firing of a region block (`key`, the transfer `desc`, ready after
+    /// `fires` firings); returns whether this firing made it ready. The hardware keeps
+    /// the block's count from its first firing; it does not take a table slot the
+    /// firmware programs.
+    pub(super) fn trigger_block(&mut self, key: DmaKey, desc: &DmaDescriptor, fires: u8) -> bool {
+        let (_, got) = self.table.entry(key).or_insert_with(|| (desc.clone(), 0));
+        *got += 1;
+        let ready = *got >= fires.max(1);
+        if ready {
+            self.ready.push_back(key);
+        }
+        ready
+    }
+
     /// The next ready descriptor to start, if an engine has room ([`DMA_IN_FLIGHT`]).
-    pub(super) fn start_next(&mut self) -> Option<(u16, DmaDescriptor)> {
+    pub(super) fn start_next(&mut self) -> Option<(DmaKey, DmaDescriptor)> {
         while self.busy < DMA_IN_FLIGHT {
             let id = self.ready.pop_front()?;
             if let Some((d, _)) = self.table.get(&id) {
@@ -87,7 +125,7 @@ impl DmaEngine {
     }
 
     /// Descriptor `id`'s reads are done: it leaves the table and frees its engine slot.
-    pub(super) fn finish(&mut self, id: u16) -> Option<DmaDescriptor> {
+    pub(super) fn finish(&mut self, id: DmaKey) -> Option<DmaDescriptor> {
         let (d, _) = self.table.remove(&id)?;
         self.busy = self.busy.saturating_sub(1);
         Some(d)
@@ -114,6 +152,10 @@ impl T3System {
         self.nodes[node]
             .fire_log
             .push((at, f.wg_id, f.wf_id, f.dma_id));
+        if let Some(slot) = f.region {
+            self.region_fired(node, slot, f, at);
+            return;
+        }
         self.nodes[node]
             .fw_events
             .push((at, Event::TrackerFired { entry: f.entry }));
@@ -146,7 +188,7 @@ impl T3System {
         }
     }
 
-    pub(super) fn dma_reads_done(&mut self, node: usize, id: u16, rect: Rect, at: Cycle) {
+    pub(super) fn dma_reads_done(&mut self, node: usize, id: DmaKey, rect: Rect, at: Cycle) {
         let Some(d) = self.nodes[node].dma.finish(id) else {
             return;
         };

@@ -9,6 +9,7 @@ use nmcp_isa::t3::OutputMap;
 use super::blocks::Block;
 use super::dma::DmaEngine;
 use super::producer::Producer;
+use super::regions::Regions;
 use super::ring::Ring;
 use super::tap::{Tapped, TrackerTap};
 use super::values::NodeValues;
@@ -68,6 +69,8 @@ pub struct GpuNode {
     pub(super) tracking: bool,
     /// The DMA engines and their descriptor table.
     pub(super) dma: DmaEngine,
+    /// The tracked regions' progress.
+    pub(super) regions: Regions,
     pub(super) maps: Vec<OutputMap>,
     pub(super) dispatch_start: u32,
     pub(super) producer: Option<Producer>,
@@ -132,6 +135,7 @@ impl GpuNode {
             tracker: Tracker::default(),
             tracking: false,
             dma: DmaEngine::default(),
+            regions: Regions::default(),
             maps: Vec::new(),
             dispatch_start: 0,
             producer: None,

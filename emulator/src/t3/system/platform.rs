@@ -1,12 +1,10 @@
 //! The firmware's view of one T3 GPU: DMA engines, tracker and output maps.
 
 use nmcp_firmware::platform::{
-    ChannelSet, Clock, Cycle as FwCycle, DevAddr, DeviceMemory as FwMemory, DispatchError,
-    DispatchRequest, DmaController, DmaError, KernelDispatcher, MapError, MemoryError,
-    NmcController, NmcError, NmcTicket, OutputMapController, TrackerController, TrackerError,
+    Clock, Cycle as FwCycle, DmaController, DmaError, MapError, NoDeviceMemory, NoKernelDispatcher,
+    NoNmcController, OutputMapController, TrackerController, TrackerError,
 };
-use nmcp_isa::nmc::MacroCommand;
-use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, TrackerEntry};
+use nmcp_isa::t3::{split_peer, DmaDescriptor, OutputMap, RegionAction, TrackRegion, TrackerEntry};
 
 use super::stepping::Ev;
 use super::T3System;
@@ -16,7 +14,7 @@ use crate::t3::tracker::Tracker;
 /// The firmware's view of one GPU: DMA engines, tracker, output maps; everything else is
 /// absent on a T3 node (the CP's queues are not modelled here).
 ///
-/// Tracker entries and DMA descriptors a handler programs are held here and reach the
+/// Regions, tracker entries and DMA descriptors a handler programs are held here and reach the
 /// hardware when the handler ends ([`T3Platform::finish`]): the CP is busy for the
 /// handler's charged time and its MMIO writes land at its end. Output maps and the
 /// dispatch start apply at once (they configure the producer before its launch).
@@ -34,6 +32,7 @@ pub struct T3Platform<'a> {
 pub(super) enum Programmed {
     Entry(TrackerEntry),
     Dma(DmaDescriptor),
+    Region(TrackRegion),
 }
 
 impl T3Platform<'_> {
@@ -76,6 +75,7 @@ impl T3System {
                             .get_or_insert(format!("GPU {node}: DMA descriptor {}: {e}", d.id));
                     }
                 }
+                Programmed::Region(r) => self.program_region(node, &r, at),
                 Programmed::Entry(e) => match self.nodes[node].tracker.program(&e) {
                     Ok(o) => {
                         if o.spilled {
@@ -110,40 +110,10 @@ impl Clock for T3Platform<'_> {
     }
 }
 
-impl FwMemory for T3Platform<'_> {
-    fn read(&mut self, _addr: DevAddr, _buf: &mut [u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-    fn write(&mut self, _addr: DevAddr, _data: &[u8]) -> Result<(), MemoryError> {
-        Err(MemoryError::Unsupported)
-    }
-}
-
-impl KernelDispatcher for T3Platform<'_> {
-    fn dispatch(&mut self, _req: &DispatchRequest) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-    fn complete_without_dispatch(
-        &mut self,
-        _queue: u8,
-        _packet_id: u64,
-        _status: i64,
-    ) -> Result<(), DispatchError> {
-        Err(DispatchError::Unsupported)
-    }
-}
-
-impl NmcController for T3Platform<'_> {
-    fn submit(&mut self, _cmd: &MacroCommand) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn write_scalar(&mut self, _c: ChannelSet, _reg: u8, _bits: u32) -> Result<(), NmcError> {
-        Err(NmcError::Unsupported)
-    }
-    fn reduce_partials(&mut self, _c: ChannelSet) -> Result<NmcTicket, NmcError> {
-        Err(NmcError::Unsupported)
-    }
-}
+// Blocks a T3 node does not have: the shared absent-block markers answer `Unsupported`.
+impl NoDeviceMemory for T3Platform<'_> {}
+impl NoKernelDispatcher for T3Platform<'_> {}
+impl NoNmcController for T3Platform<'_> {}
 
 impl DmaController for T3Platform<'_> {
     fn program(&mut self, engine: u8, desc: &DmaDescriptor) -> Result<(), DmaError> {
@@ -178,6 +148,31 @@ impl TrackerController for T3Platform<'_> {
         // is refused; it is checked now, the entry programmed at the handler's end.
         Tracker::check(entry)?;
         self.programmed.push(Programmed::Entry(entry.clone()));
+        Ok(())
+    }
+
+    fn program_region(&mut self, region: &TrackRegion) -> Result<(), TrackerError> {
+        // Checked now, installed at the handler's end; a slot that is live in the
+        // tracker or held by this handler is refused as the tracker refuses it.
+        Tracker::check_region(region)?;
+        if let RegionAction::Dma { peer, .. } = region.action {
+            if u32::from(peer) >= self.sys.cfg.gpus {
+                return Err(TrackerError::Invalid);
+            }
+        }
+        let held = self
+            .programmed
+            .iter()
+            .any(|r| matches!(r, Programmed::Region(h) if h.slot == region.slot));
+        if held
+            || self.sys.nodes[self.node]
+                .tracker
+                .region(region.slot)
+                .is_some()
+        {
+            return Err(TrackerError::SetFull);
+        }
+        self.programmed.push(Programmed::Region(*region));
         Ok(())
     }
 }

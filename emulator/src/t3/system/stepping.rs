@@ -24,6 +24,8 @@ pub(super) enum Ev {
     Arrive { node: u32, msg: Box<Message> },
     /// A firmware event for `node`.
     Firmware { node: u32, event: Event },
+    /// A DMA block of region `slot` of `node` landed at its destination.
+    RegionDma { node: u32, slot: u8 },
     /// A firmware handler on `node` ended: what it programmed reaches the hardware.
     Apply {
         node: u32,
@@ -40,6 +42,7 @@ impl T3System {
             Ev::Compute { node, .. }
             | Ev::Arrive { node, .. }
             | Ev::Firmware { node, .. }
+            | Ev::RegionDma { node, .. }
             | Ev::Apply { node, .. } => *node as usize,
         };
         let n = self.sent.get_mut(self.sender as usize).map_or(0, |c| {
@@ -82,6 +85,7 @@ impl T3System {
                 Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
                 Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
                 Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+                Ev::RegionDma { node, slot } => self.region_dma_landed(node as usize, slot, at),
                 Ev::Apply { node, programmed } => {
                     self.apply_programmed(node as usize, programmed, at);
                 }

@@ -34,7 +34,7 @@ pub(super) struct T3Trace {
     pub(super) kernel_start: Vec<Option<Cycle>>,
     pub(super) kernel_told: Vec<bool>,
     /// DMA descriptors in flight: (GPU, id) -> (start ns, destination GPU).
-    pub(super) dma_start: HashMap<(usize, u16), (Cycle, u32)>,
+    pub(super) dma_start: HashMap<(usize, super::dma::DmaKey), (Cycle, u32)>,
     /// Workgroups running per GPU.
     pub(super) running: Vec<u32>,
 }

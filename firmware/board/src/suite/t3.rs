@@ -14,14 +14,12 @@ use crate::report::{measured, Measured, Meter, RunError};
 /// ring sees it (the output `H x tokens` = 4256 x 8192 f16, 128 x 128 tiles of 4 WFs,
 /// the emulator's layout for it). The programming work depends on the output, the TP
 /// degree and the collective, not on `k`, so the line stands for all four T-NLG
-/// sub-layers at TP 8; T-NLG's H is not a multiple of 128, so its last tile row is
-/// clipped and the programmer passes over empty WF tiles too
-/// (docs/decisions/board.md, "T3").
+/// sub-layers at TP 8 (docs/decisions/board.md, "T3").
 pub const T3_GEMM: T3Job = T3Job::new(Collective::RingReduceScatter, 8, 0, 4256, 8192);
 
-/// Events one T3 job may take before the run is declared stuck (this GEMM takes
-/// ~13,900).
-pub const MAX_T3_EVENTS: u32 = 1 << 16;
+/// Events one T3 job may take before the run is declared stuck (this GEMM takes 7: one
+/// `RegionDone` per tracked stage).
+pub const MAX_T3_EVENTS: u32 = 1 << 10;
 
 /// Programs [`T3_GEMM`] and reports `t3_program_gemm` (the sum over `start` and every
 /// handler, the board's hashing subtracted) and `t3_per_record` (the same per record
@@ -70,7 +68,7 @@ pub fn run_t3(
         r.map_err(|e| RunError::Firmware(e.into()))?;
         events += 1;
     }
-    if !t3.is_done() || board.t3_dmas_outstanding() != 0 {
+    if !t3.is_done() || board.t3_regions_outstanding() != 0 {
         return Err(RunError::T3Stuck);
     }
     let st = board.stats;
@@ -83,15 +81,14 @@ pub fn run_t3(
     measured(out, total)?;
     writeln!(
         out,
-        " gpus={} rank={} m={} n={} maps={} entries={} dmas={} refused={} records={} \
+        " gpus={} rank={} m={} n={} maps={} regions={} refused={} records={} \
          events={events} deferred={deferred} t3_hash={:#010x}",
         job.gpus,
         job.rank,
         job.m,
         job.n,
         st.t3_maps,
-        st.t3_entries,
-        st.t3_dmas,
+        st.t3_regions,
         st.t3_refused,
         records,
         st.t3_hash,
