@@ -48,7 +48,10 @@ fn threads_do_not_change_results() {
             .map(|n| run_fused(&threads(n), &sl, collective, mca, Some(&partials)).unwrap());
         let [x, rest @ ..] = &runs;
         let what = format!("{collective:?} MCA {mca:?}");
-        assert!(x.system.totals().iter().all(|t| t.tracker.fired > 0), "{what}");
+        assert!(
+            x.system.totals().iter().all(|t| t.tracker.fired > 0),
+            "{what}"
+        );
         for y in rest {
             assert_eq!(x.ns, y.ns, "{what}");
             assert_eq!(
@@ -64,7 +67,10 @@ fn threads_do_not_change_results() {
             for g in 0..4 {
                 assert_eq!(x.system.fire_log(g), y.system.fire_log(g), "{what} GPU {g}");
                 let (a, b) = (x.system.out_values(g), y.system.out_values(g));
-                assert!(a.is_some_and(|v| v.iter().any(|&e| e != 0.0)), "{what} GPU {g}");
+                assert!(
+                    a.is_some_and(|v| v.iter().any(|&e| e != 0.0)),
+                    "{what} GPU {g}"
+                );
                 assert_eq!(a, b, "{what} GPU {g}");
             }
         }

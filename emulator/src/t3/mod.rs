@@ -193,7 +193,8 @@ pub struct T3Options {
     /// `t3_ring::stepping_window_does_not_change_results`); it keeps one GPU's state in
     /// the host's caches (docs/results/t3/README.md, "sixth pass").
     pub window_slices: u32,
-    /// Threads that step the GPUs of one simulation's lookahead window (1: serial).
+    /// Threads that step the GPUs of one simulation's lookahead window (1: serial;
+    /// [`system::choose_threads`] picks one per free core).
     /// Results do not depend on it (test `t3_threads`); `--jobs` runs independent
     /// simulations at once instead (docs/decisions/t3.md, "Stepping").
     pub threads: u32,

@@ -18,6 +18,16 @@ use super::stepping::{FirmwareHost, Outgoing, SLICE_CYCLES};
 use super::{RunError, T3System};
 use crate::hbm::Cycle;
 
+/// Threads for one simulation's windows: `requested`, or with 0 the cores `jobs`
+/// simulations running at once leave each (at least 1). [`T3System::run_until`] uses
+/// at most one per simulated GPU, and one with a timeline or one-slice windows.
+pub fn choose_threads(requested: u32, cores: usize, jobs: usize) -> u32 {
+    if requested > 0 {
+        return requested;
+    }
+    u32::try_from(cores / jobs.max(1)).unwrap_or(u32::MAX).max(1)
+}
+
 /// The GPUs a system steps, indexed by GPU number: every simulated GPU, or a worker's
 /// share of consecutive GPUs starting at `first`.
 #[derive(Debug, Default)]

@@ -158,8 +158,9 @@ impl T3System {
     /// GPUs may run up to a window past the slice where it first held, idle by then for
     /// the conditions the runs use (every producer, collective or firmware finished),
     /// whose results are stamped per GPU. With [`SystemConfig::threads`] above 1 the
-    /// GPUs of a window are stepped on that many threads (not with a timeline, which
-    /// samples every slice), with the same results.
+    /// GPUs of a window are stepped on that many threads (at most one per GPU; not with
+    /// a timeline, which samples every slice, nor with one-slice windows), with the same
+    /// results.
     ///
     /// # Errors
     /// [`RunError::Stuck`] saying what was still running when `limit` passed;
@@ -175,7 +176,9 @@ impl T3System {
     ) -> Result<Cycle, RunError> {
         let window = self.window_slices();
         let threads = (self.cfg.threads.max(1) as usize).min(self.nodes.len());
-        if threads > 1 && self.trace.is_none() {
+        // One-slice windows (lockstep, or a link latency under 33 ns) would synchronise
+        // the threads every 16 cycles: too little work per synchronisation.
+        if threads > 1 && window > 1 && self.trace.is_none() {
             return self.run_parallel(limit, hosts, done, threads, window);
         }
         while !done(self) {
