@@ -25,7 +25,9 @@ pub fn choose_threads(requested: u32, cores: usize, jobs: usize) -> u32 {
     if requested > 0 {
         return requested;
     }
-    u32::try_from(cores / jobs.max(1)).unwrap_or(u32::MAX).max(1)
+    u32::try_from(cores / jobs.max(1))
+        .unwrap_or(u32::MAX)
+        .max(1)
 }
 
 /// The GPUs a system steps, indexed by GPU number: every simulated GPU, or a worker's
