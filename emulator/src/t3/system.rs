@@ -42,7 +42,7 @@ mod values;
 
 pub use dma::DMA_IN_FLIGHT;
 pub use node::{GpuNode, KindBytes, NodeTotals};
-pub use parallel::choose_threads;
+pub use parallel::{choose_threads, free_cores};
 pub use platform::T3Platform;
 pub use ring::{RingKind, RING_IN_FLIGHT};
 pub use stepping::{FirmwareHost, NoFirmware, MAX_WINDOW_SLICES, SLICE_CYCLES};

@@ -3,7 +3,7 @@
 //! `--threads`), turned into the library's [`T3Options`].
 
 use nmcp_emulator::t3::gemm::ProducerMemory;
-use nmcp_emulator::t3::system::choose_threads;
+use nmcp_emulator::t3::system::{choose_threads, free_cores};
 use nmcp_emulator::t3::{LinkConfig, Simulate, T3Options};
 use nmcp_isa::gemm_ext::GemmDataType;
 
@@ -60,8 +60,8 @@ pub(crate) struct MachineArgs {
     #[arg(long, value_name = "SLICES", default_value_t = T3Options::default().window_slices, value_parser = clap::value_parser!(u32).range(1..=31))]
     window_slices: u32,
     /// Threads that step the GPUs of one simulation's window in parallel (1 = serial; 0 =
-    /// the cores `--jobs` leaves each simulation): a speed setting, results do not move.
-    /// `--jobs` runs separate simulations at once.
+    /// the free cores, those the load average leaves, shared by `--jobs`): a speed
+    /// setting, results do not move. `--jobs` runs separate simulations at once.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=64))]
     threads: u32,
     /// The producer's DRAM loads in quarters of its K loop, not one iteration each (hides
@@ -79,10 +79,9 @@ pub(crate) struct MachineArgs {
 
 impl MachineArgs {
     /// Threads per simulation when `jobs` simulations run at once
-    /// ([`choose_threads`]: `--threads`, or with 0 the cores each job gets).
+    /// ([`choose_threads`]: `--threads`, or with 0 the free cores each job gets).
     pub(crate) fn threads_for(&self, jobs: u32) -> u32 {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        choose_threads(self.threads, cores, jobs as usize)
+        choose_threads(self.threads, free_cores(), jobs as usize)
     }
 
     pub(crate) fn options(&self, gpus: u32, simulate: Simulate, dtype: Dtype) -> T3Options {

@@ -18,16 +18,32 @@ use super::stepping::{FirmwareHost, Outgoing, SLICE_CYCLES};
 use super::{RunError, T3System};
 use crate::hbm::Cycle;
 
-/// Threads for one simulation's windows: `requested`, or with 0 the cores `jobs`
-/// simulations running at once leave each (at least 1). [`T3System::run_until`] uses
-/// at most one per simulated GPU, and one with a timeline or one-slice windows.
-pub fn choose_threads(requested: u32, cores: usize, jobs: usize) -> u32 {
+/// Threads for one simulation's windows: `requested`, or with 0 the free cores
+/// ([`free_cores`]) `jobs` simulations running at once leave each (at least 1).
+/// [`T3System::run_until`] uses at most one per simulated GPU, and one with a timeline
+/// or one-slice windows.
+pub fn choose_threads(requested: u32, free_cores: usize, jobs: usize) -> u32 {
     if requested > 0 {
         return requested;
     }
-    u32::try_from(cores / jobs.max(1))
+    u32::try_from(free_cores / jobs.max(1))
         .unwrap_or(u32::MAX)
         .max(1)
+}
+
+/// The machine's cores less the ones other work keeps busy (its 1-minute load average,
+/// rounded down; all of them where the load is not known), at least 1. A window ends
+/// when its slowest share does, so a thread that has to wait for a core holds the others
+/// up: on a loaded machine extra threads only add work (docs/decisions/t3.md,
+/// "Stepping").
+pub fn free_cores() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|l| l.is_finite() && *l >= 0.0)
+        .unwrap_or(0.0);
+    cores.saturating_sub(load as usize).max(1)
 }
 
 /// The GPUs a system steps, indexed by GPU number: every simulated GPU, or a worker's
