@@ -4,20 +4,13 @@
 //!
 //! The pinned numbers were produced by the DRAM-command model itself — they are not
 //! figures from the dissertation, and a deliberate change to the model is expected to
-//! re-pin them. First pinned at commit aeb6b99 (and unchanged by the hot-path rework);
-//! re-pinned when stage 1 began to divide g by the clip divisor unconditionally (+5
-//! column slots per column of every tensor: DIV is 6 slots where a MOV was 1, and
-//! 16 pseudo-channels x 1030 columns x 5 = 82 400 more column commands). Re-pinned when
-//! the sequencer's look-ahead went from two tensors to four (issue 10): the same column
-//! commands in another order (a tensor's stage 1 and norms now run while up to four
-//! earlier tensors wait for their trust ratio), so the step is shorter and refreshes and
-//! re-activations fall elsewhere: free firmware 288 057 -> 283 484 cycles, 28 272 ->
-//! 28 304 activations, 1 168 -> 1 152 refreshes. Re-pinned when a DIV by a scalar register
-//! began to cost its correction only (stop 29: the clip divisor's reciprocal is latched
-//! when r7 is written, `nmcp_isa::nmc::DIV_BY_SCALAR_OPS`, so stage 1's `g / clip` is 2
-//! column slots instead of 6; a scalar write holds the column-triggered stream 24 cycles
-//! for the latch instead of 4): 16 x 1030 x 4 = 65 920 fewer column commands
-//! (642 720 -> 576 800), free firmware 283 484 -> 266 516 cycles, 1 152 -> 1 088 refreshes.
+//! re-pin them, with the reason in the commit message (`git log -p` on this file holds
+//! each re-pin). What they stand on: stage 1 divides g by the clip divisor, whose
+//! reciprocal is latched when r7 is written (`nmcp_isa::nmc::DIV_BY_SCALAR_OPS`: 2 column
+//! slots per DIV by a scalar register, and a scalar write holds the column-triggered
+//! stream 24 cycles for the latch); the sequencer looks four tensors ahead, so a tensor's
+//! stage 1 and norms run while up to four earlier tensors wait for their trust ratio.
+//! Free firmware: 576 800 column commands, 266 516 cycles, 1 088 refreshes.
 
 use nmcp_emulator::hbm::HbmPreset;
 use nmcp_emulator::lamb::reference::LambHyper;
@@ -70,15 +63,10 @@ fn small_lamb_step_cycles_and_commands_are_pinned() {
 /// 1.5 GHz), the program's column commands are the same and the step is longer only by CP
 /// time the engines could not hide. Refreshes fall at other columns when the engines start
 /// later, so activations and refreshes move a little (a refresh inside a row costs a
-/// re-activation). Re-pinned when the sequencer's cost was calibrated from the board
-/// (issue 10): the CP time went from 10 943 to 200 564 cycles and the step from 292 366 to
-/// 384 482 DRAM cycles — on this 14-tensor model the firmware is a third of the step;
-/// with the four-tensor look-ahead 377 363 (the CP's work is unchanged, more of it hides);
-/// with the templates kept encoded (stop 28: 355 instructions per command and 6 per word
-/// instead of 590 and 37) the CP time is 170 813 and the step 359 246; with completions
-/// that nothing waited for returning at once (30 instructions instead of a full handler)
-/// 118 459 and 330 854; with stage 1's `g / clip` at 2 column slots instead of 6 (stop 29)
-/// the step is 313 886 (the CP time is unchanged).
+/// re-activation). On this 14-tensor model the firmware is a third of the step: the CP
+/// time is 118 459 cycles and the step 313 886 DRAM cycles (the templates kept encoded,
+/// 355 instructions per command and 6 per word; completions nothing waited for returning
+/// at once, 30 instructions instead of a full handler).
 #[test]
 fn charging_the_sequencer_moves_only_time() {
     let (free_cycles, free, _) = small_step(FirmwareCost::free());

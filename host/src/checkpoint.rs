@@ -170,6 +170,39 @@ pub struct Summary {
     pub state_bytes: Option<usize>,
 }
 
+/// What `nmcp resume DIR` runs: the command line the checkpoint stores (the scenario
+/// file's options already spelled out in it, so the file need not exist any more) and a
+/// note saying what is loaded.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    /// The stored command line, without the program name.
+    pub argv: Vec<String>,
+    /// `resuming `nmcp ...`: ... loaded from DIR`, for stderr.
+    pub note: String,
+}
+
+/// Opens the checkpoint in `dir` for a resume: the library's driver of `nmcp resume` (the
+/// CLI parses [`Resume::argv`] as its command line and runs it with `dir` as the
+/// checkpoint directory, [`Request::resume`] set).
+///
+/// # Errors
+/// Everything [`read`] reports.
+pub fn resume(dir: &Path) -> Result<Resume, CheckpointError> {
+    let summary = read(dir)?;
+    let loaded = match summary.state_bytes {
+        Some(n) => format!("mid-run state ({n} bytes)"),
+        None => format!("{} of {} units", summary.finished, summary.total),
+    };
+    Ok(Resume {
+        note: format!(
+            "resuming `nmcp {}`: {loaded} loaded from {}",
+            summary.argv.join(" "),
+            dir.display()
+        ),
+        argv: summary.argv,
+    })
+}
+
 /// Writes the checkpoint file whole or not at all ([`crate::cmd::io::write_atomic`]).
 ///
 /// # Errors

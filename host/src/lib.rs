@@ -153,23 +153,10 @@ pub fn run_cli() -> ExitCode {
 /// caps), and the resumed directory is where the checkpoint goes on being written.
 fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error>> {
     let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
-        let summary = checkpoint::read(&r.dir)?;
-        match summary.state_bytes {
-            Some(n) => eprintln!(
-                "nmcp: resuming `nmcp {}`: mid-run state ({n} bytes) loaded from {}",
-                summary.argv.join(" "),
-                r.dir.display()
-            ),
-            None => eprintln!(
-                "nmcp: resuming `nmcp {}`: {} of {} units loaded from {}",
-                summary.argv.join(" "),
-                summary.finished,
-                summary.total,
-                r.dir.display()
-            ),
-        }
+        let resume = checkpoint::resume(&r.dir)?;
+        eprintln!("nmcp: {}", resume.note);
         let stored = Cli::try_parse_from(
-            std::iter::once("nmcp".to_string()).chain(summary.argv.iter().cloned()),
+            std::iter::once("nmcp".to_string()).chain(resume.argv.iter().cloned()),
         )
         .map_err(|e| {
             format!(
@@ -180,7 +167,7 @@ fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error
         if matches!(stored.command, Command::Resume(_)) {
             return Err("a checkpoint cannot store `nmcp resume`".into());
         }
-        (stored, Some(r.dir.clone()), summary.argv)
+        (stored, Some(r.dir.clone()), resume.argv)
     } else {
         (cli, None, argv)
     };

@@ -198,7 +198,7 @@ pub fn scalar_write_cycles(t: &crate::hbm::config::TimingCycles) -> Cycle {
 }
 
 /// Columns of the operand buffer and of the write buffer of [`RowPolicy::MasaDecoupled`]
-/// for timing `t` (docs/calibration.md, "Decoupled buffers"): the stream cannot move a
+/// for timing `t` (docs/calibration.md, "Operand and write buffers of the `masa-decoupled` row policy"): the stream cannot move a
 /// column for a refresh (tRFC) plus one row move it could not activate ahead (tRP + tRCD:
 /// PRE to the new row's first read). The ALU must not run dry in that time, nor its
 /// results overflow: it takes and produces at most one column per tCCD_L while the stream

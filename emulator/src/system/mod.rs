@@ -1,7 +1,7 @@
 //! The system: N GPU nodes on one time axis with one event queue. It owns time: it asks
 //! every node's components when they next need to run, advances the earliest, delivers
-//! firmware events in (tick, priority, sequence) order, and repeats. T3 adds links and
-//! DMA engines between the nodes here.
+//! firmware events in (tick, priority, sequence) order, and repeats. T3's multi-GPU runs
+//! are `t3::system::T3System`, an assembly of their own (docs/decisions/t3.md).
 
 use std::collections::HashMap;
 

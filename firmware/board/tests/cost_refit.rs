@@ -1,7 +1,7 @@
 //! Refits the CP cost model (`CpCostModel`'s fitted per-kind instruction counts) from the
 //! committed board reports of both machines, prints the fit and every line's residual,
 //! and fails when the committed constants stray from the fit or a line from the model
-//! (docs/calibration.md, "CP cost model"). Run with `--nocapture` to see the table:
+//! (docs/calibration.md, "CP cost of a handler (formula)"; the fit: docs/decisions/cp.md). Run with `--nocapture` to see the table:
 //! `cargo test -p nmcp-board --test cost_refit -- --nocapture`.
 #![allow(
     clippy::unwrap_used,

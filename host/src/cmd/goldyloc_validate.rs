@@ -154,6 +154,7 @@ pub fn table(r: &ValidationReport) -> String {
     for (name, m) in [
         ("Default/Sequential measured", &r.default_over_sequential),
         ("GO/Default measured", &r.go_over_default),
+        ("GO/D, winners agree, meas.", &r.go_over_default_agreed),
     ] {
         let row = |f: fn(&validate::Pair) -> f64| {
             m.values().fold(String::new(), |mut s, p| {
@@ -164,6 +165,31 @@ pub fn table(r: &ValidationReport) -> String {
         outln!(out, "{name:<28}{}", row(|p| p.measured));
         outln!(out, "{:<28}{}", "  model", row(|p| p.model));
     }
+    let conc = |f: fn(&validate::Concurrent) -> f64| {
+        r.concurrent.values().fold(String::new(), |mut s, c| {
+            let _ = write!(s, " {:>8.3}", f(c));
+            s
+        })
+    };
+    outln!(
+        out,
+        "{:<28}{}",
+        "n copies/isolated measured",
+        conc(|c| c.slowdown.measured)
+    );
+    outln!(out, "{:<28}{}", "  model", conc(|c| c.slowdown.model));
+    outln!(
+        out,
+        "{:<28}{}",
+        "  median |error| of makespan",
+        conc(|c| c.median_abs_error)
+    );
+    outln!(
+        out,
+        "({} of {} Triton rows have the measured isolated winner in the model)",
+        r.agreed_gemms,
+        r.triton.len()
+    );
     let b = &r.best_cd16;
     outln!(
         out,

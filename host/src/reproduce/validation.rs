@@ -190,6 +190,31 @@ pub fn h200_headlines(doc: &Value) -> Result<Vec<Headline>, FigureError> {
             ));
         }
     }
+    let agreed = num(doc, W, "agreed_gemms")?;
+    for n in ["2", "4", "8", "16"] {
+        let measured = num(doc, W, &format!("go_over_default_agreed.{n}.measured"))?;
+        v.push(row(
+            format!(
+                "H200 GO kernels over Default, n = {n}, the {agreed:.0} GEMMs whose isolated \
+                 winner the model gets right (geomean)"
+            ),
+            num(doc, W, &format!("go_over_default_agreed.{n}.model"))?,
+            Unit::Times,
+            format!("measured {measured:.3} on the same GEMMs; no limit (a diagnostic)"),
+        ));
+    }
+    for n in ["2", "4", "8", "16"] {
+        let measured = num(doc, W, &format!("concurrent.{n}.slowdown.measured"))?;
+        v.push(row(
+            format!("H200 n = {n} concurrent copies over one isolated copy (geomean)"),
+            num(doc, W, &format!("concurrent.{n}.slowdown.model"))?,
+            Unit::Times,
+            format!(
+                "measured {measured:.3}; median |makespan error| {:.1} %",
+                100.0 * num(doc, W, &format!("concurrent.{n}.median_abs_error"))?
+            ),
+        ));
+    }
     v.push(row(
         "H200 best CD for 16: majority share".into(),
         num(doc, W, "best_cd16.model_majority_share")?,
@@ -403,6 +428,14 @@ mod h200_tests {
                                         "8": pair(1.06, 1.08), "16": pair(1.07, 1.09)},
             "go_over_default": {"2": pair(1.02, 1.07), "4": pair(1.04, 1.10),
                                 "8": pair(1.05, 1.11), "16": pair(1.07, 1.13)},
+            "go_over_default_agreed": {"2": pair(1.01, 1.01), "4": pair(1.01, 1.02),
+                                       "8": pair(1.03, 1.03), "16": pair(1.04, 1.04)},
+            "agreed_gemms": 18,
+            "concurrent": {
+                "2": {"median_abs_error": 0.11, "slowdown": pair(1.85, 1.84)},
+                "4": {"median_abs_error": 0.11, "slowdown": pair(3.48, 3.50)},
+                "8": {"median_abs_error": 0.12, "slowdown": pair(6.75, 6.90)},
+                "16": {"median_abs_error": 0.13, "slowdown": pair(13.2, 14.0)}},
             "best_cd16": {"model_majority_share": 0.72, "measured_majority_share": 0.59,
                           "agreement": 0.56}
         })
@@ -411,7 +444,13 @@ mod h200_tests {
     #[test]
     fn every_figure_is_a_row_with_its_measurement_and_limit() {
         let rows = h200_headlines(&doc()).expect("rows");
-        assert_eq!(rows.len(), 3 + 8 + 1);
+        assert_eq!(rows.len(), 3 + 8 + 8 + 1);
+        let slow16 = rows
+            .iter()
+            .find(|r| r.figure.starts_with("H200 n = 16 concurrent"))
+            .expect("row");
+        assert_eq!(slow16.ours, 14.0);
+        assert!(slow16.baseline.contains("measured 13.200") && slow16.baseline.contains("13.0 %"));
         let ds2 = rows
             .iter()
             .find(|r| r.figure == "H200 Default over Sequential, n = 2 (geomean)")

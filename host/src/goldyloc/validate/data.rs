@@ -43,6 +43,9 @@ pub struct TritonRow {
     /// `go_gain{n}` for each of [`NS`]: n copies of the isolated winner over n copies of
     /// the GO kernel.
     pub go_gain: [f64; 4],
+    /// `conc_ms[n][config]` for each of [`NS`]: the makespan of n concurrent copies of
+    /// each configuration, ms.
+    pub conc_ms: [Vec<f64>; 4],
 }
 
 /// A measurement file.
@@ -213,11 +216,23 @@ fn triton_row(v: &Value, at: &str, configs: usize) -> Result<TritonRow, String> 
     for (g, n) in go_gain.iter_mut().zip(NS) {
         *g = time(v, &format!("go_gain{n}"), at)?;
     }
+    let conc = field(v, "conc_ms", at)?;
+    let mut conc_ms: [Vec<f64>; 4] = Default::default();
+    for (out, n) in conc_ms.iter_mut().zip(NS) {
+        let at = format!("{at}.conc_ms.{n}");
+        let per_n = conc
+            .get(n.to_string())
+            .ok_or_else(|| format!("{at}: missing"))?;
+        *out = (0..configs)
+            .map(|c| time(per_n, &c.to_string(), &at))
+            .collect::<Result<Vec<_>, _>>()?;
+    }
     Ok(TritonRow {
         shape: shape(v, at, (false, false))?,
         app: text(v, "app", at)?,
         iso_ms,
         go_gain,
+        conc_ms,
     })
 }
 
