@@ -7,6 +7,7 @@
 //! `cargo test -p nmcp-emulator --test t3_all_gpus -- --ignored`.
 
 use nmcp_emulator::t3::run::run_sublayer;
+use nmcp_emulator::t3::system::{choose_threads, free_cores};
 use nmcp_emulator::t3::{sublayers, Scenario, Simulate, T3Options, TABLE_8_2};
 
 #[test]
@@ -18,7 +19,16 @@ fn shortcut_agrees_with_all_gpus_on_mega_gpt_2_ip_tp8() {
         .into_iter()
         .find(|s| s.name == "IP")
         .unwrap();
-    let all = run_sublayer(&T3Options::default(), &sl).unwrap();
+    // Every GPU simulated, its windows stepped on one thread per free core (the same
+    // results as serial stepping: tests/t3_threads.rs); the shortcut has one GPU.
+    let all = run_sublayer(
+        &T3Options {
+            threads: choose_threads(0, free_cores(), 1),
+            ..T3Options::default()
+        },
+        &sl,
+    )
+    .unwrap();
     let short = run_sublayer(
         &T3Options {
             simulate: Simulate::Shortcut,

@@ -193,6 +193,11 @@ pub struct T3Options {
     /// `t3_ring::stepping_window_does_not_change_results`); it keeps one GPU's state in
     /// the host's caches (docs/results/t3/README.md, "sixth pass").
     pub window_slices: u32,
+    /// Threads that step the GPUs of one simulation's lookahead window (1: serial;
+    /// [`system::choose_threads`] picks one per free core).
+    /// Results do not depend on it (test `t3_threads`); `--jobs` runs independent
+    /// simulations at once instead (docs/decisions/t3.md, "Stepping").
+    pub threads: u32,
     /// How the producer's memory behaviour is modelled (`docs/calibration.md`).
     pub producer_memory: gemm::ProducerMemory,
     /// What the T3 firmware's work costs on each GPU's CP (`node::cost`; the board's
@@ -216,6 +221,7 @@ impl Default for T3Options {
             split_k: 1,
             limits: Limits::default(),
             window_slices: system::MAX_WINDOW_SLICES as u32,
+            threads: 1,
             producer_memory: gemm::ProducerMemory::default(),
             firmware_cost: crate::node::cost::FirmwareCost::default(),
         }

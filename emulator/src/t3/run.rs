@@ -11,7 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::cp_time::FirmwareClock;
 use super::gemm::{ProducerModel, TILE, WFS_PER_WG};
 use super::layout::OutputLayout;
-use super::system::{add_in, round_to, NodeTotals, RingKind, SystemConfig, T3System};
+use super::system::{add_in, round_to, FirmwareHost, NodeTotals, RingKind, SystemConfig, T3System};
 use super::{
     Block, CheckOutput, CheckRun, RsTiming, Scenario, Simulate, SubLayer, SubLayerResult, T3Error,
     T3Options, TrafficBytes,
@@ -97,6 +97,7 @@ fn system(
             functional,
             limits: opts.limits,
             window_slices: opts.window_slices,
+            threads: opts.threads,
         },
         arbiter,
     )
@@ -177,12 +178,8 @@ pub(super) fn isolated_gemm(
     let m = model(opts, &l, sl, sl.k, true)?;
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_producer(m, 0);
-    s.run_until(
-        limit(m.compute_bound_ns()),
-        |_, _, _, _| {},
-        T3System::producers_done,
-    )
-    .map_err(T3Error::from)?;
+    s.run_without_firmware(limit(m.compute_bound_ns()), T3System::producers_done)
+        .map_err(T3Error::from)?;
     let t = s.totals();
     let ns = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
     Ok(Phase {
@@ -195,9 +192,9 @@ pub(super) fn isolated_gemm(
 
 /// Ring runs already done in this process: they depend only on the array, the GPU
 /// count, the links and the kind, which the four sub-layers of a model share.
-/// (The stepping window does not change a result, but is part of the key so that a
-/// test comparing windows compares two runs.)
-type RingKey = (u32, u32, u32, u8, bool, u64, u64, u8, u32);
+/// (The stepping window and threads do not change a result, but are part of the key so
+/// that a test comparing them compares two runs.)
+type RingKey = (u32, u32, u32, u8, bool, u64, u64, u8, u32, u32);
 
 fn ring_cache() -> &'static std::sync::Mutex<std::collections::HashMap<RingKey, Phase>> {
     static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<RingKey, Phase>>> =
@@ -224,6 +221,7 @@ pub(super) fn ring(
         opts.link.latency_ns.to_bits(),
         opts.dtype as u8,
         opts.window_slices,
+        opts.threads,
     );
     if let Some(p) = ring_cache().lock().ok().and_then(|c| c.get(&key).copied()) {
         return Ok(p);
@@ -247,7 +245,7 @@ fn ring_uncached(
     let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
     s.start_ring(kind, 0);
     let est = l.bytes() as f64 / opts.link.bytes_per_ns + f64::from(gpus) * opts.link.latency_ns;
-    s.run_until(limit(est), |_, _, _, _| {}, T3System::rings_done)
+    s.run_without_firmware(limit(est), T3System::rings_done)
         .map_err(T3Error::from)?;
     let t = s.totals();
     let ns = t
@@ -358,58 +356,45 @@ pub(super) fn fused(
         s.enable_timeline(c);
     }
     let simulated = s.nodes().len();
-    let mut fws: Vec<Firmware> = (0..simulated).map(|_| Firmware::default()).collect();
-    let mut cp = FirmwareClock::new(simulated, opts.firmware_cost);
-    for (g, fw) in fws.iter_mut().enumerate() {
+    let mut hosts: Vec<GpuFirmware> = (0..simulated)
+        .map(|_| GpuFirmware {
+            fw: Firmware::default(),
+            cp: FirmwareClock::new(1, opts.firmware_cost),
+            fault: None,
+        })
+        .collect();
+    for (g, h) in hosts.iter_mut().enumerate() {
         let j = job(&l, g as u32, opts.dtype, collective, opts.split_k.max(1));
         s.trace_cp(g, "start_t3", 0);
-        let before = FirmwareWork::of(fw);
+        let before = FirmwareWork::of(&h.fw);
         let mut p = s.platform(g, 0);
-        let r = fw.start_t3(&j, &mut p);
-        let end = cp.charge(g, 0, &FirmwareWork::of(fw).since(&before));
+        let r = h.fw.start_t3(&j, &mut p);
+        let end = h.cp.charge(0, 0, &FirmwareWork::of(&h.fw).since(&before));
         p.finish(end);
         r.map_err(|e| T3Error::Firmware(format!("GPU {g}: {e}")))?;
-        if fw.has_pending_work() {
+        if h.fw.has_pending_work() {
             s.post_firmware(g, Event::Deferred, end.max(1));
         }
     }
     s.start_split_producer(m, splits, 0);
-    let mut fault = None;
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
-    let mut handle = |sys: &mut T3System, g: usize, ev: Event, at: Cycle| {
-        // The CP runs one handler at a time: an event that comes while it is busy
-        // waits for the end of the handler before it.
-        let free = cp.free_at(g);
-        if at < free {
-            sys.post_firmware(g, ev, free);
-            return;
-        }
-        sys.trace_firmware(g, &ev, at);
-        let before = FirmwareWork::of(&fws[g]);
-        let mut p = sys.platform(g, at);
-        let r = fws[g].handle(ev, &mut p);
-        let end = cp.charge(g, at, &FirmwareWork::of(&fws[g]).since(&before));
-        p.finish(end);
-        if let Err(e) = r {
-            fault.get_or_insert(format!("GPU {g} at {at} ns: {e}"));
-        }
-        if fws[g].has_pending_work() {
-            sys.post_firmware(g, Event::Deferred, end.max(at + 1));
-        }
-        if fws[g].t3().is_done() {
-            sys.mark_finished(g, end);
-        }
-    };
-    s.run_until(limit(est), &mut handle, |sys| {
+    s.run_until(limit(est), &mut hosts, |sys| {
         sys.producers_done() && sys.nodes_finished()
     })
     .map_err(T3Error::from)?;
     if partials.is_some() {
         // The collective is complete when the last update column issues; its data (and
         // so the values) lands with the write's completion, a few cycles on.
-        s.run_until(limit(est), &mut handle, T3System::quiet)
+        s.run_until(limit(est), &mut hosts, T3System::quiet)
             .map_err(T3Error::from)?;
     }
+    // The earliest handler fault (by time, then GPU): the same whichever way the GPUs
+    // were stepped.
+    let mut fault = hosts
+        .iter_mut()
+        .filter_map(|h| h.fault.take())
+        .min()
+        .map(|(_, _, f)| f);
     if let Some(f) = s.platform_fault() {
         fault.get_or_insert(f.to_string());
     }
@@ -442,10 +427,50 @@ pub(super) fn fused(
             ns,
             bytes: mean_bytes(&t),
             occupancy: 0.0,
-            firmware_ns: cp.busiest_ns(),
+            firmware_ns: hosts.iter().map(|h| h.cp.busiest_ns()).fold(0.0, f64::max),
         },
         s,
     ))
+}
+
+/// One GPU's T3 firmware and the CP that runs it: the CP runs one handler at a time,
+/// and what a handler programs reaches the hardware when its charged time ends.
+struct GpuFirmware {
+    fw: Firmware,
+    /// This GPU's CP (a clock of one).
+    cp: FirmwareClock,
+    /// The first handler error: (time, GPU, message).
+    fault: Option<(Cycle, usize, String)>,
+}
+
+impl FirmwareHost for GpuFirmware {
+    fn handle(&mut self, sys: &mut T3System, g: usize, ev: Event, at: Cycle) {
+        // An event that comes while the CP is busy waits for the end of the handler
+        // before it.
+        let free = self.cp.free_at(0);
+        if at < free {
+            sys.post_firmware(g, ev, free);
+            return;
+        }
+        sys.trace_firmware(g, &ev, at);
+        let before = FirmwareWork::of(&self.fw);
+        let mut p = sys.platform(g, at);
+        let r = self.fw.handle(ev, &mut p);
+        let end = self
+            .cp
+            .charge(0, at, &FirmwareWork::of(&self.fw).since(&before));
+        p.finish(end);
+        if let Err(e) = r {
+            self.fault
+                .get_or_insert((at, g, format!("GPU {g} at {at} ns: {e}")));
+        }
+        if self.fw.has_pending_work() {
+            sys.post_firmware(g, Event::Deferred, end.max(at + 1));
+        }
+        if self.fw.t3().is_done() {
+            sys.mark_finished(g, end);
+        }
+    }
 }
 
 fn traffic(parts: &[(&super::system::KindBytes, bool)]) -> TrafficBytes {
@@ -683,12 +708,8 @@ pub fn cu_split(
     let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
     s.start_ring_on(RingKind::ReduceScatter, in_flight, 0);
     let est = m.compute_bound_ns() + l.bytes() as f64 / opts.link.bytes_per_ns;
-    s.run_until(
-        limit(est),
-        |_, _, _, _| {},
-        |x| x.producers_done() && x.rings_done(),
-    )
-    .map_err(T3Error::from)?;
+    s.run_without_firmware(limit(est), |x| x.producers_done() && x.rings_done())
+        .map_err(T3Error::from)?;
     let t = s.totals();
     let g = t.iter().filter_map(|x| x.gemm_done_ns).fold(0.0, f64::max);
     let r = t
@@ -834,9 +855,8 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
                 s.load_partial_as_output(g);
             }
             s.start_ring(RingKind::ReduceScatter, 0);
-            s.run_until(
+            s.run_without_firmware(
                 limit(l.bytes() as f64 / o.link.bytes_per_ns),
-                |_, _, _, _| {},
                 T3System::rings_done,
             )
             .map_err(T3Error::from)?;

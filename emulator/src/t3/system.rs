@@ -16,7 +16,9 @@
 //! those of stepping all GPUs slice by slice, and one GPU's state stays in the host's
 //! caches for the whole window (the 16 GPUs of a TP-16 run otherwise evict each other's
 //! every slice). For that, events of one cycle are ordered by sender and the sender's own
-//! count (`T3System::schedule`), never by the order the GPUs happened to run in.
+//! count (`T3System::schedule`), never by the order the GPUs happened to run in. The
+//! same independence lets the GPUs of a window be stepped on worker threads
+//! ([`SystemConfig::threads`], `parallel.rs`), with the same results.
 //!
 //! # Data
 //! With `functional` set, every GPU holds its output array (and the ring kernel's receive
@@ -29,6 +31,7 @@ mod blocks;
 mod dma;
 mod links;
 mod node;
+mod parallel;
 mod platform;
 mod producer;
 mod regions;
@@ -40,9 +43,10 @@ mod values;
 
 pub use dma::DMA_IN_FLIGHT;
 pub use node::{GpuNode, KindBytes, NodeTotals};
+pub use parallel::{choose_threads, free_cores};
 pub use platform::T3Platform;
 pub use ring::{RingKind, RING_IN_FLIGHT};
-pub use stepping::{MAX_WINDOW_SLICES, SLICE_CYCLES};
+pub use stepping::{FirmwareHost, NoFirmware, MAX_WINDOW_SLICES, SLICE_CYCLES};
 pub use values::{add_in, round_to, Region, WriteOp};
 
 use nmcp_firmware::Event;
@@ -54,7 +58,8 @@ use crate::memctrl::Arbiter;
 use crate::sim::{EventQueue, LimitReached, Limits};
 use links::Links;
 use node::REQ_BYTES;
-use stepping::Ev;
+use parallel::Nodes;
+use stepping::{Ev, Outgoing};
 use trace::T3Trace;
 
 /// How a run is set up.
@@ -80,6 +85,9 @@ pub struct SystemConfig {
     pub limits: Limits,
     /// Most slices one GPU runs before the next GPU's turn ([`T3System::run_until`]).
     pub window_slices: u32,
+    /// Threads that step the GPUs of a window (1: this thread alone). Results do not
+    /// depend on it.
+    pub threads: u32,
 }
 
 /// Why [`T3System::run_until`] stopped before its condition held.
@@ -95,7 +103,7 @@ pub enum RunError {
 #[derive(Debug)]
 pub struct T3System {
     cfg: SystemConfig,
-    nodes: Vec<GpuNode>,
+    nodes: Nodes,
     /// The links between the GPUs (ring directions and direct links).
     links: Links,
     /// Per simulated GPU, the events addressed to it. Among events of one cycle the
@@ -106,6 +114,8 @@ pub struct T3System {
     sender: u32,
     /// Per GPU, events it has scheduled so far.
     sent: Vec<u64>,
+    /// Events for GPUs outside this system's share of a parallel window.
+    outbox: Vec<Outgoing>,
     now: Cycle,
     /// Events handled (scheduled events and memory completions), for the event cap.
     events: u64,
@@ -166,11 +176,12 @@ impl T3System {
             a_base: 2 * out_bytes,
             b_base: 2 * out_bytes + (256 * mb),
             cfg,
-            nodes,
+            nodes: Nodes::new(nodes),
             links,
             queues: (0..simulated).map(|_| EventQueue::new()).collect(),
             sender: 0,
             sent: vec![0; simulated as usize],
+            outbox: Vec::new(),
             now: 0,
             events: 0,
             trace: None,
@@ -195,7 +206,7 @@ impl T3System {
 
     /// The GPUs simulated.
     pub fn nodes(&self) -> &[GpuNode] {
-        &self.nodes
+        self.nodes.as_slice()
     }
 
     /// Current cycle (ns).

@@ -5,16 +5,13 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use nmcp_emulator::t3::gemm::ProducerMemory;
-use nmcp_emulator::t3::{
-    self, CheckRun, LinkConfig, Scenario, Simulate, SubLayer, T3Options, TABLE_8_2,
-};
-use nmcp_isa::gemm_ext::GemmDataType;
+use nmcp_emulator::t3::{self, CheckRun, Scenario, Simulate, SubLayer, TABLE_8_2};
 
 use super::io::emit;
 use super::{CmdResult, UsageError};
 use crate::checkpoint;
 use crate::t3 as report;
+use crate::t3::machine::{Dtype, MachineArgs};
 use crate::t3::select::{
     known_models, parse_bytes, parse_check_config, parse_model, parse_ring_gpus, parse_study_gpus,
     parse_sublayer, parse_tp,
@@ -78,104 +75,6 @@ fn parse_split(s: &str) -> Result<(u32, u32), String> {
             .map_err(|_| format!("split {s:?}: {v:?} is not a CU count"))
     };
     Ok((p(a)?, p(b)?))
-}
-
-/// Element type on the command line.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum Dtype {
-    F16,
-    F32,
-}
-
-impl Dtype {
-    fn gemm(self) -> GemmDataType {
-        match self {
-            Dtype::F16 => GemmDataType::F16,
-            Dtype::F32 => GemmDataType::F32,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Dtype::F16 => "f16",
-            Dtype::F32 => "f32",
-        }
-    }
-}
-
-/// What every T3 run is made on: the GPU and the links.
-#[derive(clap::Args, Debug, Clone)]
-struct MachineArgs {
-    /// The future-hardware variant: Table 8.1's GPU with twice the CUs.
-    #[arg(long)]
-    gpu_2x_cu: bool,
-    /// Link bandwidth per direction in GB/s (Table 8.1: 150 GB/s bidirectional).
-    #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = super::numbers::bandwidth_gbps)]
-    link_gbps: f64,
-    /// One-way link latency in ns.
-    #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = super::numbers::duration_ns)]
-    link_latency_ns: f64,
-    /// MCA occupancy threshold in queue entries per pseudo-channel (default: picked from
-    /// the producer's isolated first stage).
-    #[arg(long, value_name = "N")]
-    mca_threshold: Option<usize>,
-    /// MCA anti-starvation limit in DRAM cycles.
-    #[arg(long, value_name = "CYCLES", default_value_t = T3Options::default().mca_starvation_cycles)]
-    mca_starvation_cycles: u64,
-    /// Seed of the data values.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Split-K factor of the producer GEMM (8.6.7): workgroups adding to each output tile.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
-    split_k: u8,
-    /// Most 16-cycle slices one GPU runs before the next GPU's turn (at most 31 and what
-    /// fits in the link latency; 1 = lockstep): a speed setting, results do not move.
-    #[arg(long, value_name = "SLICES", default_value_t = T3Options::default().window_slices, value_parser = clap::value_parser!(u32).range(1..=31))]
-    window_slices: u32,
-    /// The producer's DRAM loads in quarters of its K loop, not one iteration each (hides
-    /// the read latency the communication adds; docs/calibration.md).
-    #[arg(long)]
-    coarse_producer_loads: bool,
-    /// Read the producer's input panels as contiguous streams, not in the operands' layout.
-    #[arg(long)]
-    flat_operand_layout: bool,
-    /// Charge nothing for the T3 firmware's CP work (records take effect at their event,
-    /// as if programmed by hardware): the bound for the shipped firmware's cost.
-    #[arg(long)]
-    free_t3_firmware: bool,
-}
-
-impl MachineArgs {
-    fn options(&self, gpus: u32, simulate: Simulate, dtype: Dtype) -> T3Options {
-        let mut o = T3Options {
-            gpus,
-            simulate,
-            link: LinkConfig {
-                bytes_per_ns: self.link_gbps,
-                latency_ns: self.link_latency_ns,
-            },
-            dtype: dtype.gemm(),
-            mca_threshold: self.mca_threshold,
-            mca_starvation_cycles: self.mca_starvation_cycles,
-            seed: self.seed,
-            split_k: self.split_k,
-            window_slices: self.window_slices,
-            producer_memory: ProducerMemory {
-                per_iteration_loads: !self.coarse_producer_loads,
-                operand_layout: !self.flat_operand_layout,
-            },
-            limits: crate::limits::sim_limits(),
-            ..T3Options::default()
-        };
-        if self.free_t3_firmware {
-            o.firmware_cost = nmcp_emulator::node::cost::FirmwareCost::free();
-        }
-        if self.gpu_2x_cu {
-            o.gpu.cus *= 2;
-            o.gpu.name = format!("{}-2x-cu", o.gpu.name);
-        }
-        o
-    }
 }
 
 /// The sub-layer study (`nmcp t3` with no subcommand).
@@ -315,7 +214,8 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     } else {
         Simulate::AllGpus
     };
-    let opts = a.machine.options(a.gpus, simulate, a.dtype);
+    let mut opts = a.machine.options(a.gpus, simulate, a.dtype);
+    opts.threads = a.machine.threads_for(a.jobs);
     let sls = study_sublayers(a)?;
     if sls.is_empty() {
         return Err(UsageError("no sub-layers selected".into()).into());

@@ -3,6 +3,8 @@
 
 use super::*;
 use clap::Parser;
+use nmcp_emulator::t3::T3Options;
+use nmcp_isa::gemm_ext::GemmDataType;
 
 #[derive(clap::Parser, Debug)]
 struct Top {
@@ -89,4 +91,10 @@ fn byte_counts_and_machine_options() {
     assert_eq!(o.link.latency_ns, base.link.latency_ns);
     assert_eq!(o.mca_threshold, Some(6));
     assert_eq!(o.dtype, GemmDataType::F32);
+    // --threads: as given, or (0, the default) the free cores, at least one per job.
+    assert_eq!(study(&["--threads", "3"]).machine.threads_for(2), 3);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as u32;
+    let auto = study(&[]).machine.threads_for(1);
+    assert!((1..=cores).contains(&auto), "{auto} of {cores}");
+    assert_eq!(study(&[]).machine.threads_for(cores + 1), 1);
 }

@@ -4,6 +4,7 @@
 
 pub mod e2e;
 pub mod lines;
+pub mod machine;
 pub mod npy;
 pub mod plot;
 pub mod select;

@@ -14,13 +14,18 @@ use crate::t3::link::{LinkDirection, LinkStats};
 /// The links between the GPUs, as data: each GPU's ring direction towards its upstream
 /// neighbour (`g - 1`, the ring's sending direction), and direct links of a fully
 /// connected topology, created on first use. Every link has the same bandwidth and
-/// latency.
+/// latency. Each direction belongs to its sending GPU, so a share of the GPUs stepped on
+/// a thread of its own takes its senders' links along ([`Links::split_off`]).
 #[derive(Debug, Clone)]
 pub(super) struct Links {
-    /// `ring[g]`: GPU g's direction towards `g - 1`.
+    /// The first sending GPU held (0 but in a share).
+    first: usize,
+    /// All GPUs in the ring.
+    gpus: u32,
+    /// `ring[g - first]`: GPU g's direction towards `g - 1`.
     ring: Vec<LinkDirection>,
-    /// Direct links by (from, to), created on first use.
-    direct: HashMap<(u32, u32), LinkDirection>,
+    /// `direct[g - first]`: GPU g's direct links by destination, created on first use.
+    direct: Vec<HashMap<u32, LinkDirection>>,
     bytes_per_ns: f64,
     latency_ns: f64,
 }
@@ -29,10 +34,12 @@ impl Links {
     /// Ring links for `gpus` GPUs.
     pub(super) fn new(gpus: u32, bytes_per_ns: f64, latency_ns: f64) -> Self {
         Self {
+            first: 0,
+            gpus,
             ring: (0..gpus)
                 .map(|_| LinkDirection::new(bytes_per_ns, latency_ns))
                 .collect(),
-            direct: HashMap::new(),
+            direct: (0..gpus).map(|_| HashMap::new()).collect(),
             bytes_per_ns,
             latency_ns,
         }
@@ -41,18 +48,49 @@ impl Links {
     /// Sends `bytes` from GPU `from` to GPU `to` at `at`: the ring direction when `to` is
     /// `from`'s upstream neighbour, else the pair's direct link. Returns the arrival cycle.
     pub(super) fn send(&mut self, from: u32, to: u32, at: Cycle, bytes: u64) -> Cycle {
-        let g = self.ring.len() as u32;
-        let arrive = match self.ring.get_mut(from as usize) {
+        let g = self.gpus;
+        let i = (from as usize)
+            .checked_sub(self.first)
+            .unwrap_or(usize::MAX);
+        debug_assert!(
+            i < self.ring.len(),
+            "GPU {from} sends on a link it does not hold"
+        );
+        let arrive = match self.ring.get_mut(i) {
             Some(link) if (from + g - 1) % g == to => link.send(at as f64, bytes),
             _ => {
                 let (bw, lat) = (self.bytes_per_ns, self.latency_ns);
-                self.direct
-                    .entry((from, to))
-                    .or_insert_with(|| LinkDirection::new(bw, lat))
-                    .send(at as f64, bytes)
+                match self.direct.get_mut(i) {
+                    Some(d) => d
+                        .entry(to)
+                        .or_insert_with(|| LinkDirection::new(bw, lat))
+                        .send(at as f64, bytes),
+                    // A sender this share does not hold (never: a share sends only from
+                    // its own GPUs): the link's unloaded time.
+                    None => at as f64 + lat + bytes as f64 / bw,
+                }
             }
         };
         arrive.ceil() as Cycle
+    }
+
+    /// Moves the links GPUs `g..` send on into a share of their own.
+    pub(super) fn split_off(&mut self, g: usize) -> Self {
+        let at = g - self.first;
+        Self {
+            first: g,
+            gpus: self.gpus,
+            ring: self.ring.split_off(at),
+            direct: self.direct.split_off(at),
+            bytes_per_ns: self.bytes_per_ns,
+            latency_ns: self.latency_ns,
+        }
+    }
+
+    /// Takes back the links of the share that follows this one.
+    pub(super) fn append(&mut self, mut next: Self) {
+        self.ring.append(&mut next.ring);
+        self.direct.append(&mut next.direct);
     }
 
     /// The smallest latency of any link, ns: nothing a GPU sends reaches another sooner,

@@ -1,5 +1,6 @@
 //! Stepping: the per-GPU event queues, one slice of a GPU, and the lookahead window of
-//! slices each GPU runs before the next GPU's turn.
+//! slices each GPU runs before the next GPU's turn (on worker threads with
+//! [`super::SystemConfig::threads`], `parallel.rs`).
 
 use nmcp_firmware::Event;
 
@@ -33,6 +34,33 @@ pub(super) enum Ev {
     },
 }
 
+/// What runs one GPU's firmware: [`T3System::run_until`] hands it every firmware event
+/// that reaches its GPU. One per GPU, so the GPUs of a window can be stepped on
+/// different threads.
+pub trait FirmwareHost: Send {
+    /// Handles `event` on GPU `node` at `at` (typically through
+    /// [`T3System::platform`]).
+    fn handle(&mut self, sys: &mut T3System, node: usize, event: Event, at: Cycle);
+}
+
+/// No firmware: runs without tracker-driven work (isolated GEMMs, ring kernels) get no
+/// firmware events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFirmware;
+
+impl FirmwareHost for NoFirmware {
+    fn handle(&mut self, _: &mut T3System, _: usize, _: Event, _: Cycle) {}
+}
+
+/// An event for a GPU outside the share that sent it, held until the shares join.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    pub(super) to: usize,
+    pub(super) at: Cycle,
+    pub(super) key: u64,
+    pub(super) ev: Ev,
+}
+
 impl T3System {
     /// Schedules `ev` for its GPU, keyed by the GPU being stepped (the sender) and the
     /// sender's own count, so that events of one cycle are delivered in an order that
@@ -45,13 +73,19 @@ impl T3System {
             | Ev::RegionDma { node, .. }
             | Ev::Apply { node, .. } => *node as usize,
         };
-        let n = self.sent.get_mut(self.sender as usize).map_or(0, |c| {
-            *c += 1;
-            *c
-        });
+        let first = self.nodes.first();
+        let n = (self.sender as usize)
+            .checked_sub(first)
+            .and_then(|i| self.sent.get_mut(i))
+            .map_or(0, |c| {
+                *c += 1;
+                *c
+            });
         let key = (u64::from(self.sender) << 48) | n;
-        if let Some(q) = self.queues.get_mut(to) {
-            q.push_keyed(at, 0, key, ev);
+        match to.checked_sub(first).and_then(|i| self.queues.get_mut(i)) {
+            Some(q) => q.push_keyed(at, 0, key, ev),
+            // A GPU another thread steps: nothing sent reaches it within the window.
+            None => self.outbox.push(Outgoing { to, at, key, ev }),
         }
     }
 
@@ -72,19 +106,24 @@ impl T3System {
     /// request they cause arrives at its event's cycle), its memory to `end`, then the
     /// consequences (column issues to the tracker, finished requests to their blocks,
     /// firmware events, DMA, dispatch, queued requests into the controllers).
-    pub(super) fn step_node(
+    pub(super) fn step_node<H: FirmwareHost>(
         &mut self,
         i: usize,
         end: Cycle,
-        fw: &mut impl FnMut(&mut Self, usize, Event, Cycle),
+        mut host: Option<&mut H>,
     ) {
-        while let Some(e) = self.queues[i].pop_due(end) {
+        let q = i - self.nodes.first();
+        while let Some(e) = self.queues[q].pop_due(end) {
             self.events += 1;
             let at = e.at;
             match e.event {
                 Ev::Compute { node, slot } => self.wg_progress(node as usize, slot, false, at),
                 Ev::Arrive { node, msg } => self.arrive(node as usize, *msg, at),
-                Ev::Firmware { node, event } => fw(self, node as usize, event, at),
+                Ev::Firmware { node, event } => {
+                    if let Some(h) = host.as_deref_mut() {
+                        h.handle(self, node as usize, event, at);
+                    }
+                }
                 Ev::RegionDma { node, slot } => self.region_dma_landed(node as usize, slot, at),
                 Ev::Apply { node, programmed } => {
                     self.apply_programmed(node as usize, programmed, at);
@@ -98,8 +137,10 @@ impl T3System {
         self.complete(i, &done_now);
         self.nodes[i].done_buf = done_now;
         let evs = std::mem::take(&mut self.nodes[i].fw_events);
-        for (at, ev) in evs {
-            fw(self, i, ev, at);
+        if let Some(h) = host {
+            for (at, ev) in evs {
+                h.handle(self, i, ev, at);
+            }
         }
         self.run_dma(i, end);
         self.dispatch(i, end);
@@ -115,49 +156,72 @@ impl T3System {
         }
     }
 
-    /// Runs until `done(self)` holds, or `limit` cycles pass. `done` is checked between
-    /// windows ([`T3System::window_slices`]): the GPUs may run up to a window past the
-    /// slice where it first held, idle by then for the conditions the runs use (every
-    /// producer, collective or firmware finished), whose results are stamped per GPU.
+    /// Runs until `done(self)` holds, or `limit` cycles pass, with `hosts[g]` running GPU
+    /// `g`'s firmware (one per simulated GPU; a GPU without one gets no firmware
+    /// events). `done` is checked between windows ([`T3System::window_slices`]): the
+    /// GPUs may run up to a window past the slice where it first held, idle by then for
+    /// the conditions the runs use (every producer, collective or firmware finished),
+    /// whose results are stamped per GPU. With [`SystemConfig::threads`] above 1 the
+    /// GPUs of a window are stepped on that many threads (at most one per GPU; not with
+    /// a timeline, which samples every slice, nor with one-slice windows), with the same
+    /// results.
     ///
     /// # Errors
     /// [`RunError::Stuck`] saying what was still running when `limit` passed;
     /// [`RunError::Limit`] when a cap of the configuration's [`Limits`] is reached.
-    pub fn run_until(
+    ///
+    /// [`SystemConfig::threads`]: super::SystemConfig::threads
+    /// [`Limits`]: crate::sim::Limits
+    pub fn run_until<H: FirmwareHost>(
         &mut self,
         limit: Cycle,
-        mut fw: impl FnMut(&mut Self, usize, Event, Cycle),
+        hosts: &mut [H],
         done: impl Fn(&Self) -> bool,
     ) -> Result<Cycle, RunError> {
         let window = self.window_slices();
+        let threads = (self.cfg.threads.max(1) as usize).min(self.nodes.len());
+        // One-slice windows (lockstep, or a link latency under 33 ns) would synchronise
+        // the threads every 16 cycles: too little work per synchronisation.
+        if threads > 1 && window > 1 && self.trace.is_none() {
+            return self.run_parallel(limit, hosts, done, threads, window);
+        }
         while !done(self) {
-            if self.now > limit {
-                return Err(RunError::Stuck(self.describe()));
-            }
-            self.cfg
-                .limits
-                .check(self.now * PS_PER_NS, self.events)
-                .map_err(RunError::Limit)?;
+            self.check_limits(limit)?;
             let start = self.now;
             // Each GPU runs the window's slices on its own: nothing it sends reaches
             // another GPU within the window, so the GPUs' order does not matter, and a
-            // GPU's state stays in the host's caches for the whole window. (Running the
-            // GPUs on rayon threads was measured slower with one slice per turn: too
-            // little work per fork-join.)
-            for i in 0..self.nodes.len() {
-                self.sender = i as u32;
-                let mut end = start;
-                for _ in 0..window {
-                    end += SLICE_CYCLES;
-                    self.step_node(i, end, &mut fw);
-                }
-            }
+            // GPU's state stays in the host's caches for the whole window.
+            self.step_window(start, window, hosts);
             self.now = start + window * SLICE_CYCLES;
             if window == 1 {
                 self.trace_slice(self.now);
             }
         }
         Ok(self.now)
+    }
+
+    /// [`T3System::run_until`] for runs without firmware.
+    ///
+    /// # Errors
+    /// As [`T3System::run_until`].
+    pub fn run_without_firmware(
+        &mut self,
+        limit: Cycle,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<Cycle, RunError> {
+        let mut none = vec![NoFirmware; self.nodes.len()];
+        self.run_until(limit, &mut none, done)
+    }
+
+    /// Whether the run may take another window: `limit` not passed, caps not reached.
+    pub(super) fn check_limits(&self, limit: Cycle) -> Result<(), RunError> {
+        if self.now > limit {
+            return Err(RunError::Stuck(self.describe()));
+        }
+        self.cfg
+            .limits
+            .check(self.now * PS_PER_NS, self.events)
+            .map_err(RunError::Limit)
     }
 
     pub(super) fn describe(&self) -> String {
