@@ -70,7 +70,7 @@ fn cu_partition_differs_from_default_on_a_mixed_pair() {
 /// from HBM, so each runs slower than when two share the GPU (the ch. 7 thrash of gpt2 /
 /// gpt3 / T-NLG at CD > 2). The kernel is the best one without split-U: a split kernel
 /// walks only its slice of K, which shortens the live panels, and the tuner picks one for
-/// this size since the catalog has split-U on every tile (stop 34); that relief is
+/// this size since the catalog has split-U on every tile; that relief is
 /// checked too.
 #[test]
 fn large_k_gemms_at_cd16_run_slower_per_gemm_than_at_cd2() {

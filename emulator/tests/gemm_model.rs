@@ -49,9 +49,8 @@ fn bert_size_gemms_reach_40_to_60_percent_of_peak() {
 #[test]
 fn concurrency_fills_the_tail_of_a_partial_wave_gemm() {
     // 1024 x 1024 x 256 with the isolated kernel: a fraction of a wave (88 workgroups
-    // of 96 x 128 on 120 CUs), CUs idle alone. (Until stop 33 this was 4096 x 256 x
-    // 1024; the 2,925-kernel catalog has a 96-row tile that leaves that size only 28 %
-    // of its CUs idle, and two copies gain 4.7 % there.)
+    // of 96 x 128 on 120 CUs), CUs idle alone. (Not 4096 x 256 x 1024: the 2,925-kernel
+    // catalog has a 96-row tile that leaves that size only 28 % of its CUs idle.)
     let g = GpuConfig::mi100();
     let cal = Calibration::default();
     let s = f16(1024, 1024, 256, false, false);

@@ -195,7 +195,7 @@ pub struct CatalogSpace {
 }
 
 impl CatalogSpace {
-    /// The space before issue 12's catalog (stop 34): power-of-two tiles 16..256, U
+    /// The power-of-two space, kept for comparison with the standard one: power-of-two tiles 16..256, U
     /// 8/16/32, 64/128/256 threads, split-U 2 and 4 for tiles up to 64 x 64 at U = 16,
     /// no prefetch or padding variants with split-U (279 kernels).
     pub const POWER_OF_TWO: Self = Self {

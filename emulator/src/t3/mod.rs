@@ -191,7 +191,7 @@ pub struct T3Options {
     /// Most 16-cycle slices one GPU runs before the next GPU's turn (capped by the link
     /// latency; 1 = every GPU one slice at a time). Results do not depend on it (test
     /// `t3_ring::stepping_window_does_not_change_results`); it keeps one GPU's state in
-    /// the host's caches (docs/results/t3/README.md, "sixth pass").
+    /// the host's caches.
     pub window_slices: u32,
     /// Threads that step the GPUs of one simulation's lookahead window (1: serial;
     /// [`system::choose_threads`] picks one per free core).

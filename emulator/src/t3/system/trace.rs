@@ -93,8 +93,8 @@ impl T3System {
         })
     }
 
-    /// Records a firmware handler run on GPU `node` at `at` (T3 charges the CP no time:
-    /// an instant named after the event).
+    /// Records a firmware handler run on GPU `node` at `at` (an instant named after
+    /// the event; the CP time the handler is charged is `t3/cp_time.rs`'s).
     pub fn trace_firmware(&mut self, node: usize, event: &Event, at: Cycle) {
         if self.trace.is_some() {
             let d = format!("{event:?}");
