@@ -196,7 +196,7 @@ pub struct T3Options {
     /// Threads that step the GPUs of one simulation's lookahead window (1: serial;
     /// [`system::choose_threads`] picks one per free core).
     /// Results do not depend on it (test `t3_threads`); `--jobs` runs independent
-    /// simulations at once instead (docs/decisions/t3.md, "Stepping").
+    /// simulations at once instead (docs/decisions/t3-runs.md, "Stepping").
     pub threads: u32,
     /// How the producer's memory behaviour is modelled (`docs/calibration.md`).
     pub producer_memory: gemm::ProducerMemory,

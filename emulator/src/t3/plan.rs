@@ -13,7 +13,7 @@
 //! starts). The cost is an a-priori estimate from the shape, the GPU count and the part
 //! ([`part_cost`]), never a timing, so the order is the same on every run; and each
 //! part's result is a function of its inputs only, so the rows are identical for any
-//! thread count and order (`docs/decisions/t3.md`).
+//! thread count and order (`docs/decisions/t3-runs.md`, "Study scheduling").
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};

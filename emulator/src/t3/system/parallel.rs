@@ -34,8 +34,8 @@ pub fn choose_threads(requested: u32, free_cores: usize, jobs: usize) -> u32 {
 /// The machine's cores less the ones other work keeps busy (its 1-minute load average,
 /// rounded down; all of them where the load is not known), at least 1. A window ends
 /// when its slowest share does, so a thread that has to wait for a core holds the others
-/// up: on a loaded machine extra threads only add work (docs/decisions/t3.md,
-/// "Stepping").
+/// up: on a loaded machine extra threads only add work (docs/decisions/t3-runs.md,
+/// "Which stepping runs").
 pub fn free_cores() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg")
