@@ -15,7 +15,7 @@ use nmcp_firmware::nmc::{
 use nmcp_firmware::platform::{
     ChannelSet, DevAddr, DeviceMemory, MemoryError, NmcController, NmcError, NmcTicket,
 };
-use nmcp_firmware::Event;
+use nmcp_firmware::{Event, FirmwareError};
 use nmcp_isa::nmc::MacroCommand;
 
 const TABLE: DevAddr = 0x1000;
@@ -206,7 +206,7 @@ fuzz_target!(|data: &[u8]| {
         program,
     };
     let mut seq = NmcSequencer::default();
-    if seq.start_lamb(job, &mut stub).is_err() {
+    if seq.start_lamb::<_, FirmwareError>(job, &mut stub).is_err() {
         return;
     }
     // Every tensor needs a handful of commands and reductions; a bound well above that
@@ -217,7 +217,7 @@ fuzz_target!(|data: &[u8]| {
         stub.in_flight -= 1;
         handled += 1;
         assert!(handled <= bound, "no end after {handled} events ({} commands)", stub.submitted);
-        if seq.on_event(&ev, &mut stub).is_err() {
+        if seq.on_event::<_, FirmwareError>(&ev, &mut stub).is_err() {
             return;
         }
     }
