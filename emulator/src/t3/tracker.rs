@@ -356,11 +356,14 @@ impl Tracker {
     /// Counts `elements` written by (or on behalf of) wavefront `wf_id` of workgroup
     /// `wg_id`.
     pub fn count(&mut self, wg_id: u32, wf_id: u8, elements: u32) -> TrackOutcome {
-        let (at, fresh) = self.slot(wg_id, wf_id & (MAX_WFS_PER_WG - 1));
         let wf_id = wf_id & (MAX_WFS_PER_WG - 1);
-        let unprogrammed = self
-            .way_mut(at, (wg_id, wf_id))
-            .is_some_and(|w| w.program.is_none());
+        let (at, fresh) = self.slot(wg_id, wf_id);
+        // One lookup adds the count and says whether the entry is programmed (a fresh
+        // way a region programmed at allocation is not a miss allocation).
+        let unprogrammed = self.way_mut(at, (wg_id, wf_id)).is_some_and(|w| {
+            w.count = w.count.saturating_add(elements);
+            w.program.is_none()
+        });
         if fresh && unprogrammed {
             self.stats.miss_allocations += 1;
         }
@@ -368,9 +371,6 @@ impl Tracker {
         let spilled = at.is_none();
         if spilled {
             self.stats.spilled += 1;
-        }
-        if let Some(w) = self.way_mut(at, (wg_id, wf_id)) {
-            w.count = w.count.saturating_add(elements);
         }
         TrackOutcome {
             fired: self.settle(at, wg_id, wf_id),
