@@ -165,3 +165,58 @@ fn a_persistent_grid_keeps_one_wave_and_serialises_concurrent_copies() {
         "two persistent copies barely overlap"
     );
 }
+
+/// Hopper's warpgroup matrix instruction is 64 rows by up to 256 columns and reads both
+/// operands from shared memory, so a tile long in N moves fewer operand bytes per FLOP
+/// than the same tile long in M: with the H200's option, 64 x 128 beats 128 x 64 and
+/// 128 x 256 beats 256 x 128 (as they do on the device); without it they are equal, and
+/// kernels that are not whole warpgroups (2 warps) keep their tile's figure.
+#[test]
+fn warpgroup_instructions_make_wide_tiles_cheaper_than_tall_ones() {
+    use nmcp_emulator::gpu::h200::{h200_calibration, h200_catalog};
+    let cat = h200_catalog();
+    let with = h200_calibration();
+    let without = Calibration {
+        warpgroup_mma_rows: None,
+        ..with
+    };
+    let eff = |c: &Calibration, i: usize| c.efficiency(cat.get(i).expect("config"), 1);
+    // 0: 128x256 and 1: 256x128 on 8 warps; 4: 128x64 and 5: 64x128 on 4; 7: 64x32 and
+    // 8: 32x64 on 2.
+    assert!((eff(&without, 0) - eff(&without, 1)).abs() < 1e-12);
+    assert!((eff(&without, 4) - eff(&without, 5)).abs() < 1e-12);
+    assert!(eff(&with, 0) > eff(&with, 1));
+    assert!(eff(&with, 5) > eff(&with, 4));
+    // One m64n128 instruction is the 64 x 128 tile itself.
+    assert!((eff(&with, 5) - eff(&without, 5)).abs() < 1e-12);
+    assert!((eff(&with, 7) - eff(&without, 7)).abs() < 1e-12);
+    assert!((eff(&with, 7) - eff(&with, 8)).abs() < 1e-12);
+}
+
+/// With one front end setting kernels up in launch order, sixteen copies of a short
+/// kernel launched at once start `kernel_start_ns` apart, so they cannot finish before
+/// sixteen start-ups have passed; with a front end per stream they start together and
+/// finish far sooner. One copy alone takes the same time either way.
+#[test]
+fn one_front_end_sets_kernels_up_one_at_a_time() {
+    use nmcp_emulator::gpu::h200::{h200_calibration, h200_catalog};
+    let cal = h200_calibration();
+    let serial = GpuConfig::h200();
+    assert!(serial.serial_kernel_start);
+    let parallel = GpuConfig {
+        serial_kernel_start: false,
+        ..GpuConfig::h200()
+    };
+    let s = shape(512, 512, 512, GemmDataType::F16);
+    let k = *h200_catalog().get(2).expect("config 2");
+    let alone = |g: &GpuConfig| isolated_time(g, &cal, &s, &k).expect("runs");
+    let sixteen = |g: &GpuConfig| concurrent_time(g, &cal, &s, &k, 16).expect("runs");
+    assert!((alone(&serial) - alone(&parallel)).abs() < 1e-6);
+    assert!(sixteen(&serial) >= 16.0 * serial.kernel_start_ns);
+    assert!(
+        sixteen(&parallel) < 0.6 * sixteen(&serial),
+        "parallel {} serial {}",
+        sixteen(&parallel),
+        sixteen(&serial)
+    );
+}

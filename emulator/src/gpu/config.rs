@@ -86,6 +86,13 @@ pub struct GpuConfig {
     /// serialised form, so older presets keep their cache keys) hides all of it.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub inter_kernel_gap_ns: f64,
+    /// Whether kernel start-ups (`kernel_start_ns`) are set up one at a time by a single
+    /// front end, whatever queue or stream the kernels come from (`true`), or each
+    /// stream's in parallel (`false`, left out of the serialised form so existing presets
+    /// keep their cache keys). With it, n kernels launched at once start
+    /// `kernel_start_ns` apart, so concurrency cannot hide the start-up of short kernels.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub serial_kernel_start: bool,
     /// Data rate of the HBM's pins, Gb/s: scales the measured HBM queueing delay of the
     /// loaded-latency option (`gemm::LoadedLatency`) by the service time of one access.
     /// 0 (left out of the serialised form) takes the measured preset's own rate.
@@ -160,6 +167,7 @@ impl GpuConfig {
             wg_fixed_ns: 1000.0,
             kernel_start_ns: 2000.0,
             inter_kernel_gap_ns: 0.0,
+            serial_kernel_start: false,
             // HBM2 at 1.2 GHz DDR: 1,228.8 GB/s over four 1,024-bit stacks.
             hbm_pin_gbps: 2.4,
             llc_atomic_adds_per_ns: 0.0,
@@ -191,6 +199,7 @@ impl GpuConfig {
             wg_fixed_ns: 1000.0,
             kernel_start_ns: 2000.0,
             inter_kernel_gap_ns: 0.0,
+            serial_kernel_start: false,
             hbm_pin_gbps: 0.0,
             llc_atomic_adds_per_ns: 0.0,
         }
@@ -243,6 +252,7 @@ impl GpuConfig {
             wg_fixed_ns: H200_WG_FIXED_NS,
             kernel_start_ns: H200_KERNEL_START_NS,
             inter_kernel_gap_ns: H200_INTER_KERNEL_GAP_NS,
+            serial_kernel_start: true,
             hbm_pin_gbps: H200_HBM_PIN_GBPS,
             llc_atomic_adds_per_ns: H200_LLC_ATOMIC_ADDS_PER_NS,
         }

@@ -87,6 +87,17 @@ pub struct Calibration {
     /// left out of the serialised form when off, so existing cache keys stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub persistent_grid: bool,
+    /// Rows of one warpgroup matrix instruction (`None`: the operands leave shared memory
+    /// once per tile). Hopper's `wgmma.mma_async` is `m64nNk16` (N = 8..256, PTX ISA) and
+    /// reads both operands from shared memory for every instruction (Triton's MMAv3
+    /// lowering puts A and B there), so the operand bytes per FLOP a main loop moves
+    /// through shared memory are those of a `64 x N` instruction, not of the tile: a
+    /// 128 x 64 tile on one warpgroup issues two `m64n64` instructions that each re-read
+    /// B, a 64 x 128 tile one `m64n128`. Applies to kernels whose threads are whole
+    /// warpgroups (4 warps); the rest keep the tile's intensity. Left out of the
+    /// serialised form when off, so existing cache keys stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warpgroup_mma_rows: Option<u32>,
 }
 
 /// The load-dependent latency option of [`Calibration::loaded_latency`].
@@ -127,6 +138,7 @@ impl Default for Calibration {
             llc_copies_in_phase: false,
             loaded_latency: None,
             persistent_grid: false,
+            warpgroup_mma_rows: None,
         }
     }
 }
@@ -134,7 +146,13 @@ impl Default for Calibration {
 impl Calibration {
     /// The main-loop efficiency of a kernel at a given occupancy.
     pub fn efficiency(&self, k: &CatalogKernel, occupancy: u32) -> f64 {
-        let (t0, t1) = (f64::from(k.mt0), f64::from(k.mt1));
+        let (t0, t1) = match self
+            .warpgroup_mma_rows
+            .and_then(|m| warpgroup_instruction(k, m))
+        {
+            Some((m, n)) => (f64::from(m), f64::from(n)),
+            None => (f64::from(k.mt0), f64::from(k.mt1)),
+        };
         let intensity = t0 * t1 / (t0 + t1);
         let u = f64::from(k.depth_u);
         let mut e = self.peak_efficiency * intensity / (intensity + self.half_intensity) * u
@@ -160,6 +178,33 @@ impl Calibration {
         let hit = keep.powi(i32::try_from(streams - 1).unwrap_or(i32::MAX));
         1.0 / (hit + (1.0 - hit) * self.hbm_row_miss_cost.max(1.0))
     }
+}
+
+/// Threads of one warpgroup (4 warps of 32).
+const WARPGROUP_THREADS: u16 = 128;
+/// Widest N of one warpgroup matrix instruction (`m64n256k16`).
+const WARPGROUP_MAX_N: u32 = 256;
+
+/// The `rows x N` matrix instruction a warpgroup of kernel `k` issues, or `None` when its
+/// threads are not whole warpgroups. Warps are laid out as Triton's MMAv3 lowering does
+/// (`warpsPerTileV3`): one warpgroup spans 4 x 16 rows, and further warps go along M
+/// while the tile has rows for them, then along N; N is the tile's columns per warp
+/// column, at most 256.
+fn warpgroup_instruction(k: &CatalogKernel, rows: u32) -> Option<(u32, u32)> {
+    if rows == 0 || k.threads == 0 || k.threads % WARPGROUP_THREADS != 0 {
+        return None;
+    }
+    let warps = u32::from(k.threads / 32);
+    let (mut along_m, mut along_n) = (4u32, 1u32);
+    while along_m * along_n < warps {
+        if u32::from(k.mt0) > 16 * along_m {
+            along_m *= 2;
+        } else {
+            along_n *= 2;
+        }
+    }
+    let n = (u32::from(k.mt1) / along_n).clamp(1, WARPGROUP_MAX_N);
+    Some((rows, n))
 }
 
 /// A GEMM problem without its kernel map (shared with the firmware CP and the GEMM

@@ -118,9 +118,13 @@ pub fn h200_catalog() -> Catalog {
 pub fn h200_calibration() -> Calibration {
     Calibration {
         memory_latency_ns: H200_MEMORY_LATENCY_NS,
+        warpgroup_mma_rows: Some(WGMMA_ROWS),
         ..Calibration::default()
     }
 }
+
+/// Rows of Hopper's warpgroup matrix instruction `wgmma.mma_async.m64nNk16` (PTX ISA).
+pub const WGMMA_ROWS: u32 = 64;
 
 /// Unloaded global-memory latency of Hopper, ns (see `docs/calibration.md`).
 pub const H200_MEMORY_LATENCY_NS: f64 = 500.0;

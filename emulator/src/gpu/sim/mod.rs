@@ -129,6 +129,9 @@ pub struct GpuSim<P = FluidHbm> {
     /// When the most recently completed kernel placed its last workgroup: from then on
     /// its queue's next packet sat at the head (see `push_kernel`).
     last_completed_dispatched_at: Option<Nanos>,
+    /// When the front end finishes setting up the last kernel launched (only with
+    /// [`GpuConfig::serial_kernel_start`]).
+    front_end_free: Nanos,
 }
 
 impl GpuSim<FluidHbm> {
@@ -173,6 +176,7 @@ impl<P: MemoryPort> GpuSim<P> {
             workgroups_done: 0,
             dispatcher_free: 0.0,
             last_completed_dispatched_at: None,
+            front_end_free: 0.0,
         }
     }
 
@@ -275,6 +279,13 @@ impl<P: MemoryPort> GpuSim<P> {
                     .max(1e3 * TIME_EPS);
             }
         }
+        let mut start_at = at + start_delay;
+        if self.gpu.serial_kernel_start {
+            // One front end sets kernels up in launch order: this one's set-up begins
+            // when the previous one's ends.
+            start_at = self.front_end_free.max(at) + start_delay;
+            self.front_end_free = start_at;
+        }
         let pool = self.launches % (self.pools.max(1) as usize);
         self.launches += 1;
         let slot_units = SLOT_UNITS_PER_CU / u64::from(cost.occupancy.max(1));
@@ -284,7 +295,7 @@ impl<P: MemoryPort> GpuSim<P> {
             tiling,
             slot_units,
             pool,
-            start_at: at + start_delay,
+            start_at,
             to_place: cost.workgroups,
             resident: 0,
             all_dispatched: false,
