@@ -191,7 +191,7 @@ const WARPGROUP_MAX_N: u32 = 256;
 /// while the tile has rows for them, then along N; N is the tile's columns per warp
 /// column, at most 256.
 fn warpgroup_instruction(k: &CatalogKernel, rows: u32) -> Option<(u32, u32)> {
-    if rows == 0 || k.threads == 0 || k.threads % WARPGROUP_THREADS != 0 {
+    if rows == 0 || k.threads == 0 || !k.threads.is_multiple_of(WARPGROUP_THREADS) {
         return None;
     }
     let warps = u32::from(k.threads / 32);
