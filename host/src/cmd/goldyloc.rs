@@ -37,7 +37,8 @@ enum Step {
     Validate(super::goldyloc_validate::ValidateArgs),
 }
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct Common {
     /// A small subset (a few GEMMs per app), for tests and a first look.
     #[arg(long)]
@@ -63,6 +64,7 @@ struct Common {
     /// Run every GEMM in this data type: f16, bf16 or f32 (default: the networks' FP16,
     /// a --gemms list's own types). The dissertation's main results are FP32.
     #[arg(long, value_parser = parse_dtype)]
+    #[serde(default, deserialize_with = "dtype::option")]
     dtype: Option<GemmDataType>,
     /// Write the result (tune: GO library of GEMM extension records; train: predictor) as JSON here.
     #[arg(long)]
@@ -87,6 +89,7 @@ struct Common {
     cd_sweep: bool,
     /// The model's contention options.
     #[command(flatten)]
+    #[serde(flatten)]
     model: super::model_options::ModelOptions,
     /// Map the n software queues (streams) of every configuration but Sequential onto this
     /// many hardware queues, with the AQL barrier bit set on each (a HIP runtime's
@@ -101,7 +104,8 @@ struct Common {
 }
 
 /// `--cd-release`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 enum CdRelease {
     /// The next group starts when the current one has completed.
     Completion,
@@ -305,4 +309,21 @@ fn loop_failures(report: &EvalReport) -> CmdResult {
         report.loop_failures.len()
     )
     .into())
+}
+
+crate::scenario::parsed!(mod dtype = parse_dtype => GemmDataType);
+
+impl crate::scenario::Options for Common {}
+impl crate::scenario::Options for super::goldyloc_library::LibraryArgs {}
+impl crate::scenario::Options for super::goldyloc_validate::ValidateArgs {}
+
+impl GoldylocArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.step {
+            Step::Tune(a) | Step::Train(a) | Step::Eval(a) => a,
+            Step::Library(a) => a,
+            Step::Validate(a) => a,
+        }
+    }
 }

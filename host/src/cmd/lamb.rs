@@ -13,7 +13,8 @@ use super::CmdResult;
 use crate::lamb::npy_io;
 
 /// Arguments of `nmcp lamb`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct LambArgs {
     /// Model preset: bert-large, bert-base, megatron-bert.
     #[arg(long, default_value = "bert-large")]
@@ -49,31 +50,42 @@ pub struct LambArgs {
     step: u32,
     /// Learning rate.
     #[arg(long, default_value_t = 1e-3, value_parser = super::numbers::positive_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::positive_f32::one")]
     lr: f32,
     /// beta1.
     #[arg(long, default_value_t = 0.9, value_parser = super::numbers::decay_rate_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::decay_rate_f32::one")]
     beta1: f32,
     /// beta2.
     #[arg(long, default_value_t = 0.999, value_parser = super::numbers::decay_rate_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::decay_rate_f32::one")]
     beta2: f32,
     /// epsilon.
     #[arg(long, default_value_t = 1e-6, value_parser = super::numbers::positive_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::positive_f32::one")]
     eps: f32,
     /// Weight decay.
     #[arg(long, default_value_t = 0.01, value_parser = super::numbers::non_negative_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::non_negative_f32::one")]
     weight_decay: f32,
     /// Global-norm clipping threshold (0 disables clipping).
     #[arg(long, default_value_t = 1.0, value_parser = super::numbers::non_negative_f32)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::non_negative_f32::one")]
     max_grad_norm: f32,
     /// Turn bias correction off.
     #[arg(long)]
     no_bias_correction: bool,
     /// Clamp the trust ratio to at most this value.
     #[arg(long, value_parser = super::numbers::positive_f32)]
+    #[serde(
+        default,
+        deserialize_with = "crate::cmd::numbers::de::positive_f32::option"
+    )]
     trust_clamp: Option<f32>,
     /// LAMB's share of a training iteration, for the end-to-end estimate (percent,
     /// comma-separated).
     #[arg(long, default_value = "7,25", value_delimiter = ',', value_parser = super::numbers::share_percent)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::share_percent::many")]
     lamb_share: Vec<f64>,
     /// Run the bank ALUs on data (random tensors from --seed unless --input) and compare
     /// with the FP32 reference. Needs memory for every array: use small models.
@@ -90,6 +102,7 @@ pub struct LambArgs {
     seed: u64,
     /// GPU-host reduction round trip in ns (see docs/calibration.md).
     #[arg(long, default_value_t = NmcSystemConfig::default().host_reduction_ns, value_parser = super::numbers::duration_ns)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::duration_ns::one")]
     host_reduction_ns: f64,
     /// Engine setups to compare side by side, comma-separated: an ALU issue model
     /// (`column-triggered`, `pipelined` at its default rate, `pipelined-N` at N
@@ -115,6 +128,7 @@ pub struct LambArgs {
     json: bool,
     /// Timeline of the main run (the first engine setup's step(s)).
     #[command(flatten)]
+    #[serde(flatten)]
     timeline: crate::timeline::TimelineArgs,
 }
 
@@ -252,3 +266,5 @@ pub fn run(a: LambArgs) -> CmdResult {
     }
     Ok(())
 }
+
+impl crate::scenario::Options for LambArgs {}

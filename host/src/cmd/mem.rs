@@ -3,6 +3,7 @@
 //! and the simulator's own speed. The options and the printing; the run is
 //! [`crate::mem::run`].
 
+use crate::scenario::Relation;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
@@ -21,7 +22,8 @@ use crate::mem::{MemOutcome, MemRun};
 const DEFAULT_REQUESTS: u64 = 1_000_000;
 
 /// Trace file format.
-#[derive(ValueEnum, Clone, Copy, Debug)]
+#[derive(ValueEnum, Clone, Copy, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FormatArg {
     /// `ADDR R|W CYCLE` lines.
     Dramsim3,
@@ -30,7 +32,8 @@ pub enum FormatArg {
 }
 
 /// Synthetic pattern.
-#[derive(ValueEnum, Clone, Copy, Debug)]
+#[derive(ValueEnum, Clone, Copy, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PatternArg {
     /// Consecutive addresses.
     Stream,
@@ -39,7 +42,8 @@ pub enum PatternArg {
 }
 
 /// Row-buffer policy.
-#[derive(ValueEnum, Clone, Copy, Debug)]
+#[derive(ValueEnum, Clone, Copy, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PageArg {
     /// Keep rows open.
     Open,
@@ -48,7 +52,8 @@ pub enum PageArg {
 }
 
 /// Refresh mode.
-#[derive(ValueEnum, Clone, Copy, Debug)]
+#[derive(ValueEnum, Clone, Copy, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RefreshArg {
     /// REF to all banks every tREFI.
     AllBank,
@@ -58,11 +63,24 @@ pub enum RefreshArg {
     Off,
 }
 
+crate::scenario::parsed!(mod requests = parse_requests => u64);
+
+impl crate::scenario::Options for MemArgs {
+    const RELATIONS: &'static [Relation] = &[
+        Relation::Conflicts("preset", "preset-file"),
+        Relation::Requires("format", "trace"),
+        Relation::Conflicts("pattern", "trace"),
+        Relation::Conflicts("requests", "trace"),
+        Relation::Conflicts("write-ratio", "trace"),
+    ];
+}
+
 /// Arguments of `nmcp mem`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct MemArgs {
     /// Built-in preset (see `nmcp presets`).
-    #[arg(long, default_value = DEFAULT_PRESET, conflicts_with = "preset_file")]
+    #[arg(long, default_value = DEFAULT_PRESET)]
     preset: String,
     /// A preset TOML file (start from `nmcp presets --dump hbm2-2000`).
     #[arg(long, value_name = "FILE")]
@@ -71,21 +89,21 @@ pub struct MemArgs {
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Trace format (detected from the first line when omitted).
-    #[arg(long, value_enum, requires = "trace")]
+    #[arg(long, value_enum)]
     format: Option<FormatArg>,
     /// Synthetic pattern.
-    #[arg(long, value_enum, default_value = "stream", conflicts_with = "trace")]
+    #[arg(long, value_enum, default_value = "stream")]
     pattern: PatternArg,
     /// Synthetic request count (at most 2^34: hours of simulation at 1 M requests/s).
-    #[arg(long, default_value_t = DEFAULT_REQUESTS, conflicts_with = "trace",
-          value_parser = parse_requests)]
+    #[arg(long, default_value_t = DEFAULT_REQUESTS, value_parser = parse_requests)]
+    #[serde(deserialize_with = "requests::one")]
     requests: u64,
     /// Request size in bytes: 32 or 64.
     #[arg(long, default_value_t = 64)]
     size: u32,
     /// Fraction of synthetic requests that are writes.
-    #[arg(long, default_value_t = 0.0, conflicts_with = "trace",
-          value_parser = super::numbers::fraction_f64)]
+    #[arg(long, default_value_t = 0.0, value_parser = super::numbers::fraction_f64)]
+    #[serde(deserialize_with = "super::numbers::de::fraction_f64::one")]
     write_ratio: f64,
     /// Seed of the synthetic generator.
     #[arg(long, default_value_t = 1)]
@@ -132,7 +150,8 @@ pub struct MemArgs {
 }
 
 /// Command interface.
-#[derive(ValueEnum, Clone, Copy, Debug)]
+#[derive(ValueEnum, Clone, Copy, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BusArg {
     /// The pseudo-channels of a channel share one row and one column command bus.
     Shared,

@@ -10,6 +10,7 @@ use nmcp_emulator::t3::{self, CheckRun, Scenario, Simulate, SubLayer, TABLE_8_2}
 use super::io::emit;
 use super::{CmdResult, UsageError};
 use crate::checkpoint;
+use crate::scenario::Relation;
 use crate::t3 as report;
 use crate::t3::machine::{Dtype, MachineArgs};
 use crate::t3::select::{
@@ -41,24 +42,30 @@ enum T3Command {
 }
 
 /// `nmcp t3 cu-split`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct CuSplitArgs {
     /// Model of Table 8.2.
     #[arg(long, default_value = "mega-gpt-2", value_parser = parse_model)]
+    #[serde(deserialize_with = "model::one")]
     model: String,
     /// Tensor-parallel degree (= GPUs).
     #[arg(long, default_value_t = 8, value_parser = parse_tp)]
+    #[serde(deserialize_with = "tp::one")]
     tp: u32,
     /// Sub-layer: OP, FC-2, FC-1 or IP.
     #[arg(long, default_value = "OP", value_parser = parse_sublayer)]
-    sublayer: &'static str,
+    #[serde(deserialize_with = "sublayer::one")]
+    sublayer: SubLayerName,
     /// CU splits GEMM-RS, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "72-8,64-16", value_parser = parse_split)]
+    #[serde(deserialize_with = "split::many")]
     split: Vec<(u32, u32)>,
     /// Simulate one GPU and inject its neighbours' traffic.
     #[arg(long)]
     shortcut: bool,
     #[command(flatten)]
+    #[serde(flatten)]
     machine: MachineArgs,
     /// Machine-readable output.
     #[arg(long)]
@@ -78,30 +85,35 @@ fn parse_split(s: &str) -> Result<(u32, u32), String> {
 }
 
 /// The sub-layer study (`nmcp t3` with no subcommand).
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct StudyArgs {
     /// Table 8.2 models, comma-separated (`all` = all five at their TPs).
     #[arg(long, value_delimiter = ',', default_value = "mega-gpt-2,t-nlg", value_parser = parse_model)]
+    #[serde(deserialize_with = "model::many")]
     models: Vec<String>,
     /// TP degrees, comma-separated (default: each model's TPs from Table 8.2; 8,16 for a
     /// custom model).
     #[arg(long, value_delimiter = ',', value_parser = parse_tp)]
+    #[serde(default, deserialize_with = "tp::option_many")]
     tp: Option<Vec<u32>>,
     /// Sub-layers, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "OP,FC-2,FC-1,IP", value_parser = parse_sublayer)]
-    sublayers: Vec<&'static str>,
+    #[serde(deserialize_with = "sublayer::many")]
+    sublayers: Vec<SubLayerName>,
     /// Hidden size of a custom model (instead of the table; needs --tokens; at most 131072,
     /// 10x GPT-3's, so that the sub-layers' GEMM sizes stay far inside 32 bits).
-    #[arg(long, value_name = "H", requires = "tokens", conflicts_with = "models", value_parser = clap::value_parser!(u32).range(1..=131_072))]
+    #[arg(long, value_name = "H", value_parser = clap::value_parser!(u32).range(1..=131_072))]
     h: Option<u32>,
     /// Tokens of a custom model (sequence length x batch; needs --h; at most 2^20).
-    #[arg(long, value_name = "T", requires = "h", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     tokens: Option<u32>,
     /// Name of the custom model in reports.
-    #[arg(long, value_name = "NAME", requires = "h", default_value = "custom")]
+    #[arg(long, value_name = "NAME", default_value = "custom")]
     model_name: String,
     /// GPUs in the ring (0 = each sub-layer's TP).
     #[arg(long, default_value_t = 0, value_parser = parse_study_gpus)]
+    #[serde(deserialize_with = "study_gpus::one")]
     gpus: u32,
     /// Simulate one GPU and inject its neighbours' traffic (the dissertation's shortcut)
     /// instead of all GPUs.
@@ -111,6 +123,7 @@ struct StudyArgs {
     #[arg(long, value_enum, default_value_t = Dtype::F16)]
     dtype: Dtype,
     #[command(flatten)]
+    #[serde(flatten)]
     machine: MachineArgs,
     /// Machine-readable output: a JSON array with one row per sub-layer and configuration.
     #[arg(long)]
@@ -125,14 +138,17 @@ struct StudyArgs {
     jobs: u32,
     /// Timeline of the fused runs (t3 and t3-mca) of the one selected sub-layer.
     #[command(flatten)]
+    #[serde(flatten)]
     timeline: crate::timeline::TimelineArgs,
 }
 
 /// `nmcp t3 check`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct CheckArgs {
     /// GPUs in the ring (at least 2).
     #[arg(long, default_value_t = 4, value_parser = parse_ring_gpus)]
+    #[serde(deserialize_with = "ring_gpus::one")]
     gpus: u32,
     /// Output rows.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
@@ -148,8 +164,10 @@ struct CheckArgs {
     dtype: Dtype,
     /// Configuration: t3, t3-mca or sequential.
     #[arg(long, default_value = "t3", value_parser = parse_check_config)]
+    #[serde(deserialize_with = "check_config::one")]
     config: Scenario,
     #[command(flatten)]
+    #[serde(flatten)]
     machine: MachineArgs,
     /// Write partial_G.npy, reduced_G.npy and layout.json here.
     #[arg(long, value_name = "DIR")]
@@ -160,13 +178,16 @@ struct CheckArgs {
 }
 
 /// `nmcp t3 rs`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct RsArgs {
     /// GPUs in the ring (at least 2).
     #[arg(long, default_value_t = 8, value_parser = parse_ring_gpus)]
+    #[serde(deserialize_with = "ring_gpus::one")]
     gpus: u32,
     /// Bytes of the array reduced (each GPU's whole array; suffixes K, M, G = 2^10...).
     #[arg(long, default_value = "64M", value_parser = parse_bytes)]
+    #[serde(deserialize_with = "bytes::one")]
     bytes: u64,
     /// Simulate one GPU and inject its neighbours' traffic.
     #[arg(long)]
@@ -175,10 +196,48 @@ struct RsArgs {
     #[arg(long, value_enum, default_value_t = Dtype::F16)]
     dtype: Dtype,
     #[command(flatten)]
+    #[serde(flatten)]
     machine: MachineArgs,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+}
+
+crate::scenario::parsed!(mod model = parse_model => String);
+crate::scenario::parsed!(mod tp = parse_tp => u32);
+/// A sub-layer name from the static table (an alias, so that serde's derive does not
+/// take the `&'static str` for a string borrowed from the input).
+type SubLayerName = &'static str;
+
+crate::scenario::parsed!(mod sublayer = parse_sublayer => SubLayerName);
+crate::scenario::parsed!(mod split = parse_split => (u32, u32));
+crate::scenario::parsed!(mod study_gpus = parse_study_gpus => u32);
+crate::scenario::parsed!(mod ring_gpus = parse_ring_gpus => u32);
+crate::scenario::parsed!(mod check_config = parse_check_config => Scenario);
+crate::scenario::parsed!(mod bytes = parse_bytes => u64);
+
+impl crate::scenario::Options for StudyArgs {
+    const RELATIONS: &'static [Relation] = &[
+        Relation::Requires("h", "tokens"),
+        Relation::Conflicts("h", "models"),
+        Relation::Requires("tokens", "h"),
+        Relation::Requires("model-name", "h"),
+    ];
+}
+impl crate::scenario::Options for CheckArgs {}
+impl crate::scenario::Options for RsArgs {}
+impl crate::scenario::Options for CuSplitArgs {}
+
+impl T3Args {
+    /// The typed options of the command run (the study's, or the subcommand's).
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            None => &mut self.study,
+            Some(T3Command::Check(a)) => a,
+            Some(T3Command::Rs(a)) => a,
+            Some(T3Command::CuSplit(a)) => a,
+        }
+    }
 }
 
 /// Runs `nmcp t3`.

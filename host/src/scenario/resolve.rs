@@ -1,17 +1,17 @@
-//! The command line with a scenario applied: `--config` / `--scenario` on every command
-//! node, the command line walked through clap's command tree, the file's options placed
-//! before the user's (the command line wins), then clap's parse.
+//! A run's options resolved: `--config` / `--scenario` on every command node, the command
+//! line parsed by clap, the scenario file's options checked and merged into one table
+//! under the command line's (the command line wins), words for checkpoints and notes.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Arg, ArgAction, Command};
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use super::*;
 
 /// Adds `--config FILE` (where the command has no `--config` of its own) and
-/// `--scenario FILE` to every command node, for `--help`; both are taken out of the
-/// arguments before clap parses them ([`expand`]).
+/// `--scenario FILE` to every command node; [`walk`] finds them, clap accepts them.
 pub(crate) fn augment(cmd: Command) -> Command {
     let names: Vec<String> = cmd
         .get_subcommands()
@@ -257,169 +257,236 @@ pub(super) fn keys_own(cmd: &Command) -> Vec<&Arg> {
         .collect()
 }
 
-/// The command line after a scenario is applied.
-pub struct Expanded {
-    /// The arguments clap parses (the scenario options taken out, the file's put in).
-    pub argv: Vec<OsString>,
-    /// The scenario file and the words it contributed, for error notes.
-    pub from_file: Option<(PathBuf, Vec<String>)>,
-    /// Notes for stderr (file options dropped because of a conflicting command-line one).
-    pub notes: Vec<String>,
+/// Why a command line did not resolve.
+pub(crate) enum Failure {
+    /// A scenario or relation error: printed as `nmcp: error: ...`, exit code 2.
+    Message(String),
+    /// clap's own (usage errors, `--help`, `--version`), printed by clap.
+    Clap(clap::Error),
 }
 
-/// Applies `--config FILE` / `--scenario FILE`: the file's options go right after the
-/// subcommand's name, before the user's own arguments; an option the user gave, or one
-/// that conflicts with one the user gave, is dropped from the file's.
+impl From<String> for Failure {
+    fn from(m: String) -> Self {
+        Failure::Message(m)
+    }
+}
+
+impl Failure {
+    /// Prints the failure and gives the exit code.
+    pub(crate) fn report(self) -> std::process::ExitCode {
+        match self {
+            Failure::Message(m) => {
+                eprintln!("nmcp: error: {m}");
+                std::process::ExitCode::from(2)
+            }
+            Failure::Clap(e) => {
+                let _ = e.print();
+                std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+            }
+        }
+    }
+}
+
+/// The options a scenario file gives: the file as shown and its entries.
+pub(crate) struct FileOptions {
+    /// The file's name as given.
+    pub(crate) shown: String,
+    /// Its `key = value` entries.
+    pub(crate) entries: Vec<Entry>,
+}
+
+/// A command line parsed by clap, before the merge.
+pub(crate) struct Parsed {
+    /// clap's matches of the whole command line.
+    pub(crate) matches: ArgMatches,
+    /// The subcommand path run.
+    pub(crate) path: Vec<String>,
+    /// Every option clap has a value for (a default or the command line's), typed.
+    table: toml::Table,
+    /// The keys given on the command line.
+    given: Vec<String>,
+    /// The scenario file's options, checked and typed, in file order.
+    file: Option<(String, Vec<(String, toml::Value)>)>,
+}
+
+/// A run's options after the merge.
+pub(crate) struct Merged {
+    /// Every option of the command under its key: the command line's, else the file's,
+    /// else the default.
+    pub(crate) table: toml::Table,
+    /// The keys given on the command line or by the file (what the relations look at).
+    pub(crate) given: Vec<String>,
+    /// The run as a command line (subcommand, the options given, positionals): what a
+    /// checkpoint stores and `nmcp resume` runs.
+    pub(crate) words: Vec<String>,
+    /// The file's options as words, for a note under an error.
+    pub(crate) file_note: Option<String>,
+}
+
+/// The table of what clap read for the command `cmd` (defaults and the command line)
+/// and the keys given on the command line.
+fn clap_table(cmd: &Command, m: &ArgMatches) -> (toml::Table, Vec<String>) {
+    let mut table = toml::Table::new();
+    let mut given = Vec::new();
+    for a in cmd
+        .get_arguments()
+        .filter(|a| is_key(a) || a.is_positional())
+    {
+        let id = a.get_id().as_str();
+        let key = arg_key(a);
+        let words: Vec<String> = match m.try_get_raw(id) {
+            Ok(Some(raw)) => raw.map(|r| r.to_string_lossy().into_owned()).collect(),
+            _ => Vec::new(),
+        };
+        if words.is_empty() {
+            continue;
+        }
+        table.insert(key.clone(), typed_words(a, &words));
+        if m.value_source(id) == Some(ValueSource::CommandLine) {
+            given.push(key);
+        }
+    }
+    (table, given)
+}
+
+/// Parses a command line (binary name first) with clap, after reading the scenario file
+/// `--config FILE` / `--scenario FILE` names. The file may name the subcommand
+/// (`command = "..."`): the command line's must be the same or a prefix of it, and the
+/// file's words complete it.
 ///
 /// # Errors
-/// Everything [`load`] and [`to_args`] report; a `command` that does not match the
-/// command line; no subcommand on either.
-pub fn expand(root: &Command, argv: Vec<OsString>) -> Result<Expanded, String> {
+/// The scenario file's errors (each with file, line and column), clap's usage errors.
+pub(crate) fn parse(
+    root: &Command,
+    augmented: Command,
+    argv: Vec<OsString>,
+) -> Result<Parsed, Failure> {
     let w = walk(root, &argv)?;
-    let Some((file, words)) = w.config else {
-        return Ok(Expanded {
-            argv,
-            from_file: None,
-            notes: Vec::new(),
-        });
-    };
-    let strip = |v: &[OsString], from: usize, to: usize| -> Vec<OsString> {
-        v.iter()
-            .enumerate()
-            .filter(|(k, _)| *k >= from && *k < to && !words.contains(k))
-            .map(|(_, a)| a.clone())
-            .collect()
-    };
-    if w.help {
-        return Ok(Expanded {
-            argv: strip(&argv, 0, argv.len()),
-            from_file: None,
-            notes: Vec::new(),
+    let mut argv = argv;
+    let mut file = None;
+    if let (Some((path, _)), false) = (&w.config, w.help) {
+        let scenario = load(path)?;
+        let shown = path.display().to_string();
+        let full = match &scenario.command {
+            None => w.path.clone(),
+            Some((p, loc)) => {
+                if p.len() < w.path.len() || p.get(..w.path.len()) != Some(&w.path[..]) {
+                    return Err(Failure::Message(format!(
+                        "{loc}: the scenario is for `nmcp {}`, the command line runs `nmcp {}`",
+                        p.join(" "),
+                        w.path.join(" ")
+                    )));
+                }
+                p.clone()
+            }
+        };
+        leaf(root, &full, &shown).map_err(|e| {
+            if full.is_empty() {
+                format!("{shown}: name the subcommand on the command line or with `command = \"...\"` in the file")
+            } else {
+                e
+            }
+        })?;
+        let tail = argv.split_off(w.path_end.min(argv.len()));
+        argv.extend(full.iter().skip(w.path.len()).map(OsString::from));
+        argv.extend(tail);
+        file = Some(FileOptions {
+            shown,
+            entries: scenario.entries,
         });
     }
-    let scenario = load(&file)?;
-    let shown_file = file.display().to_string();
-    let path = match &scenario.command {
-        None => w.path.clone(),
-        Some((p, loc)) => {
-            if p.len() < w.path.len() || p.get(..w.path.len()) != Some(&w.path[..]) {
-                return Err(format!(
-                    "{loc}: the scenario is for `nmcp {}`, the command line runs `nmcp {}`",
-                    p.join(" "),
-                    w.path.join(" ")
-                ));
-            }
-            p.clone()
-        }
+    let matches = augmented
+        .try_get_matches_from(&argv)
+        .map_err(Failure::Clap)?;
+    parsed(root, matches, file)
+}
+
+/// The parse of `matches` with the options of `file` checked against its command.
+///
+/// # Errors
+/// The file's keys and values (with file, line and column).
+pub(crate) fn parsed(
+    root: &Command,
+    matches: ArgMatches,
+    file: Option<FileOptions>,
+) -> Result<Parsed, Failure> {
+    let mut path = Vec::new();
+    let mut cmd = root;
+    let mut m = &matches;
+    while let Some((name, sub)) = m.subcommand() {
+        path.push(name.to_string());
+        cmd = cmd.find_subcommand(name).unwrap_or(cmd);
+        m = sub;
+    }
+    let (table, given) = clap_table(cmd, m);
+    let file = match file {
+        None => None,
+        Some(f) => Some((f.shown, validate(cmd, &path.join(" "), &f.entries)?)),
     };
-    let cmd = leaf(root, &path, &shown_file).map_err(|e| {
-        if path.is_empty() {
-            format!("{shown_file}: name the subcommand on the command line or with `command = \"...\"` in the file")
-        } else {
-            e
-        }
-    })?;
-    // The command line with the file's subcommand words in place, walked again: options
-    // given before the subcommand's name (`nmcp --config f.toml --seed 2`) are then seen
-    // as the subcommand's.
-    let mut base = strip(&argv, 0, w.path_end);
-    base.extend(path.iter().skip(w.path.len()).map(OsString::from));
-    let insert_at = base.len();
-    base.extend(strip(&argv, w.path_end, argv.len()));
-    let w2 = walk(root, &base)?;
-    let given: Vec<&Arg> = cmd
-        .get_arguments()
-        .filter(|a| w2.given.contains(a.get_id()) || w.given.contains(a.get_id()))
-        .collect();
-    let dropped = std::cell::RefCell::new(Vec::new());
-    let skip = |a: &Arg| -> bool {
-        if given.iter().any(|g| g.get_id() == a.get_id()) {
-            return true;
-        }
-        let conflicting = given.iter().find(|g| {
-            cmd.get_arg_conflicts_with(a)
-                .iter()
-                .any(|c| c.get_id() == g.get_id())
-                || cmd
-                    .get_arg_conflicts_with(g)
-                    .iter()
-                    .any(|c| c.get_id() == a.get_id())
-        });
-        if let Some(g) = conflicting {
-            dropped.borrow_mut().push(format!(
-                "nmcp: note: {shown_file}: `{}` left out: --{} on the command line conflicts with it",
-                a.get_long().unwrap_or_default(),
-                g.get_long().unwrap_or_default()
-            ));
-            return true;
-        }
-        false
-    };
-    let file_args = to_args(cmd, &path.join(" "), &scenario.entries, &skip)?;
-    let notes = dropped.into_inner();
-    let mut out: Vec<OsString> = base.get(..insert_at).unwrap_or(&[]).to_vec();
-    out.extend(file_args.iter().map(OsString::from));
-    out.extend(base.get(insert_at..).unwrap_or(&[]).iter().cloned());
-    Ok(Expanded {
-        argv: out,
-        from_file: Some((file, file_args)),
-        notes,
+    Ok(Parsed {
+        path,
+        table,
+        given,
+        file,
+        matches,
     })
 }
 
-/// Parses the process's command line into `T` after applying a scenario file; on a
-/// usage error prints it (with the options the file contributed) and returns the exit
-/// code. Also returns the arguments as run (for checkpoints and `nmcp resume`).
-///
-/// # Errors
-/// The exit code to return (the message is already printed).
-pub fn parse_command_line<T: clap::Parser>(
-    args: impl IntoIterator<Item = OsString>,
-) -> Result<(T, Vec<String>), std::process::ExitCode> {
-    let mut root = T::command();
-    root.build();
-    let argv: Vec<OsString> = args.into_iter().collect();
-    let expanded = match expand(&root, argv) {
-        Ok(e) => e,
-        Err(msg) => {
-            eprintln!("nmcp: error: {msg}");
-            return Err(std::process::ExitCode::from(2));
-        }
-    };
-    for n in &expanded.notes {
-        eprintln!("{n}");
-    }
-    let matches = match augment(T::command()).try_get_matches_from(&expanded.argv) {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = e.print();
-            if let (true, Some((file, words))) = (e.use_stderr(), &expanded.from_file) {
-                eprintln!(
-                    "note: the options from {}: {}",
-                    file.display(),
-                    if words.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        words.join(" ")
-                    }
-                );
+impl Parsed {
+    /// Merges the file's options under the command line's: an option given on the
+    /// command line keeps its value, and a file option that conflicts with one given on
+    /// the command line is left out with a note on stderr.
+    pub(crate) fn merge(&self, root: &Command, relations: &[Relation]) -> Merged {
+        let cmd = find_command(root, &self.path).unwrap_or(root);
+        let mut table = self.table.clone();
+        let mut given = self.given.clone();
+        let mut file_note = None;
+        if let Some((shown, values)) = &self.file {
+            let mut file_words = Vec::new();
+            for (key, value) in values {
+                if let Some(a) = cmd.get_arguments().find(|a| arg_key(a) == *key) {
+                    file_words.extend(option_words(a, value));
+                }
+                if self.given.contains(key) {
+                    continue;
+                }
+                if let Some(g) = self.given.iter().find(|g| conflict(relations, key, g)) {
+                    eprintln!(
+                        "nmcp: note: {shown}: `{key}` left out: --{g} on the command line conflicts with it"
+                    );
+                    continue;
+                }
+                table.insert(key.clone(), value.clone());
+                given.push(key.clone());
             }
-            let code = u8::try_from(e.exit_code()).unwrap_or(2);
-            return Err(std::process::ExitCode::from(code));
+            file_note = Some(format!(
+                "note: the options from {shown}: {}",
+                if file_words.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    file_words.join(" ")
+                }
+            ));
         }
-    };
-    let parsed = match T::from_arg_matches(&matches) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = e.print();
-            return Err(std::process::ExitCode::from(2));
+        let mut words = self.path.clone();
+        let mut positionals = Vec::new();
+        for a in cmd.get_arguments() {
+            let key = arg_key(a);
+            let Some(v) = table.get(&key).filter(|_| given.contains(&key)) else {
+                continue;
+            };
+            if a.is_positional() {
+                positionals.extend(option_words(a, v));
+            } else {
+                words.extend(option_words(a, v));
+            }
         }
-    };
-    let run: Vec<String> = expanded
-        .argv
-        .iter()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    Ok((parsed, run))
+        words.extend(positionals);
+        Merged {
+            table,
+            given,
+            words,
+            file_note,
+        }
+    }
 }
