@@ -101,9 +101,9 @@ impl scenario::Options for GlobalOptions {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a memory trace or a synthetic pattern through the HBM model.
-    Mem(cmd::mem::MemArgs),
+    Mem(mem::MemOptions),
     /// LAMB optimizer steps on near-memory compute, next to an ideal GPU.
-    Lamb(cmd::lamb::LambArgs),
+    Lamb(lamb::options::LambOptions),
     /// List the built-in HBM presets, or check a preset file.
     Presets(cmd::presets::PresetsArgs),
     /// Assemble NMC instructions and macro-commands from text.

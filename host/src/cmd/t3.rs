@@ -2,21 +2,17 @@
 //! GEMM + reduce-scatter with real data, written as `.npy`), `nmcp t3 rs` (a plain ring
 //! reduce-scatter timed alone).
 
-use std::path::PathBuf;
 use std::time::Instant;
 
-use nmcp_emulator::t3::{self, CheckRun, Scenario, Simulate, SubLayer, TABLE_8_2};
+use nmcp_emulator::t3::{self, CheckRun, Simulate, SubLayer, TABLE_8_2};
 
 use super::io::emit;
 use super::{CmdResult, UsageError};
 use crate::checkpoint;
-use crate::scenario::Relation;
 use crate::t3 as report;
-use crate::t3::machine::{Dtype, MachineArgs};
-use crate::t3::select::{
-    known_models, parse_bytes, parse_check_config, parse_model, parse_ring_gpus, parse_study_gpus,
-    parse_sublayer, parse_tp,
-};
+use crate::t3::machine::Dtype;
+use crate::t3::options::{CheckOptions, CuSplitOptions, RsOptions, StudyOptions};
+use crate::t3::select::known_models;
 use crate::t3::study::t3_error;
 
 /// Arguments of `nmcp t3`.
@@ -26,207 +22,20 @@ pub struct T3Args {
     #[command(subcommand)]
     command: Option<T3Command>,
     #[command(flatten)]
-    study: StudyArgs,
+    study: StudyOptions,
 }
 
 #[derive(clap::Subcommand, Debug)]
 enum T3Command {
     /// Fused (or sequential) GEMM + reduce-scatter with real data: every GPU's partial
     /// output and final block as .npy, checked against the element-wise sum.
-    Check(CheckArgs),
+    Check(CheckOptions),
     /// Time a plain ring reduce-scatter alone, next to the bandwidth-latency model.
-    Rs(RsArgs),
+    Rs(RsOptions),
     /// Dissertation 8.2.2 (Fig. 8.4): the GEMM and the ring reduce-scatter sharing the
     /// CUs (e.g. 72-8, 64-16), next to each alone and the ideal overlap.
-    CuSplit(CuSplitArgs),
+    CuSplit(CuSplitOptions),
 }
-
-/// `nmcp t3 cu-split`.
-#[derive(clap::Args, Debug, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct CuSplitArgs {
-    /// Model of Table 8.2.
-    #[arg(long, default_value = "mega-gpt-2", value_parser = parse_model)]
-    #[serde(deserialize_with = "model::one")]
-    model: String,
-    /// Tensor-parallel degree (= GPUs).
-    #[arg(long, default_value_t = 8, value_parser = parse_tp)]
-    #[serde(deserialize_with = "tp::one")]
-    tp: u32,
-    /// Sub-layer: OP, FC-2, FC-1 or IP.
-    #[arg(long, default_value = "OP", value_parser = parse_sublayer)]
-    #[serde(deserialize_with = "sublayer::one")]
-    sublayer: SubLayerName,
-    /// CU splits GEMM-RS, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "72-8,64-16", value_parser = parse_split)]
-    #[serde(deserialize_with = "split::many")]
-    split: Vec<(u32, u32)>,
-    /// Simulate one GPU and inject its neighbours' traffic.
-    #[arg(long)]
-    shortcut: bool,
-    #[command(flatten)]
-    #[serde(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_split(s: &str) -> Result<(u32, u32), String> {
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| format!("split {s:?}: expected GEMM-RS CU counts like 72-8"))?;
-    let p = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("split {s:?}: {v:?} is not a CU count"))
-    };
-    Ok((p(a)?, p(b)?))
-}
-
-/// The sub-layer study (`nmcp t3` with no subcommand).
-#[derive(clap::Args, Debug, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct StudyArgs {
-    /// Table 8.2 models, comma-separated (`all` = all five at their TPs).
-    #[arg(long, value_delimiter = ',', default_value = "mega-gpt-2,t-nlg", value_parser = parse_model)]
-    #[serde(deserialize_with = "model::many")]
-    models: Vec<String>,
-    /// TP degrees, comma-separated (default: each model's TPs from Table 8.2; 8,16 for a
-    /// custom model).
-    #[arg(long, value_delimiter = ',', value_parser = parse_tp)]
-    #[serde(default, deserialize_with = "tp::option_many")]
-    tp: Option<Vec<u32>>,
-    /// Sub-layers, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "OP,FC-2,FC-1,IP", value_parser = parse_sublayer)]
-    #[serde(deserialize_with = "sublayer::many")]
-    sublayers: Vec<SubLayerName>,
-    /// Hidden size of a custom model (instead of the table; needs --tokens; at most 131072,
-    /// 10x GPT-3's, so that the sub-layers' GEMM sizes stay far inside 32 bits).
-    #[arg(long, value_name = "H", value_parser = clap::value_parser!(u32).range(1..=131_072))]
-    h: Option<u32>,
-    /// Tokens of a custom model (sequence length x batch; needs --h; at most 2^20).
-    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
-    tokens: Option<u32>,
-    /// Name of the custom model in reports.
-    #[arg(long, value_name = "NAME", default_value = "custom")]
-    model_name: String,
-    /// GPUs in the ring (0 = each sub-layer's TP).
-    #[arg(long, default_value_t = 0, value_parser = parse_study_gpus)]
-    #[serde(deserialize_with = "study_gpus::one")]
-    gpus: u32,
-    /// Simulate one GPU and inject its neighbours' traffic (the dissertation's shortcut)
-    /// instead of all GPUs.
-    #[arg(long)]
-    shortcut: bool,
-    /// Element type of the GEMM output and the reductions.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    #[command(flatten)]
-    #[serde(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output: a JSON array with one row per sub-layer and configuration.
-    #[arg(long)]
-    json: bool,
-    /// Write t3-speedup.svg and t3-traffic.svg into this directory.
-    #[arg(long, value_name = "DIR")]
-    svg: Option<PathBuf>,
-    /// Simulations run at once (threads): each sub-layer's isolated GEMM, rings and fused
-    /// runs are separate simulations, the longest expected first; output is the same for
-    /// any value.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-    jobs: u32,
-    /// Timeline of the fused runs (t3 and t3-mca) of the one selected sub-layer.
-    #[command(flatten)]
-    #[serde(flatten)]
-    timeline: crate::timeline::TimelineArgs,
-}
-
-/// `nmcp t3 check`.
-#[derive(clap::Args, Debug, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct CheckArgs {
-    /// GPUs in the ring (at least 2).
-    #[arg(long, default_value_t = 4, value_parser = parse_ring_gpus)]
-    #[serde(deserialize_with = "ring_gpus::one")]
-    gpus: u32,
-    /// Output rows.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    m: u32,
-    /// Output columns.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    n: u32,
-    /// Reduction dimension per GPU.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
-    k: u32,
-    /// Element type of the outputs and the reductions.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    /// Configuration: t3, t3-mca or sequential.
-    #[arg(long, default_value = "t3", value_parser = parse_check_config)]
-    #[serde(deserialize_with = "check_config::one")]
-    config: Scenario,
-    #[command(flatten)]
-    #[serde(flatten)]
-    machine: MachineArgs,
-    /// Write partial_G.npy, reduced_G.npy and layout.json here.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Machine-readable verdict.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `nmcp t3 rs`.
-#[derive(clap::Args, Debug, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct RsArgs {
-    /// GPUs in the ring (at least 2).
-    #[arg(long, default_value_t = 8, value_parser = parse_ring_gpus)]
-    #[serde(deserialize_with = "ring_gpus::one")]
-    gpus: u32,
-    /// Bytes of the array reduced (each GPU's whole array; suffixes K, M, G = 2^10...).
-    #[arg(long, default_value = "64M", value_parser = parse_bytes)]
-    #[serde(deserialize_with = "bytes::one")]
-    bytes: u64,
-    /// Simulate one GPU and inject its neighbours' traffic.
-    #[arg(long)]
-    shortcut: bool,
-    /// Element type of the reduction.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    #[command(flatten)]
-    #[serde(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output.
-    #[arg(long)]
-    json: bool,
-}
-
-crate::scenario::parsed!(mod model = parse_model => String);
-crate::scenario::parsed!(mod tp = parse_tp => u32);
-/// A sub-layer name from the static table (an alias, so that serde's derive does not
-/// take the `&'static str` for a string borrowed from the input).
-type SubLayerName = &'static str;
-
-crate::scenario::parsed!(mod sublayer = parse_sublayer => SubLayerName);
-crate::scenario::parsed!(mod split = parse_split => (u32, u32));
-crate::scenario::parsed!(mod study_gpus = parse_study_gpus => u32);
-crate::scenario::parsed!(mod ring_gpus = parse_ring_gpus => u32);
-crate::scenario::parsed!(mod check_config = parse_check_config => Scenario);
-crate::scenario::parsed!(mod bytes = parse_bytes => u64);
-
-impl crate::scenario::Options for StudyArgs {
-    const RELATIONS: &'static [Relation] = &[
-        Relation::Requires("h", "tokens"),
-        Relation::Conflicts("h", "models"),
-        Relation::Requires("tokens", "h"),
-        Relation::Requires("model-name", "h"),
-    ];
-}
-impl crate::scenario::Options for CheckArgs {}
-impl crate::scenario::Options for RsArgs {}
-impl crate::scenario::Options for CuSplitArgs {}
 
 impl T3Args {
     /// The typed options of the command run (the study's, or the subcommand's).
@@ -259,7 +68,7 @@ pub fn run(a: T3Args) -> CmdResult {
 }
 
 /// The sub-layers the study arguments name, in order (model, TP, sub-layer).
-fn study_sublayers(a: &StudyArgs) -> Result<Vec<SubLayer>, UsageError> {
+fn study_sublayers(a: &StudyOptions) -> Result<Vec<SubLayer>, UsageError> {
     let custom =
         a.h.zip(a.tokens)
             .map(|(h, t)| (a.model_name.as_str(), h, t));
@@ -267,7 +76,7 @@ fn study_sublayers(a: &StudyArgs) -> Result<Vec<SubLayer>, UsageError> {
         .map_err(UsageError)
 }
 
-fn run_study(a: &StudyArgs) -> CmdResult {
+fn run_study(a: &StudyOptions) -> CmdResult {
     let simulate = if a.shortcut {
         Simulate::Shortcut
     } else {
@@ -320,7 +129,7 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     }
 }
 
-fn run_check(c: &CheckArgs) -> CmdResult {
+fn run_check(c: &CheckOptions) -> CmdResult {
     let opts = c.machine.options(c.gpus, Simulate::AllGpus, c.dtype);
     let run = CheckRun {
         gpus: c.gpus,
@@ -354,7 +163,7 @@ fn run_check(c: &CheckArgs) -> CmdResult {
     Ok(())
 }
 
-fn run_rs(r: &RsArgs) -> CmdResult {
+fn run_rs(r: &RsOptions) -> CmdResult {
     let simulate = if r.shortcut {
         Simulate::Shortcut
     } else {
@@ -368,7 +177,7 @@ fn run_rs(r: &RsArgs) -> CmdResult {
     emit(&report::lines::rs(r.json, r.gpus, r.bytes, simulate, &t)?)
 }
 
-fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
+fn run_cu_split(c: &CuSplitOptions) -> CmdResult {
     let simulate = if c.shortcut {
         Simulate::Shortcut
     } else {

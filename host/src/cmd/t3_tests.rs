@@ -12,7 +12,7 @@ struct Top {
     t3: T3Args,
 }
 
-fn study(args: &[&str]) -> StudyArgs {
+fn study(args: &[&str]) -> StudyOptions {
     let mut v = vec!["t3"];
     v.extend(args);
     Top::try_parse_from(v).unwrap().t3.study
