@@ -2,6 +2,7 @@
 //! usage errors naming the option, byte counts and machine options.
 
 use super::*;
+use crate::t3::select::parse_bytes;
 use clap::Parser;
 use nmcp_emulator::t3::T3Options;
 use nmcp_isa::gemm_ext::GemmDataType;
