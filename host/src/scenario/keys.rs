@@ -6,15 +6,17 @@ use clap::{Arg, ArgAction, Command};
 
 use super::*;
 
+/// Whether the argument asks for help or the version.
+pub(super) fn is_help(a: &Arg) -> bool {
+    matches!(
+        a.get_action(),
+        ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
+    )
+}
+
 /// Whether the argument is a scenario key: a long option other than help and version.
 pub(super) fn is_key(a: &Arg) -> bool {
-    a.get_long().is_some()
-        && !matches!(
-            a.get_action(),
-            ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
-        )
-        && a.get_id() != CONFIG_ID
-        && a.get_id() != SCENARIO_ID
+    a.get_long().is_some() && !is_help(a) && a.get_id() != CONFIG_ID && a.get_id() != SCENARIO_ID
 }
 
 /// The scenario keys of a command: its long options, in clap's order.

@@ -56,20 +56,17 @@ pub(super) struct Walk {
     path_end: usize,
     /// The scenario file and the argv indices of its option's words.
     config: Option<(PathBuf, Vec<usize>)>,
-    /// Ids of the options given on the command line.
-    given: Vec<clap::Id>,
     /// `--help`, `-h`, `--version`, `-V` or `help` seen.
     help: bool,
 }
 
 /// Walks the command line through clap's command tree (built, so global options are on
-/// every subcommand): which subcommand, which options given, where `--config` is.
+/// every subcommand): which subcommand, where `--config` is, whether help is asked.
 pub(super) fn walk(root: &Command, argv: &[OsString]) -> Result<Walk, String> {
     let mut w = Walk {
         path: Vec::new(),
         path_end: argv.len().min(1),
         config: None,
-        given: Vec::new(),
         help: false,
     };
     let mut cmd = root;
@@ -112,16 +109,7 @@ pub(super) fn walk(root: &Command, argv: &[OsString]) -> Result<Walk, String> {
             });
             i += 1;
             if let Some(a) = arg {
-                if matches!(
-                    a.get_action(),
-                    ArgAction::Help
-                        | ArgAction::HelpLong
-                        | ArgAction::HelpShort
-                        | ArgAction::Version
-                ) {
-                    w.help = true;
-                }
-                w.given.push(a.get_id().clone());
+                w.help |= is_help(a);
                 if inline.is_none() && a.get_action().takes_values() {
                     i += value_words(a, &argv[i.min(argv.len())..]);
                 }
@@ -138,16 +126,7 @@ pub(super) fn walk(root: &Command, argv: &[OsString]) -> Result<Walk, String> {
                         || a.get_all_short_aliases().is_some_and(|al| al.contains(c))
                 });
                 let Some(a) = arg else { break };
-                if matches!(
-                    a.get_action(),
-                    ArgAction::Help
-                        | ArgAction::HelpLong
-                        | ArgAction::HelpShort
-                        | ArgAction::Version
-                ) {
-                    w.help = true;
-                }
-                w.given.push(a.get_id().clone());
+                w.help |= is_help(a);
                 if a.get_action().takes_values() {
                     if k + 1 == chars.len() {
                         i += value_words(a, &argv[i.min(argv.len())..]);
