@@ -53,10 +53,21 @@ pub(crate) fn cli_command() -> clap::Command {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    globals: GlobalOptions,
+}
+
+scenario::parsed!(mod sim_time = limits::parse_sim_time => u64);
+scenario::parsed!(mod memory_cap = limits::parse_memory => usize);
+
+/// Options every command takes (and so keys of every scenario).
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct GlobalOptions {
     /// Write a checkpoint every N finished units of work into --checkpoint-dir (T3:
     /// sub-layers; goldyloc: tuning chunks; lamb: runs of the sweep; mem: N accepted
     /// requests, default 1000000); `nmcp resume DIR` continues a killed run from it.
-    #[arg(long, global = true, value_name = "N", requires = "checkpoint_dir",
+    #[arg(long, global = true, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     checkpoint_every: Option<u32>,
     /// Directory of the checkpoint (see --checkpoint-every; default every 1 unit).
@@ -66,6 +77,7 @@ struct Cli {
     /// an error saying where it was. Applies to `nmcp t3` and `nmcp mem` (request arrival
     /// times) so far.
     #[arg(long, global = true, value_name = "TIME", value_parser = limits::parse_sim_time)]
+    #[serde(default, deserialize_with = "sim_time::option")]
     max_sim_time: Option<u64>,
     /// Stop each simulation after this many events (T3: scheduled events and memory
     /// completions; `nmcp mem`: requests admitted plus the refreshes of the idle stretches
@@ -75,15 +87,23 @@ struct Cli {
     /// Cap the process's heap (e.g. 4G): an allocation past it stops the run with a
     /// message giving the cap and the use.
     #[arg(long, global = true, value_name = "BYTES", value_parser = limits::parse_memory)]
+    #[serde(default, deserialize_with = "memory_cap::option")]
     max_memory: Option<usize>,
+}
+
+impl scenario::Options for GlobalOptions {
+    const RELATIONS: &'static [scenario::Relation] = &[scenario::Relation::Requires(
+        "checkpoint-every",
+        "checkpoint-dir",
+    )];
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a memory trace or a synthetic pattern through the HBM model.
-    Mem(cmd::mem::MemArgs),
+    Mem(mem::MemOptions),
     /// LAMB optimizer steps on near-memory compute, next to an ideal GPU.
-    Lamb(cmd::lamb::LambArgs),
+    Lamb(lamb::options::LambOptions),
     /// List the built-in HBM presets, or check a preset file.
     Presets(cmd::presets::PresetsArgs),
     /// Assemble NMC instructions and macro-commands from text.
@@ -116,20 +136,134 @@ enum Command {
     Resume(ResumeArgs),
 }
 
+impl Command {
+    /// The typed options of the command run (what the merge fills in).
+    fn options(&mut self) -> &mut dyn scenario::Typed {
+        match self {
+            Command::Mem(a) => a,
+            Command::Lamb(a) => a,
+            Command::Presets(a) => a,
+            Command::Asm(a) => a,
+            Command::Disasm(a) => a,
+            Command::Goldyloc(a) => a.options(),
+            Command::Aql(a) => a.options(),
+            Command::Cp(a) => a.options(),
+            Command::Board(a) => a.options(),
+            Command::T3(a) => a.options(),
+            Command::Reproduce(a) => a,
+            Command::Bench(a) => a,
+            Command::Scenario(a) => a.options(),
+            Command::Sweep(a) => a.options(),
+            Command::Resume(a) => a,
+        }
+    }
+}
+
 /// `nmcp resume`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct ResumeArgs {
     /// The run's --checkpoint-dir.
     dir: std::path::PathBuf,
+}
+
+impl scenario::Options for ResumeArgs {}
+
+/// Resolves a command line (binary name first) into the typed CLI, the one way every
+/// run gets its options: clap parses the command line, a scenario file's options are
+/// merged under it, serde fills the command's typed options from the merged table, and
+/// the command's relations are checked. Also gives the run as words (for checkpoints).
+///
+/// # Errors
+/// What is wrong, already worded (see [`scenario::Failure`]).
+fn resolve(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Vec<String>), scenario::Failure> {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let root = cli_command();
+    let parsed = scenario::parse(&root, scenario::augment(Cli::command()), argv)?;
+    let cli = Cli::from_arg_matches(&parsed.matches).map_err(scenario::Failure::Clap)?;
+    typed(&root, cli, &parsed, true)
+}
+
+/// The typed CLI after the merge of `parsed` (see [`resolve`]); the relations are
+/// checked unless the options are a scenario alone, which the command line may complete.
+fn typed(
+    root: &clap::Command,
+    mut cli: Cli,
+    parsed: &scenario::Parsed,
+    relations_checked: bool,
+) -> Result<(Cli, Vec<String>), scenario::Failure> {
+    use scenario::{Options as _, Typed as _};
+    let leaf = cli.command.options();
+    let relations: Vec<scenario::Relation> = leaf
+        .relations()
+        .iter()
+        .chain(GlobalOptions::RELATIONS)
+        .copied()
+        .collect();
+    let merged = parsed.merge(root, &relations);
+    let cmd = scenario::find_command(root, &parsed.path).unwrap_or(root);
+    let fail = |m: String| {
+        scenario::Failure::Message(match &merged.file_note {
+            Some(n) => format!("{m}\n{n}"),
+            None => m,
+        })
+    };
+    let shown = parsed.path.join(" ");
+    if relations_checked {
+        scenario::check(cmd, &relations, &merged.given).map_err(fail)?;
+    }
+    leaf.take(&merged.table)
+        .map_err(|e| fail(format!("`nmcp {shown}`: {e}")))?;
+    cli.globals
+        .take(&merged.table)
+        .map_err(|e| fail(format!("`nmcp {shown}`: {e}")))?;
+    Ok((cli, merged.words))
+}
+
+/// Checks a scenario's options for the command `path` as a run would (each value by its
+/// parser, then merged, typed and its relations checked) and gives the run as words
+/// (`nmcp scenario show`, each point of a sweep). A command with a required positional
+/// argument (which no scenario gives) is checked as far as its options go.
+///
+/// # Errors
+/// What is wrong, with file, line and column where it has them.
+pub(crate) fn check_scenario(
+    path: &[String],
+    file: scenario::FileOptions,
+    relations: bool,
+) -> Result<Vec<String>, String> {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let root = cli_command();
+    let argv = std::iter::once("nmcp".to_string()).chain(path.iter().cloned());
+    let Ok(matches) = Cli::command().try_get_matches_from(argv) else {
+        let cmd = scenario::find_command(&root, path).ok_or("no such command")?;
+        let values = scenario::validate(cmd, &path.join(" "), &file.entries)?;
+        let mut words = path.to_vec();
+        for (k, v) in &values {
+            if let Some(a) = cmd.get_arguments().find(|a| scenario::arg_key(a) == *k) {
+                words.extend(scenario::option_words(a, v));
+            }
+        }
+        return Ok(words);
+    };
+    let message = |f: scenario::Failure| match f {
+        scenario::Failure::Message(m) => m,
+        scenario::Failure::Clap(e) => e.to_string(),
+    };
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+    let parsed = scenario::parsed(&root, matches, Some(file)).map_err(message)?;
+    typed(&root, cli, &parsed, relations)
+        .map(|(_, w)| w)
+        .map_err(message)
 }
 
 /// Parses the process arguments and runs the subcommand; the exit code says whether it
 /// worked, the message on stderr what went wrong.
 pub fn run_cli() -> ExitCode {
     // `--config FILE` / `--scenario FILE` (any subcommand) is applied here, generically.
-    let (cli, argv) = match scenario::parse_command_line::<Cli>(std::env::args_os()) {
+    let (cli, argv) = match resolve(std::env::args_os().collect()) {
         Ok(v) => v,
-        Err(code) => return code,
+        Err(f) => return f.report(),
     };
     let result = prepare(cli, argv)
         .and_then(dispatch)
@@ -155,10 +289,16 @@ fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error
     let (cli, resume_dir, argv) = if let Command::Resume(r) = &cli.command {
         let resume = checkpoint::resume(&r.dir)?;
         eprintln!("nmcp: {}", resume.note);
-        let stored = Cli::try_parse_from(
-            std::iter::once("nmcp".to_string()).chain(resume.argv.iter().cloned()),
+        let (stored, _) = resolve(
+            std::iter::once("nmcp".into())
+                .chain(resume.argv.iter().map(Into::into))
+                .collect(),
         )
-        .map_err(|e| {
+        .map_err(|f| {
+            let e = match f {
+                scenario::Failure::Message(m) => m,
+                scenario::Failure::Clap(e) => e.to_string(),
+            };
             format!(
                 "{}: the stored command line does not parse: {e}",
                 r.dir.join(checkpoint::FILE_NAME).display()
@@ -171,36 +311,36 @@ fn prepare(cli: Cli, argv: Vec<String>) -> Result<Cli, Box<dyn std::error::Error
     } else {
         (cli, None, argv)
     };
-    if let Some(b) = cli.max_memory {
+    if let Some(b) = cli.globals.max_memory {
         limits::set_memory_cap(b);
     }
     let t3 = matches!(cli.command, Command::T3(_));
     // A sweep passes its caps on to each point (`limits::child_cap_args`).
     let capped = t3 || matches!(cli.command, Command::Mem(_) | Command::Sweep(_));
-    if (cli.max_sim_time.is_some() || cli.max_events.is_some()) && !capped {
+    if (cli.globals.max_sim_time.is_some() || cli.globals.max_events.is_some()) && !capped {
         return Err(Box::new(cmd::UsageError(
             "--max-sim-time / --max-events: only `nmcp t3`, `nmcp mem` and `nmcp sweep` take simulation caps so far"
                 .into(),
         )));
     }
     limits::set_sim_limits(nmcp_emulator::sim::Limits {
-        max_sim_ps: cli.max_sim_time,
-        max_events: cli.max_events,
+        max_sim_ps: cli.globals.max_sim_time,
+        max_events: cli.globals.max_events,
     });
     let checkpoints = t3
         || matches!(
             cli.command,
             Command::Mem(_) | Command::Goldyloc(_) | Command::Lamb(_)
         );
-    if cli.checkpoint_dir.is_some() && !checkpoints {
+    if cli.globals.checkpoint_dir.is_some() && !checkpoints {
         return Err(Box::new(cmd::UsageError(
             "--checkpoint-dir: only the `nmcp t3` study, `nmcp mem`, `nmcp goldyloc` and `nmcp lamb` checkpoint so far".into(),
         )));
     }
     checkpoint::set_request(checkpoint::Request {
         resume: resume_dir.is_some(),
-        dir: resume_dir.or_else(|| cli.checkpoint_dir.clone()),
-        every: cli.checkpoint_every,
+        dir: resume_dir.or_else(|| cli.globals.checkpoint_dir.clone()),
+        every: cli.globals.checkpoint_every,
         argv,
     });
     Ok(cli)

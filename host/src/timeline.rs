@@ -19,8 +19,11 @@ use serde_json::{json, Value};
 
 use crate::cmd::io::write_file;
 
+crate::scenario::parsed!(mod window = parse_window => (u64, u64));
+
 /// The timeline flags a subcommand flattens in.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct TimelineArgs {
     /// Write a timeline as Chrome trace-event JSON (open it in ui.perfetto.dev).
     #[arg(long, value_name = "FILE.json")]
@@ -30,6 +33,7 @@ pub struct TimelineArgs {
     pub vcd: Option<PathBuf>,
     /// Record only what overlaps [START, END) of simulated time, in ns.
     #[arg(long, value_name = "START_NS:END_NS", value_parser = parse_window)]
+    #[serde(default, deserialize_with = "window::option")]
     pub trace_window: Option<(u64, u64)>,
     /// Keep at most N events; past that the timeline is truncated (with a message).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_EVENTS,

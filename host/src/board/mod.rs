@@ -50,18 +50,21 @@ pub fn record_value(record: &str, name: &str, key: &str) -> Result<f64, String> 
 }
 
 /// The machine the binary is linked for and QEMU emulates.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Machine {
     /// QEMU `virt`: everything in RAM at 0x8000_0000; all scenarios.
     Virt,
     /// SiFive HiFive1 / QEMU `sifive_e`: flash at 0x2040_0000, 16 KiB RAM; the CP
     /// decisions (checked against virt's) and the LAMB scenarios.
     #[value(name = "sifive_e")]
+    #[serde(rename = "sifive_e")]
     SifiveE,
     /// SiFive HiFive1 Rev B / QEMU `sifive_e,revb=on`: flash at 0x2001_0000 (after the
     /// Rev B bootloader), the core on its 16 MHz crystal, the report on UART0 at 115 200
     /// baud; the HiFive1 scenarios.
     #[value(name = "sifive_e_revb")]
+    #[serde(rename = "sifive_e_revb")]
     SifiveERevb,
 }
 

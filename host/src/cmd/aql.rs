@@ -26,23 +26,42 @@ enum AqlCommand {
     /// Decode a queue dump: raw 64-byte packets, optionally with NMCP directive records
     /// carrying device memory (GEMM extension records) and queue numbers. Make one with
     /// `nmcp cp gen-dump`.
-    Decode {
-        /// The dump file.
-        file: PathBuf,
-        /// One JSON object per packet (hsa.h field names) instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Device memory the addresses are checked against, `BASE:LEN` (hex or decimal);
-        /// default: the dump's DEVICE directive, else 256 MiB at 0x10000000.
-        #[arg(long, value_parser = parse_range)]
-        device: Option<DeviceRange>,
-    },
+    Decode(DecodeArgs),
+}
+
+/// Arguments of `nmcp aql decode`.
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct DecodeArgs {
+    /// The dump file.
+    file: PathBuf,
+    /// One JSON object per packet (hsa.h field names) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Device memory the addresses are checked against, `BASE:LEN` (hex or decimal);
+    /// default: the dump's DEVICE directive, else 256 MiB at 0x10000000.
+    #[arg(long, value_parser = parse_range)]
+    #[serde(default, deserialize_with = "device_range::option")]
+    device: Option<DeviceRange>,
+}
+
+crate::scenario::parsed!(mod device_range = parse_range => DeviceRange);
+
+impl crate::scenario::Options for DecodeArgs {}
+
+impl AqlArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            AqlCommand::Decode(a) => a,
+        }
+    }
 }
 
 /// Runs `nmcp aql`.
 pub fn run(args: AqlArgs) -> CmdResult {
     match args.command {
-        AqlCommand::Decode { file, json, device } => decode(&file, json, device),
+        AqlCommand::Decode(d) => decode(&d.file, d.json, d.device),
     }
 }
 

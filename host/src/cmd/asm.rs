@@ -38,7 +38,8 @@ const KIND_WORDS: u8 = 1;
 const KIND_MACRO: u8 = 2;
 
 /// Arguments of `nmcp asm`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct AsmArgs {
     /// Source text: instructions and/or `.macro` ... `.end` blocks.
     pub file: PathBuf,
@@ -53,13 +54,15 @@ pub struct AsmArgs {
 }
 
 /// Arguments of `nmcp disasm`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct DisasmArgs {
     /// Binary file: an NMCB container (from `nmcp asm`) or a bare macro-command.
-    #[arg(required_unless_present = "word", conflicts_with = "word")]
+    #[arg()]
     pub file: Option<PathBuf>,
     /// Instruction word(s) to disassemble, hexadecimal (0x...) or decimal.
     #[arg(long, value_parser = parse_word)]
+    #[serde(default, deserialize_with = "word::many")]
     pub word: Vec<u32>,
     /// Output file [default: standard output].
     #[arg(short, long)]
@@ -278,4 +281,15 @@ pub fn disassemble(bytes: &[u8], out: &mut String) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+crate::scenario::parsed!(mod word = parse_word => u32);
+
+impl crate::scenario::Options for AsmArgs {}
+
+impl crate::scenario::Options for DisasmArgs {
+    const RELATIONS: &'static [crate::scenario::Relation] = &[
+        crate::scenario::Relation::RequiredUnless("file", "word"),
+        crate::scenario::Relation::Conflicts("file", "word"),
+    ];
 }

@@ -19,7 +19,8 @@ use super::io::emit;
 use super::CmdResult;
 
 /// Arguments of `nmcp bench`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct BenchArgs {
     /// Shorter T3 case (one sub-layer instead of the Table 8.2 default set).
     #[arg(long)]
@@ -312,6 +313,8 @@ pub fn run(a: BenchArgs) -> CmdResult {
     }
     emit(&s)
 }
+
+impl crate::scenario::Options for BenchArgs {}
 
 #[cfg(test)]
 mod tests {

@@ -28,7 +28,8 @@ enum BoardCommand {
     Check(CheckArgs),
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct RunArgs {
     /// Machine to link for and emulate.
     #[arg(long, value_enum, default_value = "virt")]
@@ -50,7 +51,8 @@ struct RunArgs {
     qemu: String,
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct CheckArgs {
     /// The captured report (e.g. `cat /dev/ttyACM0 > report.txt` on a HiFive1 Rev B).
     #[arg(value_name = "FILE")]
@@ -118,4 +120,17 @@ fn run_board(a: RunArgs) -> CmdResult {
     let sizes =
         crate::board::section_sizes(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
     check_report(&root, a.machine, &report, a.strict, a.bless, Some(&sizes))
+}
+
+impl crate::scenario::Options for RunArgs {}
+impl crate::scenario::Options for CheckArgs {}
+
+impl BoardArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            BoardCommand::Run(a) => a,
+            BoardCommand::Check(a) => a,
+        }
+    }
 }

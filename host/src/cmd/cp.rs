@@ -37,7 +37,8 @@ enum CpCommand {
     Replay(ReplayArgs),
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct GenDumpArgs {
     /// Output file.
     out: PathBuf,
@@ -54,7 +55,7 @@ struct GenDumpArgs {
     /// Real GEMMs from a GO library (the JSON list of GEMM extension records that
     /// `nmcp goldyloc tune --out FILE` writes): GEMM i of every queue is library entry
     /// `offset + i`, so each step is `--queues` independent instances of one size.
-    #[arg(long, conflicts_with = "app")]
+    #[arg(long)]
     library: Option<PathBuf>,
     /// Real GEMMs of one application of Table 7.3 (e.g. bert, gnmt), tuned through the
     /// cached GOLDYLOC tuning step on the MI100 (its GO library records).
@@ -65,7 +66,8 @@ struct GenDumpArgs {
     offset: usize,
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct ReplayArgs {
     /// The dump file.
     file: PathBuf,
@@ -74,7 +76,7 @@ struct ReplayArgs {
     json: bool,
     /// Predict this concurrency degree for every GEMM (1, 2, 4, 8 or 16) instead of
     /// using a trained predictor.
-    #[arg(long, conflicts_with = "predictor")]
+    #[arg(long)]
     cd: Option<u8>,
     /// The trained predictor (JSON as `nmcp goldyloc train --out FILE` writes it).
     /// Default: the predictor `nmcp goldyloc train` produces for `--gpu`, from the
@@ -96,10 +98,12 @@ struct ReplayArgs {
     slots: u32,
     /// Time of one GEMM workgroup in the fixed engine, ns.
     #[arg(long, default_value_t = 1000.0, value_parser = super::numbers::positive_duration_ns)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::positive_duration_ns::one")]
     wg_ns: f64,
     /// Device memory, `BASE:LEN`; default: the dump's DEVICE directive, else 256 MiB at
     /// 0x10000000. The top 16 MiB hold the replay's queue rings.
     #[arg(long, value_parser = super::io::parse_range)]
+    #[serde(default, deserialize_with = "device_range::option")]
     device: Option<nmcp_isa::aql::DeviceRange>,
     /// Stop after this many simulation steps; a replay stopped with work left is an error
     /// (after its report).
@@ -107,6 +111,7 @@ struct ReplayArgs {
     max_steps: u64,
     /// Timeline of the replay: the CP's busy spans, its decisions and every kernel.
     #[command(flatten)]
+    #[serde(flatten)]
     timeline: crate::timeline::TimelineArgs,
 }
 
@@ -394,5 +399,27 @@ fn summary_lines(
             "warning: stopped at --max-steps {} with work left",
             a.max_steps
         );
+    }
+}
+
+crate::scenario::parsed!(mod device_range = crate::cmd::io::parse_range => nmcp_isa::aql::DeviceRange);
+
+impl crate::scenario::Options for GenDumpArgs {
+    const RELATIONS: &'static [crate::scenario::Relation] =
+        &[crate::scenario::Relation::Conflicts("library", "app")];
+}
+
+impl crate::scenario::Options for ReplayArgs {
+    const RELATIONS: &'static [crate::scenario::Relation] =
+        &[crate::scenario::Relation::Conflicts("cd", "predictor")];
+}
+
+impl CpArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            CpCommand::GenDump(a) => a,
+            CpCommand::Replay(a) => a,
+        }
     }
 }

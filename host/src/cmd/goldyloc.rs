@@ -9,11 +9,9 @@ use super::CmdResult;
 use crate::goldyloc::cache::Cache;
 use crate::goldyloc::energy::goldyloc_energy;
 use crate::goldyloc::eval::EvalReport;
-use crate::goldyloc::pipeline::{self, Options};
-use crate::goldyloc::train::DEFAULT_SEED;
-use nmcp_isa::gemm_ext::{GemmDataType, GemmExt, CONCURRENCY_DEGREES};
-use std::io::IsTerminal;
-use std::path::PathBuf;
+use crate::goldyloc::options::FlowOptions;
+use crate::goldyloc::pipeline;
+use nmcp_isa::gemm_ext::{GemmExt, CONCURRENCY_DEGREES};
 
 /// Arguments of `nmcp goldyloc`.
 #[derive(clap::Args, Debug)]
@@ -25,116 +23,16 @@ pub struct GoldylocArgs {
 #[derive(clap::Subcommand, Debug)]
 enum Step {
     /// Isolated, GPU/2 and GPU/4 tuning, GO kernels per CD and profiling.
-    Tune(Common),
+    Tune(FlowOptions),
     /// Train the CD predictor and export it in the firmware's fixed point.
-    Train(Common),
+    Train(FlowOptions),
     /// Compare Sequential, Default, GO-Kernels, GOLDYLOC, Oracle, CU- and Resource-Partition.
-    Eval(Common),
+    Eval(FlowOptions),
     /// The MI100 model's isolated tuning against rocBLAS' MI100 tuning (efficiency,
     /// tuner agreement, distinct winners).
     Library(super::goldyloc_library::LibraryArgs),
     /// Check the GPU model against concurrent-GEMM measurements of a real GPU.
     Validate(super::goldyloc_validate::ValidateArgs),
-}
-
-#[derive(clap::Args, Debug, Clone)]
-struct Common {
-    /// A small subset (a few GEMMs per app), for tests and a first look.
-    #[arg(long)]
-    quick: bool,
-    /// Neither read nor write cached step results.
-    #[arg(long)]
-    no_cache: bool,
-    /// GPU preset: mi100, mi100-half (GPU-Half: 64 CUs, 4 MB LLC), mi100-quarter
-    /// (GPU-Quarter: 32 CUs, 2 MB LLC) or t3-table-8.1. Tuning, training and evaluation
-    /// all run on that GPU.
-    #[arg(long, default_value = "mi100")]
-    gpu: String,
-    /// Evaluate a user GEMM list (CSV: M,N,K,transA,transB,dtype[,count]) instead of the networks.
-    #[arg(long)]
-    gemms: Option<PathBuf>,
-    /// Tuning shortcut of 7.6.1: tune 20 % exhaustively, predict the preferred resource
-    /// configuration of the rest from their 3 nearest neighbours.
-    #[arg(long)]
-    knn: bool,
-    /// Seed of the train/test split.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    seed: u64,
-    /// Run every GEMM in this data type: f16, bf16 or f32 (default: the networks' FP16,
-    /// a --gemms list's own types). The dissertation's main results are FP32.
-    #[arg(long, value_parser = parse_dtype)]
-    dtype: Option<GemmDataType>,
-    /// Write the result (tune: GO library of GEMM extension records; train: predictor) as JSON here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-    /// Write CSV files into this directory.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// Write SVG bar charts into this directory.
-    #[arg(long)]
-    svg: Option<PathBuf>,
-    /// tune: also study the stricter resource constraints GPU/8 and GPU/16 of 7.6.3 (GO
-    /// kernels chosen with their kernels as further candidates, offline).
-    #[arg(long)]
-    strict_rc: bool,
-    /// eval: also run each GEMM at every constant CD below n through the firmware CP
-    /// and report the best per GEMM over GO-Kernels: what a perfect CD choice could add
-    /// in the loop (about a third more runs).
-    #[arg(long)]
-    cd_sweep: bool,
-    /// The model's contention options.
-    #[command(flatten)]
-    model: super::model_options::ModelOptions,
-    /// Map the n software queues (streams) of every configuration but Sequential onto this
-    /// many hardware queues, with the AQL barrier bit set on each (a HIP runtime's
-    /// GPU_MAX_HW_QUEUES, 4 by default); default: one hardware queue per stream.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
-    hw_queues: Option<u32>,
-    /// When a CD group lets the CP decide the next one: `completion` (a group barrier) or
-    /// `dispatch` (when its members have placed all their workgroups: the CP re-decides on
-    /// every queue-head change, dissertation 7.3.4). Labels are profiled the same way.
-    #[arg(long, value_enum, default_value_t = CdRelease::Completion)]
-    cd_release: CdRelease,
-}
-
-/// `--cd-release`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum CdRelease {
-    /// The next group starts when the current one has completed.
-    Completion,
-    /// The next group starts when the current one has placed all its workgroups.
-    Dispatch,
-}
-
-impl Common {
-    fn options(&self) -> Options {
-        Options {
-            gpu: self.gpu.clone(),
-            quick: self.quick,
-            cache: !self.no_cache,
-            gemms: self.gemms.clone(),
-            knn: self.knn,
-            cd_sweep: self.cd_sweep,
-            progress: !self.json && std::io::stderr().is_terminal(),
-            dtype: self.dtype,
-            loaded_latency: self.model.latency == super::model_options::LatencyModel::Loaded,
-            inter_kernel_gap_ns: self.model.inter_kernel_gap_ns,
-            hw_queues: self.hw_queues,
-            release_on_dispatch: self.cd_release == CdRelease::Dispatch,
-        }
-    }
-}
-
-fn parse_dtype(s: &str) -> Result<GemmDataType, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "f16" | "fp16" => Ok(GemmDataType::F16),
-        "bf16" => Ok(GemmDataType::Bf16),
-        "f32" | "fp32" => Ok(GemmDataType::F32),
-        _ => Err(format!("`{s}` is not a data type (f16, bf16, f32)")),
-    }
 }
 
 /// Runs `nmcp goldyloc`.
@@ -148,8 +46,8 @@ pub fn run(args: GoldylocArgs) -> CmdResult {
     }
 }
 
-fn run_tune(c: &Common) -> CmdResult {
-    let p = pipeline::prepare(&c.options())?;
+fn run_tune(c: &FlowOptions) -> CmdResult {
+    let p = pipeline::prepare(&c.pipeline_options())?;
     let (tuned, secs) = pipeline::tune(&p)?;
     let library: Vec<GemmExt> = tuned.iter().map(|t| t.to_ext(&p.ctx.catalog)).collect();
     if let Some(out) = &c.out {
@@ -214,8 +112,8 @@ fn run_tune(c: &Common) -> CmdResult {
     Ok(())
 }
 
-fn run_train(c: &Common) -> CmdResult {
-    let p = pipeline::prepare(&c.options())?;
+fn run_train(c: &FlowOptions) -> CmdResult {
+    let p = pipeline::prepare(&c.pipeline_options())?;
     let (tuned, tune_secs) = pipeline::tune(&p)?;
     let (model, train_secs) = pipeline::train(&p, &tuned, c.seed);
     let out = c
@@ -254,8 +152,8 @@ fn run_train(c: &Common) -> CmdResult {
     Ok(())
 }
 
-fn run_eval(c: &Common) -> CmdResult {
-    let run = pipeline::run_eval(&c.options(), c.seed)?;
+fn run_eval(c: &FlowOptions) -> CmdResult {
+    let run = pipeline::run_eval(&c.pipeline_options(), c.seed)?;
     let (report, tune_secs, train_secs, eval_secs) = (
         &run.report,
         run.tune_seconds,
@@ -305,4 +203,18 @@ fn loop_failures(report: &EvalReport) -> CmdResult {
         report.loop_failures.len()
     )
     .into())
+}
+
+impl crate::scenario::Options for super::goldyloc_library::LibraryArgs {}
+impl crate::scenario::Options for super::goldyloc_validate::ValidateArgs {}
+
+impl GoldylocArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.step {
+            Step::Tune(a) | Step::Train(a) | Step::Eval(a) => a,
+            Step::Library(a) => a,
+            Step::Validate(a) => a,
+        }
+    }
 }

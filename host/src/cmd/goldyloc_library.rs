@@ -10,7 +10,8 @@ use nmcp_emulator::gpu::config::GpuConfig;
 use std::path::PathBuf;
 
 /// Arguments of `nmcp goldyloc library`.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct LibraryArgs {
     /// The rocBLAS MI100 data directory (`matched.csv` and `winners.json`), e.g.
     /// ../shared/data/mi100-rocblas/.

@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `nmcp goldyloc validate`.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ValidateArgs {
     /// GPU preset the file was measured on (its kernel catalogue and calibration come
     /// with it): h200.
@@ -35,6 +36,7 @@ pub struct ValidateArgs {
     vendor_grid: validate::VendorGrid,
     /// The model's contention options.
     #[command(flatten)]
+    #[serde(flatten)]
     model: super::model_options::ModelOptions,
 }
 

@@ -7,7 +7,8 @@ use nmcp_emulator::gpu::config::GpuConfig;
 use nmcp_emulator::gpu::gemm::{Calibration, LoadedLatency};
 
 /// How a main-loop load's latency is modelled.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LatencyModel {
     /// One fixed HBM latency per load, whatever the load and the LLC hits.
     #[default]
@@ -18,7 +19,8 @@ pub enum LatencyModel {
 }
 
 /// `--latency` and `--inter-kernel-gap-ns`.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ModelOptions {
     /// Memory-latency model of the GEMM timing: fixed (one latency) or loaded (LLC-hit vs
     /// HBM latency, HBM queueing delay growing with utilisation).
@@ -27,6 +29,10 @@ pub struct ModelOptions {
     /// Least time between two kernels of one stream (completion signal, packet
     /// processing, cache release/acquire), ns; default: the GPU preset's.
     #[arg(long, value_parser = crate::cmd::numbers::non_negative_f64)]
+    #[serde(
+        default,
+        deserialize_with = "crate::cmd::numbers::de::non_negative_f64::option"
+    )]
     pub inter_kernel_gap_ns: Option<f64>,
 }
 

@@ -207,3 +207,17 @@ mod tests {
         }
     }
 }
+
+/// serde adapters of these parsers, for typed scenario options (`scenario::parsed`).
+pub mod de {
+    crate::scenario::parsed!(pub(crate) mod positive_f64 = crate::cmd::numbers::positive_f64 => f64);
+    crate::scenario::parsed!(pub(crate) mod non_negative_f64 = crate::cmd::numbers::non_negative_f64 => f64);
+    crate::scenario::parsed!(pub(crate) mod fraction_f64 = crate::cmd::numbers::fraction_f64 => f64);
+    crate::scenario::parsed!(pub(crate) mod share_percent = crate::cmd::numbers::share_percent => f64);
+    crate::scenario::parsed!(pub(crate) mod positive_f32 = crate::cmd::numbers::positive_f32 => f32);
+    crate::scenario::parsed!(pub(crate) mod non_negative_f32 = crate::cmd::numbers::non_negative_f32 => f32);
+    crate::scenario::parsed!(pub(crate) mod decay_rate_f32 = crate::cmd::numbers::decay_rate_f32 => f32);
+    crate::scenario::parsed!(pub(crate) mod duration_ns = crate::cmd::numbers::duration_ns => f64);
+    crate::scenario::parsed!(pub(crate) mod positive_duration_ns = crate::cmd::numbers::positive_duration_ns => f64);
+    crate::scenario::parsed!(pub(crate) mod bandwidth_gbps = crate::cmd::numbers::bandwidth_gbps => f64);
+}

@@ -9,10 +9,11 @@ use nmcp_emulator::hbm::{HbmPreset, PresetError};
 use super::CmdResult;
 
 /// Arguments of `nmcp presets`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct PresetsArgs {
     /// Check a preset TOML file; prints the first broken rule and the field it concerns.
-    #[arg(long, value_name = "FILE", conflicts_with = "dump")]
+    #[arg(long, value_name = "FILE")]
     check: Option<PathBuf>,
     /// Print a built-in preset's TOML.
     #[arg(long, value_name = "NAME")]
@@ -78,4 +79,9 @@ pub fn run(args: PresetsArgs) -> CmdResult {
         );
     }
     Ok(())
+}
+
+impl crate::scenario::Options for PresetsArgs {
+    const RELATIONS: &'static [crate::scenario::Relation] =
+        &[crate::scenario::Relation::Conflicts("check", "dump")];
 }

@@ -8,14 +8,15 @@ use super::CmdResult;
 use crate::reproduce::{self, Mechanism, Scale};
 
 /// Arguments of `nmcp reproduce`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ReproduceArgs {
     /// Directory of the report (index.html, README.md, the plots, and each run's JSON in
     /// data/).
     #[arg(long, default_value = "report")]
     out: PathBuf,
     /// Short runs for CI and a first look (same as --scale quick).
-    #[arg(long, conflicts_with = "scale")]
+    #[arg(long)]
     quick: bool,
     /// How much of each study runs.
     #[arg(long, value_enum, default_value_t = Scale::Full)]
@@ -45,6 +46,7 @@ pub struct ReproduceArgs {
     h200_data: Option<PathBuf>,
     /// The GPU model's contention options for the H200 comparison.
     #[command(flatten)]
+    #[serde(flatten)]
     h200_model: super::model_options::ModelOptions,
 }
 
@@ -73,4 +75,9 @@ pub fn run(a: ReproduceArgs) -> CmdResult {
         a.out.join("index.html").display(),
         a.out.join("README.md").display()
     ))
+}
+
+impl crate::scenario::Options for ReproduceArgs {
+    const RELATIONS: &'static [crate::scenario::Relation] =
+        &[crate::scenario::Relation::Conflicts("quick", "scale")];
 }

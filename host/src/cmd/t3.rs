@@ -2,20 +2,17 @@
 //! GEMM + reduce-scatter with real data, written as `.npy`), `nmcp t3 rs` (a plain ring
 //! reduce-scatter timed alone).
 
-use std::path::PathBuf;
 use std::time::Instant;
 
-use nmcp_emulator::t3::{self, CheckRun, Scenario, Simulate, SubLayer, TABLE_8_2};
+use nmcp_emulator::t3::{self, CheckRun, Simulate, SubLayer, TABLE_8_2};
 
 use super::io::emit;
 use super::{CmdResult, UsageError};
 use crate::checkpoint;
 use crate::t3 as report;
-use crate::t3::machine::{Dtype, MachineArgs};
-use crate::t3::select::{
-    known_models, parse_bytes, parse_check_config, parse_model, parse_ring_gpus, parse_study_gpus,
-    parse_sublayer, parse_tp,
-};
+use crate::t3::machine::Dtype;
+use crate::t3::options::{CheckOptions, CuSplitOptions, RsOptions, StudyOptions};
+use crate::t3::select::known_models;
 use crate::t3::study::t3_error;
 
 /// Arguments of `nmcp t3`.
@@ -25,160 +22,31 @@ pub struct T3Args {
     #[command(subcommand)]
     command: Option<T3Command>,
     #[command(flatten)]
-    study: StudyArgs,
+    study: StudyOptions,
 }
 
 #[derive(clap::Subcommand, Debug)]
 enum T3Command {
     /// Fused (or sequential) GEMM + reduce-scatter with real data: every GPU's partial
     /// output and final block as .npy, checked against the element-wise sum.
-    Check(CheckArgs),
+    Check(CheckOptions),
     /// Time a plain ring reduce-scatter alone, next to the bandwidth-latency model.
-    Rs(RsArgs),
+    Rs(RsOptions),
     /// Dissertation 8.2.2 (Fig. 8.4): the GEMM and the ring reduce-scatter sharing the
     /// CUs (e.g. 72-8, 64-16), next to each alone and the ideal overlap.
-    CuSplit(CuSplitArgs),
+    CuSplit(CuSplitOptions),
 }
 
-/// `nmcp t3 cu-split`.
-#[derive(clap::Args, Debug)]
-struct CuSplitArgs {
-    /// Model of Table 8.2.
-    #[arg(long, default_value = "mega-gpt-2", value_parser = parse_model)]
-    model: String,
-    /// Tensor-parallel degree (= GPUs).
-    #[arg(long, default_value_t = 8, value_parser = parse_tp)]
-    tp: u32,
-    /// Sub-layer: OP, FC-2, FC-1 or IP.
-    #[arg(long, default_value = "OP", value_parser = parse_sublayer)]
-    sublayer: &'static str,
-    /// CU splits GEMM-RS, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "72-8,64-16", value_parser = parse_split)]
-    split: Vec<(u32, u32)>,
-    /// Simulate one GPU and inject its neighbours' traffic.
-    #[arg(long)]
-    shortcut: bool,
-    #[command(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_split(s: &str) -> Result<(u32, u32), String> {
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| format!("split {s:?}: expected GEMM-RS CU counts like 72-8"))?;
-    let p = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("split {s:?}: {v:?} is not a CU count"))
-    };
-    Ok((p(a)?, p(b)?))
-}
-
-/// The sub-layer study (`nmcp t3` with no subcommand).
-#[derive(clap::Args, Debug)]
-struct StudyArgs {
-    /// Table 8.2 models, comma-separated (`all` = all five at their TPs).
-    #[arg(long, value_delimiter = ',', default_value = "mega-gpt-2,t-nlg", value_parser = parse_model)]
-    models: Vec<String>,
-    /// TP degrees, comma-separated (default: each model's TPs from Table 8.2; 8,16 for a
-    /// custom model).
-    #[arg(long, value_delimiter = ',', value_parser = parse_tp)]
-    tp: Option<Vec<u32>>,
-    /// Sub-layers, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "OP,FC-2,FC-1,IP", value_parser = parse_sublayer)]
-    sublayers: Vec<&'static str>,
-    /// Hidden size of a custom model (instead of the table; needs --tokens; at most 131072,
-    /// 10x GPT-3's, so that the sub-layers' GEMM sizes stay far inside 32 bits).
-    #[arg(long, value_name = "H", requires = "tokens", conflicts_with = "models", value_parser = clap::value_parser!(u32).range(1..=131_072))]
-    h: Option<u32>,
-    /// Tokens of a custom model (sequence length x batch; needs --h; at most 2^20).
-    #[arg(long, value_name = "T", requires = "h", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
-    tokens: Option<u32>,
-    /// Name of the custom model in reports.
-    #[arg(long, value_name = "NAME", requires = "h", default_value = "custom")]
-    model_name: String,
-    /// GPUs in the ring (0 = each sub-layer's TP).
-    #[arg(long, default_value_t = 0, value_parser = parse_study_gpus)]
-    gpus: u32,
-    /// Simulate one GPU and inject its neighbours' traffic (the dissertation's shortcut)
-    /// instead of all GPUs.
-    #[arg(long)]
-    shortcut: bool,
-    /// Element type of the GEMM output and the reductions.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    #[command(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output: a JSON array with one row per sub-layer and configuration.
-    #[arg(long)]
-    json: bool,
-    /// Write t3-speedup.svg and t3-traffic.svg into this directory.
-    #[arg(long, value_name = "DIR")]
-    svg: Option<PathBuf>,
-    /// Simulations run at once (threads): each sub-layer's isolated GEMM, rings and fused
-    /// runs are separate simulations, the longest expected first; output is the same for
-    /// any value.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-    jobs: u32,
-    /// Timeline of the fused runs (t3 and t3-mca) of the one selected sub-layer.
-    #[command(flatten)]
-    timeline: crate::timeline::TimelineArgs,
-}
-
-/// `nmcp t3 check`.
-#[derive(clap::Args, Debug)]
-struct CheckArgs {
-    /// GPUs in the ring (at least 2).
-    #[arg(long, default_value_t = 4, value_parser = parse_ring_gpus)]
-    gpus: u32,
-    /// Output rows.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    m: u32,
-    /// Output columns.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    n: u32,
-    /// Reduction dimension per GPU.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
-    k: u32,
-    /// Element type of the outputs and the reductions.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    /// Configuration: t3, t3-mca or sequential.
-    #[arg(long, default_value = "t3", value_parser = parse_check_config)]
-    config: Scenario,
-    #[command(flatten)]
-    machine: MachineArgs,
-    /// Write partial_G.npy, reduced_G.npy and layout.json here.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Machine-readable verdict.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `nmcp t3 rs`.
-#[derive(clap::Args, Debug)]
-struct RsArgs {
-    /// GPUs in the ring (at least 2).
-    #[arg(long, default_value_t = 8, value_parser = parse_ring_gpus)]
-    gpus: u32,
-    /// Bytes of the array reduced (each GPU's whole array; suffixes K, M, G = 2^10...).
-    #[arg(long, default_value = "64M", value_parser = parse_bytes)]
-    bytes: u64,
-    /// Simulate one GPU and inject its neighbours' traffic.
-    #[arg(long)]
-    shortcut: bool,
-    /// Element type of the reduction.
-    #[arg(long, value_enum, default_value_t = Dtype::F16)]
-    dtype: Dtype,
-    #[command(flatten)]
-    machine: MachineArgs,
-    /// Machine-readable output.
-    #[arg(long)]
-    json: bool,
+impl T3Args {
+    /// The typed options of the command run (the study's, or the subcommand's).
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            None => &mut self.study,
+            Some(T3Command::Check(a)) => a,
+            Some(T3Command::Rs(a)) => a,
+            Some(T3Command::CuSplit(a)) => a,
+        }
+    }
 }
 
 /// Runs `nmcp t3`.
@@ -200,7 +68,7 @@ pub fn run(a: T3Args) -> CmdResult {
 }
 
 /// The sub-layers the study arguments name, in order (model, TP, sub-layer).
-fn study_sublayers(a: &StudyArgs) -> Result<Vec<SubLayer>, UsageError> {
+fn study_sublayers(a: &StudyOptions) -> Result<Vec<SubLayer>, UsageError> {
     let custom =
         a.h.zip(a.tokens)
             .map(|(h, t)| (a.model_name.as_str(), h, t));
@@ -208,7 +76,7 @@ fn study_sublayers(a: &StudyArgs) -> Result<Vec<SubLayer>, UsageError> {
         .map_err(UsageError)
 }
 
-fn run_study(a: &StudyArgs) -> CmdResult {
+fn run_study(a: &StudyOptions) -> CmdResult {
     let simulate = if a.shortcut {
         Simulate::Shortcut
     } else {
@@ -261,7 +129,7 @@ fn run_study(a: &StudyArgs) -> CmdResult {
     }
 }
 
-fn run_check(c: &CheckArgs) -> CmdResult {
+fn run_check(c: &CheckOptions) -> CmdResult {
     let opts = c.machine.options(c.gpus, Simulate::AllGpus, c.dtype);
     let run = CheckRun {
         gpus: c.gpus,
@@ -295,7 +163,7 @@ fn run_check(c: &CheckArgs) -> CmdResult {
     Ok(())
 }
 
-fn run_rs(r: &RsArgs) -> CmdResult {
+fn run_rs(r: &RsOptions) -> CmdResult {
     let simulate = if r.shortcut {
         Simulate::Shortcut
     } else {
@@ -309,7 +177,7 @@ fn run_rs(r: &RsArgs) -> CmdResult {
     emit(&report::lines::rs(r.json, r.gpus, r.bytes, simulate, &t)?)
 }
 
-fn run_cu_split(c: &CuSplitArgs) -> CmdResult {
+fn run_cu_split(c: &CuSplitOptions) -> CmdResult {
     let simulate = if c.shortcut {
         Simulate::Shortcut
     } else {

@@ -2,6 +2,7 @@
 //! usage errors naming the option, byte counts and machine options.
 
 use super::*;
+use crate::t3::select::parse_bytes;
 use clap::Parser;
 use nmcp_emulator::t3::T3Options;
 use nmcp_isa::gemm_ext::GemmDataType;
@@ -12,7 +13,7 @@ struct Top {
     t3: T3Args,
 }
 
-fn study(args: &[&str]) -> StudyArgs {
+fn study(args: &[&str]) -> StudyOptions {
     let mut v = vec!["t3"];
     v.extend(args);
     Top::try_parse_from(v).unwrap().t3.study
@@ -63,7 +64,6 @@ fn bad_values_are_usage_errors_naming_the_option() {
         (vec!["t3", "--tp", "0"], "--tp"),
         (vec!["t3", "--sublayers", "FC-3"], "unknown sub-layer"),
         (vec!["t3", "--gpus", "1"], "at least 2"),
-        (vec!["t3", "--h", "100"], "--tokens"),
         (vec!["t3", "--link-gbps", "0"], "--link-gbps"),
         (vec!["t3", "check", "--gpus", "1"], "at least 2"),
         (vec!["t3", "check", "--config", "ideal-overlap"], "t3-mca"),
@@ -74,6 +74,13 @@ fn bad_values_are_usage_errors_naming_the_option() {
         let msg = e.to_string();
         assert!(msg.contains(want), "{args:?}: {msg}");
     }
+    // A relation between options is the library's check, after the merge.
+    let Err(crate::scenario::Failure::Message(msg)) =
+        crate::resolve(["nmcp", "t3", "--h", "100"].map(Into::into).to_vec())
+    else {
+        panic!("--h without --tokens accepted");
+    };
+    assert!(msg.contains("--tokens"), "{msg}");
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod energy;
 pub mod eval;
 pub mod in_loop;
 pub mod library;
+pub(crate) mod options;
 pub mod pipeline;
 pub mod train;
 pub mod tune;

@@ -4,4 +4,5 @@
 pub mod checkpoint;
 pub mod finite;
 pub mod npy_io;
+pub(crate) mod options;
 pub mod text;

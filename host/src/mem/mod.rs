@@ -1,10 +1,13 @@
 //! One `nmcp mem` run as a library call: the request stream (a trace, streamed, or a
 //! synthetic pattern), the user's simulation caps on it, checkpoints of the memory
 //! system's mid-run state and their resumption, and the run itself (serial,
-//! checkpointed or channel-parallel). `cmd/mem.rs` builds a [`MemRun`] from its options
-//! and prints the [`MemOutcome`].
+//! checkpointed or channel-parallel). [`MemOptions`] (`options.rs`) are the typed options
+//! and build the [`MemRun`]; `cmd/mem.rs` prints the [`MemOutcome`].
 
 mod checkpoint;
+mod options;
+
+pub(crate) use options::MemOptions;
 
 use crate::checkpoint as session;
 

@@ -36,7 +36,8 @@ pub const EXTENSIONS_TITLE: &str =
     "Extensions beyond the dissertation: other bank-ALU models, MASA, SARP";
 
 /// How much of each study runs.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Scale {
     /// The dissertation's setups: BERT-Large LAMB with the TS sweep; every network GEMM in
     /// FP32 (the main results) and FP16; T3 over Table 8.2's Mega-GPT-2 and T-NLG at their
@@ -62,7 +63,8 @@ impl Scale {
 }
 
 /// A mechanism of the report.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
     /// NMC LAMB (ch. 6).
     Lamb,

@@ -1,20 +1,22 @@
 //! Scenario keys against clap's options: which long options are keys, the unknown-key
-//! message with its suggestion, every value checked by the option's own parser and turned
-//! into `--key=value` words.
+//! message with its suggestion, every value checked by the option's own parser and typed
+//! for the merge, and a table value written back as command-line words.
 
 use clap::{Arg, ArgAction, Command};
 
 use super::*;
 
+/// Whether the argument asks for help or the version.
+pub(super) fn is_help(a: &Arg) -> bool {
+    matches!(
+        a.get_action(),
+        ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
+    )
+}
+
 /// Whether the argument is a scenario key: a long option other than help and version.
 pub(super) fn is_key(a: &Arg) -> bool {
-    a.get_long().is_some()
-        && !matches!(
-            a.get_action(),
-            ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
-        )
-        && a.get_id() != CONFIG_ID
-        && a.get_id() != SCENARIO_ID
+    a.get_long().is_some() && !is_help(a) && a.get_id() != CONFIG_ID && a.get_id() != SCENARIO_ID
 }
 
 /// The scenario keys of a command: its long options, in clap's order.
@@ -101,19 +103,18 @@ pub(super) fn check_value(a: &Arg, long: &str, text: &str, loc: &Loc) -> Result<
     }
 }
 
-/// Turns scenario entries into command-line words for the command `cmd` (shown as
-/// `nmcp {shown}`), leaving out the entries `skip` says the command line overrides.
+/// Checks scenario entries against the command `cmd` (shown as `nmcp {shown}`) and
+/// gives each as its table value (see [`typed_words`]), in file order.
 ///
 /// # Errors
 /// Unknown keys (with the nearest and all valid keys), wrong types (a boolean for a flag,
 /// a scalar for an option taking one value), values the option's parser rejects; each
 /// with the file, line and column.
-pub(crate) fn to_args(
+pub(crate) fn validate(
     cmd: &Command,
     shown: &str,
     entries: &[Entry],
-    skip: &dyn Fn(&Arg) -> bool,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<(String, toml::Value)>, String> {
     let mut out = Vec::new();
     for e in entries {
         let Some(a) = find_key(cmd, &e.key) else {
@@ -129,27 +130,8 @@ pub(crate) fn to_args(
                         describe(&e.value)
                     ));
                 };
-                if skip(a) {
-                    continue;
-                }
-                let set = matches!(a.get_action(), ArgAction::SetTrue);
-                if *b == set {
-                    out.push(format!("--{long}"));
-                }
-            }
-            ArgAction::Count => {
-                let Value::One(Scalar::Int(n)) = &e.value else {
-                    return Err(format!(
-                        "{loc}: `{long}` counts occurrences: give a non-negative integer, not {}",
-                        describe(&e.value)
-                    ));
-                };
-                let n = usize::try_from(*n)
-                    .map_err(|_| format!("{loc}: `{long}`: {n} is not a count"))?;
-                if skip(a) {
-                    continue;
-                }
-                out.extend(std::iter::repeat_n(format!("--{long}"), n));
+                let on = *b == matches!(a.get_action(), ArgAction::SetTrue);
+                out.push((e.key.clone(), toml::Value::Boolean(on)));
             }
             act if act.takes_values() => {
                 let values: Vec<(&Scalar, &Loc)> = match &e.value {
@@ -169,17 +151,8 @@ pub(crate) fn to_args(
                 for (s, l) in &values {
                     check_value(a, long, &s.arg_text(), l)?;
                 }
-                if skip(a) {
-                    continue;
-                }
-                if matches!(a.get_action(), ArgAction::Append) || values.len() == 1 {
-                    for (s, _) in values {
-                        out.push(format!("--{long}={}", s.arg_text()));
-                    }
-                } else {
-                    out.push(format!("--{long}"));
-                    out.extend(values.iter().map(|(s, _)| s.arg_text()));
-                }
+                let words: Vec<String> = values.iter().map(|(s, _)| s.arg_text()).collect();
+                out.push((e.key.clone(), typed_words(a, &words)));
             }
             _ => {
                 return Err(format!(
@@ -190,6 +163,48 @@ pub(crate) fn to_args(
         }
     }
     Ok(out)
+}
+
+/// A table value as the text of one command-line word.
+fn word_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The command-line words for one option's table value: `--json` for a set flag,
+/// `--key=value` (once per value for an option that appends), `--key a b` for one that
+/// takes several values at once; a positional's values as they are.
+pub(crate) fn option_words(a: &Arg, value: &toml::Value) -> Vec<String> {
+    let values: Vec<String> = match value {
+        toml::Value::Array(items) => items.iter().map(word_text).collect(),
+        toml::Value::Boolean(b) if matches!(a.get_action(), ArgAction::SetTrue) => {
+            return if *b {
+                vec![format!("--{}", arg_key(a))]
+            } else {
+                Vec::new()
+            };
+        }
+        toml::Value::Boolean(b) if matches!(a.get_action(), ArgAction::SetFalse) => {
+            return if *b {
+                Vec::new()
+            } else {
+                vec![format!("--{}", arg_key(a))]
+            };
+        }
+        other => vec![word_text(other)],
+    };
+    let Some(long) = a.get_long() else {
+        return values;
+    };
+    if matches!(a.get_action(), ArgAction::Append) || values.len() == 1 {
+        values.iter().map(|v| format!("--{long}={v}")).collect()
+    } else {
+        let mut out = vec![format!("--{long}")];
+        out.extend(values);
+        out
+    }
 }
 
 pub(super) fn describe(v: &Value) -> String {

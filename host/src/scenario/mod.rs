@@ -2,20 +2,25 @@
 //!
 //! A scenario is flat TOML: an optional `command = "t3 cu-split"` naming the subcommand,
 //! then one key per long option of that subcommand (kebab-case, as on the command line).
-//! It is turned into command-line arguments once, generically, from clap's own
-//! description of the CLI, before clap parses: the file's options go right after the
-//! subcommand's name, before the user's own arguments, and an option given on the command
-//! line (or one that conflicts with it) drops the file's. See `docs/decisions/scenario.md`.
+//! Every run resolves its options the same way: clap parses the command line, the file's
+//! values are checked by the options' own parsers, both are merged into one table (the
+//! command line wins), serde deserialises the table into the command's typed options,
+//! and the command's relations are checked on the keys given. See
+//! `docs/decisions/scenario.md`.
 
-mod expand;
 mod file;
 mod keys;
+mod relations;
+mod resolve;
 mod template;
+mod typed;
 
-pub(crate) use expand::*;
 pub(crate) use file::*;
 pub(crate) use keys::*;
+pub(crate) use relations::*;
+pub(crate) use resolve::*;
 pub(crate) use template::*;
+pub(crate) use typed::*;
 
 /// The id of the `--config FILE` option added to every command node (help only: the
 /// scenario options are taken out of the argument list before clap parses it).
@@ -50,24 +55,24 @@ mod tests {
         assert_eq!(src.loc(&(10..11)).0, "s.toml:2:4");
     }
 
-    /// The file's options and the user's are parsed by clap as one set of explicit
-    /// arguments, so clap's relations between options hold across the two: a file option
-    /// meets a requirement of a command-line option and the other way round, and a file
-    /// option whose requirement neither gives is refused. (clap checks `requires` and
-    /// `conflicts_with` only between explicit arguments, never against default values, so
-    /// a merge that applied the file as defaults, or parsed it apart, would lose these.)
+    /// The relations are checked on the merged options, so they hold across the file
+    /// and the command line: a file option meets a requirement of a command-line option
+    /// and the other way round, and a file option whose requirement neither gives is
+    /// refused. (clap checks `requires` and `conflicts_with` only between explicit
+    /// arguments of one parse, which is why they are the library's, not clap's.)
     #[test]
     fn relations_between_options_hold_across_the_file_and_the_command_line() {
-        use clap::CommandFactory as _;
         let dir = tempfile::tempdir().unwrap();
-        let parse = |file: &str, args: &[&str]| {
+        let parse = |file: &str, args: &[&str]| -> Result<(), String> {
             let path = dir.path().join("s.toml");
             std::fs::write(&path, file).unwrap();
             let mut argv: Vec<std::ffi::OsString> = vec!["nmcp".into()];
             argv.extend(args.iter().map(Into::into));
             argv.extend(["--config".into(), path.into_os_string()]);
-            let expanded = expand(&crate::cli_command(), argv).unwrap();
-            augment(crate::Cli::command()).try_get_matches_from(expanded.argv)
+            crate::resolve(argv).map(|_| ()).map_err(|f| match f {
+                Failure::Message(m) => m,
+                Failure::Clap(e) => e.to_string(),
+            })
         };
         // `--tokens` requires `--h`: the file's `h` meets it, and the reverse.
         assert!(parse("h = 512\n", &["t3", "--tokens", "1024"]).is_ok());
@@ -80,16 +85,66 @@ mod tests {
         .is_ok());
         // Neither gives what `--format` requires (`--trace`).
         let e = parse("format = \"dramsim3\"\n", &["mem"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(e.contains("required arguments were not provided"), "{e}");
+        assert!(e.contains("--trace <FILE>"), "{e}");
         // The global `--checkpoint-every` from the file, its directory on the command line.
         assert!(parse("checkpoint-every = 5\n", &["mem", "--checkpoint-dir", "ck"]).is_ok());
         let e = parse("checkpoint-every = 5\n", &["mem"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(e.contains("--checkpoint-dir <DIR>"), "{e}");
+        // Two of the file's options that exclude each other.
+        let e = parse(
+            "preset-file = \"p.toml\"\npreset = \"hbm2-2000\"\n",
+            &["mem"],
+        )
+        .unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        // A conflict between the command line's options is the same check.
+        let e = parse("", &["mem", "--trace", "t", "--requests", "5"]).unwrap_err();
+        assert!(
+            e.contains("'--requests <REQUESTS>' cannot be used with '--trace <FILE>'"),
+            "{e}"
+        );
     }
 
-    /// The premise of the design (docs/decisions/scenario.md): clap checks `requires` only
-    /// between explicit arguments, so a file applied as default values would neither meet
-    /// a command-line option's requirement nor be held to its own.
+    /// Values typed through the options' own parsers: a size in a string, an integer for
+    /// a float, a comma-separated list and a TOML array give the same typed options.
+    #[test]
+    fn file_values_take_the_command_line_spellings_and_toml_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = |file: &str, args: &[&str]| -> Vec<String> {
+            let path = dir.path().join("s.toml");
+            std::fs::write(&path, file).unwrap();
+            let mut argv: Vec<std::ffi::OsString> = vec!["nmcp".into()];
+            argv.extend(args.iter().map(Into::into));
+            argv.extend(["--config".into(), path.into_os_string()]);
+            match crate::resolve(argv) {
+                Ok((_, w)) => w,
+                Err(Failure::Message(m)) => panic!("{m}"),
+                Err(Failure::Clap(e)) => panic!("{e}"),
+            }
+        };
+        assert_eq!(
+            words("bytes = \"64M\"\n", &["t3", "rs"]),
+            ["t3", "rs", "--bytes=64M"]
+        );
+        assert_eq!(
+            words("tp = [8, 16]\n", &["t3"]),
+            words("tp = \"8,16\"\n", &["t3"])
+        );
+        assert_eq!(
+            words("write-ratio = 0\n", &["mem"]),
+            ["mem", "--write-ratio=0.0"]
+        );
+        // The command line wins, key by key.
+        assert_eq!(
+            words("seed = 5\nsize = 32\n", &["mem", "--seed", "7"]),
+            ["mem", "--size=32", "--seed=7"]
+        );
+    }
+
+    /// Why the relations are the library's (docs/decisions/scenario.md): clap checks
+    /// `requires` only between explicit arguments, so a file applied as default values
+    /// would neither meet a command-line option's requirement nor be held to its own.
     #[test]
     fn clap_ignores_default_values_in_requirements() {
         use clap::{Arg, Command};

@@ -229,26 +229,49 @@ pub(super) enum ScenarioCommand {
 }
 
 /// `nmcp scenario init`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(super) struct InitArgs {
     /// The subcommand, e.g. `mem`, `lamb`, `t3`, `t3 cu-split`, `goldyloc eval`
     /// (`--list` lists them).
-    #[arg(num_args = 1.., required_unless_present = "list")]
+    #[arg(num_args = 1..)]
+    #[serde(default)]
     command: Vec<String>,
     /// Write the template here instead of standard output (an existing file is kept
     /// unless --force).
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Overwrite --output if it exists.
-    #[arg(long, requires = "output")]
+    #[arg(long)]
     force: bool,
     /// List the subcommands a scenario can drive.
-    #[arg(long, conflicts_with = "command")]
+    #[arg(long)]
     list: bool,
 }
 
+impl Options for InitArgs {
+    const RELATIONS: &'static [Relation] = &[
+        Relation::RequiredUnless("command", "list"),
+        Relation::Requires("force", "output"),
+        Relation::Conflicts("list", "command"),
+    ];
+}
+
+impl Options for ShowArgs {}
+
+impl ScenarioArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn Typed {
+        match &mut self.command {
+            ScenarioCommand::Init(a) => a,
+            ScenarioCommand::Show(a) => a,
+        }
+    }
+}
+
 /// `nmcp scenario show`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(super) struct ShowArgs {
     /// The scenario file (it must name its command: `command = "..."`).
     file: PathBuf,
@@ -307,11 +330,16 @@ pub(crate) fn run(a: ScenarioArgs) -> Result<(), Box<dyn std::error::Error>> {
                 )
                 .into());
             };
-            let cmd = leaf(&root, path, &s.file.display().to_string())?;
-            let args = to_args(cmd, &path.join(" "), &sc.entries, &|_| false)?;
+            let shown = s.file.display().to_string();
+            leaf(&root, path, &shown)?;
+            // A file may leave a requirement to the command line (the relations are
+            // checked when it runs); its keys and values are checked here, and typed.
+            let file = FileOptions {
+                shown,
+                entries: sc.entries,
+            };
             let mut words = vec!["nmcp".to_string()];
-            words.extend(path.iter().cloned());
-            words.extend(args);
+            words.extend(crate::check_scenario(path, file, false)?);
             let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
             crate::cmd::io::emit(&format!("{}\n", quoted.join(" ")))
         }

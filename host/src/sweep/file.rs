@@ -138,7 +138,7 @@ pub(super) fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
         base = merged;
     }
     // Every base value, grid value and seed is checked as the command line would be.
-    scenario::to_args(cmd, &shown, &base, &|_| false)?;
+    scenario::validate(cmd, &shown, &base)?;
     let mut axes = Vec::new();
     for (axis, key_loc) in grid {
         if let Some(b) = base.iter().find(|b| b.key == axis.key) {
@@ -148,7 +148,7 @@ pub(super) fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
             ));
         }
         for (v, loc) in &axis.values {
-            scenario::to_args(
+            scenario::validate(
                 cmd,
                 &shown,
                 &[Entry {
@@ -157,7 +157,6 @@ pub(super) fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
                     value: v.clone(),
                     value_loc: loc.clone(),
                 }],
-                &|_| false,
             )?;
         }
         axes.push(axis);
@@ -189,7 +188,7 @@ pub(super) fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
         }
         let values: Vec<(Value, Loc)> = s.into_iter().map(|(v, l)| (Value::One(v), l)).collect();
         for (v, l) in &values {
-            scenario::to_args(
+            scenario::validate(
                 cmd,
                 &shown,
                 &[Entry {
@@ -198,7 +197,6 @@ pub(super) fn load(path: &Path, root: &Command) -> Result<Sweep, String> {
                     value: v.clone(),
                     value_loc: l.clone(),
                 }],
-                &|_| false,
             )?;
         }
         axes.push(Axis {

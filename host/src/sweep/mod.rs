@@ -45,6 +45,14 @@ pub(crate) fn version() -> String {
 pub struct SweepArgs {
     #[command(subcommand)]
     command: Option<SweepCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `nmcp sweep FILE`: run a sweep.
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct RunArgs {
     /// The sweep file: `command`, `[base]` options, `[grid]` arrays, optional `seeds`.
     #[arg(required = true, value_name = "SWEEP.toml")]
     file: Option<PathBuf>,
@@ -55,6 +63,7 @@ pub struct SweepArgs {
     /// Run only the points whose index mod N is I (I from 0), e.g. a Slurm array task's
     /// `$SLURM_ARRAY_TASK_ID/N`.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    #[serde(default, deserialize_with = "shard::option")]
     shard: Option<(u64, u64)>,
     /// Points run at once (0: one per core; at most 1024, and never more than the
     /// points to run).
@@ -74,7 +83,8 @@ enum SweepCommand {
 }
 
 /// `nmcp sweep merge`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct MergeArgs {
     /// Sweep directories (`--out` of `nmcp sweep`), all of the same sweep.
     #[arg(required = true, num_args = 1.., value_name = "DIR")]
@@ -85,10 +95,26 @@ struct MergeArgs {
     /// Leave out result columns at these dotted paths and under them (e.g.
     /// `wall_seconds`: wall-clock figures differ from run to run).
     #[arg(long, value_delimiter = ',', value_name = "PATH")]
+    #[serde(default)]
     drop: Vec<String>,
     /// Write the table even if some points have no result (they are listed on stderr).
     #[arg(long)]
     partial: bool,
+}
+
+crate::scenario::parsed!(mod shard = parse_shard => (u64, u64));
+
+impl crate::scenario::Options for RunArgs {}
+impl crate::scenario::Options for MergeArgs {}
+
+impl SweepArgs {
+    /// The typed options of the command run.
+    pub(crate) fn options(&mut self) -> &mut dyn crate::scenario::Typed {
+        match &mut self.command {
+            None => &mut self.run,
+            Some(SweepCommand::Merge(a)) => a,
+        }
+    }
 }
 
 /// Parses `I/N`.
@@ -171,7 +197,7 @@ fn usage(msg: String) -> Box<dyn std::error::Error> {
 /// Enumerates the points: the cartesian product of the axes, the first axis varying
 /// slowest and `seeds` (last) fastest; index 0 is every axis's first value.
 fn points(sweep: &Sweep, root: &Command) -> Result<Vec<Point>, String> {
-    let cmd = scenario::find_command(root, &sweep.command)
+    scenario::find_command(root, &sweep.command)
         .ok_or_else(|| format!("no command `{}`", sweep.command.join(" ")))?;
     let shown = sweep.command.join(" ");
     let total: usize = sweep.axes.iter().map(|a| a.values.len()).product();
@@ -193,7 +219,17 @@ fn points(sweep: &Sweep, root: &Command) -> Result<Vec<Point>, String> {
                 value_loc: loc.clone(),
             });
         }
-        let args = scenario::to_args(cmd, &shown, &entries, &|_| false)?;
+        // The point's options typed and checked as a run would take them; its words
+        // are the child's command line.
+        let words = crate::check_scenario(
+            &sweep.command,
+            scenario::FileOptions {
+                shown: shown.clone(),
+                entries: entries.clone(),
+            },
+            false,
+        )?;
+        let args = words.get(sweep.command.len()..).unwrap_or(&[]).to_vec();
         let all: Vec<(String, Value)> = entries
             .iter()
             .map(|e| (e.key.clone(), e.value.clone()))
@@ -335,6 +371,7 @@ pub(crate) fn run(a: SweepArgs) -> CmdResult {
     if let Some(SweepCommand::Merge(m)) = a.command {
         return merge(&m);
     }
+    let a = a.run;
     let Some(file) = a.file else {
         return Err(usage("nmcp sweep: give the sweep file".into()));
     };

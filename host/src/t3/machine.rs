@@ -8,7 +8,8 @@ use nmcp_emulator::t3::{LinkConfig, Simulate, T3Options};
 use nmcp_isa::gemm_ext::GemmDataType;
 
 /// Element type on the command line.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(crate) enum Dtype {
     F16,
     F32,
@@ -31,16 +32,19 @@ impl Dtype {
 }
 
 /// What every T3 run is made on: the GPU and the links.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(crate) struct MachineArgs {
     /// The future-hardware variant: Table 8.1's GPU with twice the CUs.
     #[arg(long)]
     gpu_2x_cu: bool,
     /// Link bandwidth per direction in GB/s (Table 8.1: 150 GB/s bidirectional).
     #[arg(long, value_name = "GBPS", default_value_t = LinkConfig::default().bytes_per_ns, value_parser = crate::cmd::numbers::bandwidth_gbps)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::bandwidth_gbps::one")]
     link_gbps: f64,
     /// One-way link latency in ns.
     #[arg(long, value_name = "NS", default_value_t = LinkConfig::default().latency_ns, value_parser = crate::cmd::numbers::duration_ns)]
+    #[serde(deserialize_with = "crate::cmd::numbers::de::duration_ns::one")]
     link_latency_ns: f64,
     /// MCA occupancy threshold in queue entries per pseudo-channel (default: picked from
     /// the producer's isolated first stage).

@@ -6,6 +6,7 @@ pub mod e2e;
 pub mod lines;
 pub mod machine;
 pub mod npy;
+pub(crate) mod options;
 pub mod plot;
 pub mod select;
 pub mod study;

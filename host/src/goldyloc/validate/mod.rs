@@ -147,7 +147,8 @@ fn no_kernel(what: &str, shape: &GemmShape) -> String {
 const NS_PER_MS: f64 = 1e6;
 
 /// How the kernel standing for the vendor library (the cuBLAS rows) is launched.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum VendorGrid {
     /// A persistent grid: at most one wave of workgroups, each looping over output tiles
     /// (`KernelCost::persistent`), as cuBLAS launches its GEMMs on Hopper.
