@@ -722,6 +722,7 @@ pub(crate) mod tests {
                     speedup_vs_sequential: seq_total / total,
                     rs_alone_seconds: 0.0,
                     firmware_seconds: 0.0,
+                    contention: None,
                     bytes: TrafficBytes {
                         gemm_reads: 4 * b,
                         gemm_writes: if i == 0 { b } else { 0 },
