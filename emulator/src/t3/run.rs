@@ -759,13 +759,16 @@ pub fn cu_split(
         opts.producer_memory,
     )
     .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
+    // The ring kernel's traffic enters the queues behind the GEMM's: the arrival-order
+    // ingress of the fused runs is not applied to the CU-sharing study
+    // (docs/decisions/t3.md, "Ingress").
     let mut s = system(
         opts,
         l,
         shortcut,
         false,
         &|| Box::new(FrFcfs),
-        ingress(opts, None),
+        Ingress::ComputeFirst,
     )?;
     s.start_producer(m, 0);
     let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
