@@ -205,6 +205,12 @@ pub struct T3Options {
     /// off: the T3 run's ingress is in arrival order, T3-MCA's is MCA's admission.
     #[serde(default)]
     pub compute_first_ingress: bool,
+    /// MCA's threshold from the isolated GEMM's requests in flight including its output
+    /// writes; off: its reads alone (the fused run's first stage, whose threshold it
+    /// stands for, writes its output to the peer, so only its reads occupy the local
+    /// queues; dissertation 8.3.5).
+    #[serde(default)]
+    pub mca_occupancy_with_writes: bool,
     /// What the T3 firmware's work costs on each GPU's CP (`node::cost`; the board's
     /// `t3_per_record` at the CP's 1.5 GHz by default; fixed per build, so not part of
     /// the options' JSON).
@@ -229,6 +235,7 @@ impl Default for T3Options {
             threads: 1,
             producer_memory: gemm::ProducerMemory::default(),
             compute_first_ingress: false,
+            mca_occupancy_with_writes: false,
             firmware_cost: crate::node::cost::FirmwareCost::default(),
         }
     }

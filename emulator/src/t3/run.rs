@@ -218,7 +218,17 @@ pub(super) fn isolated_gemm(
     Ok(Phase {
         ns,
         bytes: mean_bytes(&t),
-        occupancy: t.iter().map(|x| x.mean_occupancy).sum::<f64>() / t.len().max(1) as f64,
+        occupancy: t
+            .iter()
+            .map(|x| {
+                if opts.mca_occupancy_with_writes {
+                    x.mean_occupancy
+                } else {
+                    x.mean_read_occupancy
+                }
+            })
+            .sum::<f64>()
+            / t.len().max(1) as f64,
         firmware_ns: 0.0,
         contention: first_contention(&t),
     })

@@ -295,27 +295,34 @@ impl T3System {
     pub fn totals(&self) -> Vec<NodeTotals> {
         self.nodes
             .iter()
-            .map(|n| NodeTotals {
-                bytes: n.bytes,
-                gemm_done_ns: n
-                    .producer
-                    .as_ref()
-                    .and_then(|p| p.done_at)
-                    .map(|c| c as f64),
-                collective_done_ns: n
-                    .ring
-                    .as_ref()
-                    .and_then(|r| r.done_at)
-                    .map(|c| c as f64)
-                    .or(n.finished_at.map(|c| c as f64)),
-                mean_occupancy: if n.occupancy_cycles > 0.0 {
-                    n.occupancy_sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
-                } else {
-                    0.0
-                },
-                tracker: n.tracker.stats(),
-                orphans: n.tracker.orphans(),
-                contention: n.contention(),
+            .map(|n| {
+                let per_pc = |sum: f64| {
+                    if n.occupancy_cycles > 0.0 {
+                        sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
+                    } else {
+                        0.0
+                    }
+                };
+                let in_flight = (per_pc(n.occupancy_sum), per_pc(n.read_occupancy_sum));
+                NodeTotals {
+                    bytes: n.bytes,
+                    gemm_done_ns: n
+                        .producer
+                        .as_ref()
+                        .and_then(|p| p.done_at)
+                        .map(|c| c as f64),
+                    collective_done_ns: n
+                        .ring
+                        .as_ref()
+                        .and_then(|r| r.done_at)
+                        .map(|c| c as f64)
+                        .or(n.finished_at.map(|c| c as f64)),
+                    mean_occupancy: in_flight.0,
+                    mean_read_occupancy: in_flight.1,
+                    tracker: n.tracker.stats(),
+                    orphans: n.tracker.orphans(),
+                    contention: n.contention(in_flight),
+                }
             })
             .collect()
     }

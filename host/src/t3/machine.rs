@@ -75,6 +75,10 @@ pub(crate) struct MachineArgs {
     /// and T3-MCA admits communication without its occupancy threshold (docs/calibration.md).
     #[arg(long)]
     compute_first_ingress: bool,
+    /// Pick MCA's threshold from the isolated GEMM's requests in flight with its output
+    /// writes, not its reads alone (docs/calibration.md).
+    #[arg(long)]
+    mca_occupancy_with_writes: bool,
     /// Charge nothing for the T3 firmware's CP work (records take effect at their event,
     /// as if programmed by hardware): the bound for the shipped firmware's cost.
     #[arg(long)]
@@ -108,6 +112,7 @@ impl MachineArgs {
                 operand_layout: !self.flat_operand_layout,
             },
             compute_first_ingress: self.compute_first_ingress,
+            mca_occupancy_with_writes: self.mca_occupancy_with_writes,
             limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };

@@ -69,10 +69,13 @@ impl ContentionCounters {
         }
     }
 
-    /// The figures, with `controllers` per GPU.
-    pub(super) fn report(&self, controllers: usize) -> Contention {
+    /// The figures, with `controllers` per GPU and the mean (requests, producer reads) in
+    /// flight per pseudo-channel.
+    pub(super) fn report(&self, controllers: usize, in_flight: (f64, f64)) -> Contention {
         let per = |v: u64| v as f64 / (self.samples.max(1) * controllers.max(1) as u64) as f64;
         Contention {
+            requests_in_flight: in_flight.0,
+            reads_in_flight: in_flight.1,
             phases: self.phases,
             read_latency_ns_mean: self.latency_sum as f64 / self.phases.max(1) as f64,
             read_latency_histogram: self.latency_hist,
@@ -100,6 +103,10 @@ pub(super) fn class_slot(c: TrafficClass) -> usize {
 /// `contention` of the fused and isolated rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Contention {
+    /// Mean requests in flight per pseudo-channel while the producer runs (every class).
+    pub requests_in_flight: f64,
+    /// The same, the producer's reads alone (the isolated GEMM's picks MCA's threshold).
+    pub reads_in_flight: f64,
     /// Producer main-loop phases that read DRAM.
     pub phases: u64,
     /// Mean time from a phase's start (its reads issued) to its last read back, ns.

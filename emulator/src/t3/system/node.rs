@@ -117,7 +117,11 @@ pub struct GpuNode {
     pub(super) bytes: KindBytes,
     /// Time-summed requests in flight (accepted, not finished), for occupancy.
     pub(super) inflight: u64,
+    /// Of `inflight`, the compute-class reads (the producer's operand loads).
+    pub(super) inflight_reads: u64,
     pub(super) occupancy_sum: f64,
+    /// Time-summed `inflight_reads`, for the reads' occupancy.
+    pub(super) read_occupancy_sum: f64,
     pub(super) occupancy_cycles: f64,
     /// When the last of this GPU's expected tracker entries fired and its DMAs landed.
     pub(super) finished_at: Option<Cycle>,
@@ -183,6 +187,8 @@ impl GpuNode {
             values: NodeValues::default(),
             bytes: KindBytes::default(),
             inflight: 0,
+            inflight_reads: 0,
+            read_occupancy_sum: 0.0,
             occupancy_sum: 0.0,
             occupancy_cycles: 0.0,
             finished_at: None,
@@ -364,6 +370,9 @@ impl GpuNode {
                     self.pending_compute -= 1;
                 }
                 self.inflight += 1;
+                if compute && !req.access.is_write_like() {
+                    self.inflight_reads += 1;
+                }
                 let off = (id.0 - self.purpose_base) as usize;
                 while self.purpose.len() <= off {
                     self.purpose.push_back(None);
@@ -403,8 +412,9 @@ impl GpuNode {
     }
 
     /// The contention figures of this GPU.
-    pub(super) fn contention(&self) -> Contention {
-        self.contention.report(self.mem.controllers().len())
+    pub(super) fn contention(&self, in_flight: (f64, f64)) -> Contention {
+        self.contention
+            .report(self.mem.controllers().len(), in_flight)
     }
 }
 
@@ -430,6 +440,8 @@ pub struct NodeTotals {
     pub collective_done_ns: Option<f64>,
     /// Mean requests in flight per pseudo-channel while the producer ran.
     pub mean_occupancy: f64,
+    /// The same, the producer's reads alone.
+    pub mean_read_occupancy: f64,
     /// Tracker figures.
     pub tracker: crate::t3::tracker::TrackerStats,
     /// Tracker entries left unprogrammed (should be 0).

@@ -152,6 +152,7 @@ impl T3System {
         }
         if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
             n.occupancy_sum += n.inflight as f64;
+            n.read_occupancy_sum += n.inflight_reads as f64;
             n.occupancy_cycles += 1.0;
             n.sample_queues();
         }
