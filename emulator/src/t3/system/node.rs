@@ -449,3 +449,99 @@ pub struct NodeTotals {
     /// What the communication did to the producer's reads.
     pub contention: Contention,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memctrl::FrFcfs;
+
+    /// A GPU of Table 8.1's memory with `ingress`, and `n` request addresses that all go
+    /// to one bank of pseudo-channel 0.
+    fn node(ingress: Ingress, n: usize) -> (GpuNode, Vec<u64>) {
+        let preset = HbmPreset::builtin(crate::t3::run::T3_PRESET).unwrap();
+        let mut g = GpuNode::new(0, &preset, &|| Box::new(FrFcfs)).unwrap();
+        g.ingress = ingress;
+        let first = g.mapping.decode(0);
+        let addrs = (1..)
+            .map(|i: u64| i * REQ_BYTES)
+            .filter(|&a| {
+                let d = g.mapping.decode(a);
+                g.mapping.pseudo_channel_index(&d) == 0
+                    && (d.bank_group, d.bank) == (first.bank_group, first.bank)
+            })
+            .take(n)
+            .collect();
+        (g, addrs)
+    }
+
+    fn read(addr: u64, class: TrafficClass, arrival: Cycle) -> Request {
+        Request {
+            class,
+            ..Request::read(addr, REQ_BYTES as u32, arrival)
+        }
+    }
+
+    fn queued_reads(g: &GpuNode) -> [usize; 2] {
+        let c = g.mem.controllers().first().unwrap();
+        queued(c, crate::memctrl::Access::Read)
+    }
+
+    #[test]
+    fn mca_admits_communication_below_its_threshold_or_once_it_starves() {
+        let ingress = Ingress::Mca {
+            threshold: 3,
+            starvation: 100,
+        };
+        let (mut g, a) = node(ingress, 5);
+        for &x in &a[..3] {
+            g.push_request(read(x, TrafficClass::Compute, 0), 0);
+        }
+        g.push_request(read(a[3], TrafficClass::Communication, 0), 0);
+        g.fill(0);
+        assert_eq!(
+            queued_reads(&g),
+            [3, 0],
+            "three compute entries: at the threshold"
+        );
+        g.fill(99);
+        assert_eq!(queued_reads(&g), [3, 0], "not yet starving");
+        g.fill(100);
+        assert_eq!(queued_reads(&g), [3, 1], "waited the limit: admitted");
+        // After the producer kernel ended, communication enters at once.
+        g.push_request(read(a[4], TrafficClass::Communication, 100), 0);
+        g.fill(101);
+        assert_eq!(queued_reads(&g), [3, 1]);
+        g.boundary_told = true;
+        g.fill(102);
+        assert_eq!(queued_reads(&g), [3, 2]);
+        assert_eq!(g.pending_total, 0);
+    }
+
+    #[test]
+    fn arrival_order_gives_a_queue_slot_to_the_older_request_whatever_its_class() {
+        for (ingress, winner) in [
+            (Ingress::Arrival, TrafficClass::Communication),
+            (Ingress::ComputeFirst, TrafficClass::Compute),
+        ] {
+            let depth = 32;
+            let (mut g, a) = node(ingress, depth + 2);
+            // Fill the read queue but one slot with compute reads.
+            for &x in &a[..depth - 1] {
+                g.push_request(read(x, TrafficClass::Compute, 0), 0);
+            }
+            g.fill(0);
+            assert_eq!(queued_reads(&g), [depth - 1, 0]);
+            // A communication read arrives, then a compute read: one slot for the two.
+            g.push_request(read(a[depth - 1], TrafficClass::Communication, 1), 0);
+            g.push_request(read(a[depth], TrafficClass::Compute, 1), 0);
+            g.fill(1);
+            let want = if winner == TrafficClass::Compute {
+                [depth, 0]
+            } else {
+                [depth - 1, 1]
+            };
+            assert_eq!(queued_reads(&g), want, "{ingress:?}");
+            assert_eq!(g.pending_total, 1, "{ingress:?}");
+        }
+    }
+}
