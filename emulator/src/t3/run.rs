@@ -175,18 +175,19 @@ fn first_contention(t: &[super::system::NodeTotals]) -> Contention {
     t.first().map(|x| x.contention).unwrap_or_default()
 }
 
-/// How requests enter the controller queues: MCA's admission at `mca` entries for a
-/// T3-MCA run, arrival order otherwise, compute first with
-/// [`T3Options::compute_first_ingress`].
+/// How requests enter the controller queues in a run with MCA at `mca` (or none).
 fn ingress(opts: &T3Options, mca: Option<usize>) -> Ingress {
-    match mca {
-        _ if opts.compute_first_ingress => Ingress::ComputeFirst,
-        Some(threshold) => Ingress::Mca {
-            threshold,
-            starvation: opts.mca_starvation_cycles,
-        },
-        None => Ingress::Arrival,
-    }
+    Ingress::of(opts.compute_first_ingress, mca, opts.mca_starvation_cycles)
+}
+
+/// A system whose controllers arbitrate FR-FCFS (one traffic class, or the CU split).
+fn plain_system(
+    opts: &T3Options,
+    l: OutputLayout,
+    shortcut: bool,
+    ingress: Ingress,
+) -> Result<T3System, T3Error> {
+    system(opts, l, shortcut, false, &|| Box::new(FrFcfs), ingress)
 }
 
 fn limit(estimate_ns: f64) -> Cycle {
@@ -202,14 +203,7 @@ pub(super) fn isolated_gemm(
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let m = model(opts, &l, sl, sl.k, true)?;
-    let mut s = system(
-        opts,
-        l,
-        shortcut,
-        false,
-        &|| Box::new(FrFcfs),
-        ingress(opts, None),
-    )?;
+    let mut s = plain_system(opts, l, shortcut, ingress(opts, None))?;
     s.start_producer(m, 0);
     s.run_without_firmware(limit(m.compute_bound_ns()), T3System::producers_done)
         .map_err(T3Error::from)?;
@@ -286,14 +280,7 @@ fn ring_uncached(
     shortcut: bool,
 ) -> Result<Phase, T3Error> {
     let l = layout(opts, m, n, gpus)?;
-    let mut s = system(
-        opts,
-        l,
-        shortcut,
-        false,
-        &|| Box::new(FrFcfs),
-        ingress(opts, None),
-    )?;
+    let mut s = plain_system(opts, l, shortcut, ingress(opts, None))?;
     s.start_ring(kind, 0);
     let est = l.bytes() as f64 / opts.link.bytes_per_ns + f64::from(gpus) * opts.link.latency_ns;
     s.run_without_firmware(limit(est), T3System::rings_done)
@@ -772,14 +759,7 @@ pub fn cu_split(
     // The ring kernel's traffic enters the queues behind the GEMM's: the arrival-order
     // ingress of the fused runs is not applied to the CU-sharing study
     // (docs/decisions/t3.md, "Ingress").
-    let mut s = system(
-        opts,
-        l,
-        shortcut,
-        false,
-        &|| Box::new(FrFcfs),
-        Ingress::ComputeFirst,
-    )?;
+    let mut s = plain_system(opts, l, shortcut, Ingress::ComputeFirst)?;
     s.start_producer(m, 0);
     let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
     s.start_ring_on(RingKind::ReduceScatter, in_flight, 0);

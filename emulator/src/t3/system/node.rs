@@ -68,6 +68,21 @@ pub struct KindBytes {
     pub spill: u64,
 }
 
+impl Ingress {
+    /// The ingress of a fused run with MCA at `mca` entries (`None`: T3's), or compute
+    /// first in every run when `compute_first`.
+    pub fn of(compute_first: bool, mca: Option<usize>, starvation: Cycle) -> Ingress {
+        match mca {
+            _ if compute_first => Ingress::ComputeFirst,
+            Some(threshold) => Ingress::Mca {
+                threshold,
+                starvation,
+            },
+            None => Ingress::Arrival,
+        }
+    }
+}
+
 /// One GPU.
 #[derive(Debug)]
 pub struct GpuNode {
