@@ -200,6 +200,17 @@ pub struct T3Options {
     pub threads: u32,
     /// How the producer's memory behaviour is modelled (`docs/calibration.md`).
     pub producer_memory: gemm::ProducerMemory,
+    /// Compute requests enter the controller queues before communication's in the T3
+    /// run, and T3-MCA has no admission threshold ([`system::Ingress::ComputeFirst`]);
+    /// off: the T3 run's ingress is in arrival order, T3-MCA's is MCA's admission.
+    #[serde(default)]
+    pub compute_first_ingress: bool,
+    /// MCA's threshold from the isolated GEMM's requests in flight including its output
+    /// writes; off: its reads alone (the fused run's first stage, whose threshold it
+    /// stands for, writes its output to the peer, so only its reads occupy the local
+    /// queues; dissertation 8.3.5).
+    #[serde(default)]
+    pub mca_occupancy_with_writes: bool,
     /// What the T3 firmware's work costs on each GPU's CP (`node::cost`; the board's
     /// `t3_per_record` at the CP's 1.5 GHz by default; fixed per build, so not part of
     /// the options' JSON).
@@ -223,6 +234,8 @@ impl Default for T3Options {
             window_slices: system::MAX_WINDOW_SLICES as u32,
             threads: 1,
             producer_memory: gemm::ProducerMemory::default(),
+            compute_first_ingress: false,
+            mca_occupancy_with_writes: false,
             firmware_cost: crate::node::cost::FirmwareCost::default(),
         }
     }
@@ -279,6 +292,10 @@ pub struct SubLayerResult {
     /// charged through `node::cost`); 0 for the scenarios without firmware.
     #[serde(default)]
     pub firmware_seconds: f64,
+    /// What the communication did to the producer's reads (GPU 0): the isolated GEMM's
+    /// for Sequential, the fused run's for T3 and T3-MCA, none for the ideal rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contention: Option<system::Contention>,
 }
 
 /// A plain ring reduce-scatter, timed alone.

@@ -11,7 +11,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::cp_time::FirmwareClock;
 use super::gemm::{ProducerModel, TILE, WFS_PER_WG};
 use super::layout::OutputLayout;
-use super::system::{add_in, round_to, FirmwareHost, NodeTotals, RingKind, SystemConfig, T3System};
+use super::system::{
+    add_in, round_to, Contention, FirmwareHost, Ingress, NodeTotals, RingKind, SystemConfig,
+    T3System,
+};
 use super::{
     Block, CheckOutput, CheckRun, RsTiming, Scenario, Simulate, SubLayer, SubLayerResult, T3Error,
     T3Options, TrafficBytes,
@@ -76,6 +79,7 @@ fn system(
     shortcut: bool,
     functional: bool,
     arbiter: &dyn Fn() -> Box<dyn Arbiter>,
+    ingress: Ingress,
 ) -> Result<T3System, T3Error> {
     let preset = HbmPreset::builtin(T3_PRESET).map_err(|e| T3Error::Config(e.to_string()))?;
     let bad = |v: f64, min: f64| v.is_nan() || v < min;
@@ -98,6 +102,7 @@ fn system(
             limits: opts.limits,
             window_slices: opts.window_slices,
             threads: opts.threads,
+            ingress,
         },
         arbiter,
     )
@@ -161,6 +166,28 @@ pub(super) struct Phase {
     pub(super) occupancy: f64,
     /// The T3 firmware's charged time, the busiest GPU's (0 when no firmware ran).
     pub(super) firmware_ns: f64,
+    /// GPU 0's contention figures.
+    pub(super) contention: Contention,
+}
+
+/// GPU 0's contention figures (the shortcut's one GPU).
+fn first_contention(t: &[super::system::NodeTotals]) -> Contention {
+    t.first().map(|x| x.contention).unwrap_or_default()
+}
+
+/// How requests enter the controller queues in a run with MCA at `mca` (or none).
+fn ingress(opts: &T3Options, mca: Option<usize>) -> Ingress {
+    Ingress::of(opts.compute_first_ingress, mca, opts.mca_starvation_cycles)
+}
+
+/// A system whose controllers arbitrate FR-FCFS (one traffic class, or the CU split).
+fn plain_system(
+    opts: &T3Options,
+    l: OutputLayout,
+    shortcut: bool,
+    ingress: Ingress,
+) -> Result<T3System, T3Error> {
+    system(opts, l, shortcut, false, &|| Box::new(FrFcfs), ingress)
 }
 
 fn limit(estimate_ns: f64) -> Cycle {
@@ -176,7 +203,7 @@ pub(super) fn isolated_gemm(
     let gpus = gpus_of(opts, sl.tp);
     let l = layout(opts, sl.m, sl.n, gpus)?;
     let m = model(opts, &l, sl, sl.k, true)?;
-    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    let mut s = plain_system(opts, l, shortcut, ingress(opts, None))?;
     s.start_producer(m, 0);
     s.run_without_firmware(limit(m.compute_bound_ns()), T3System::producers_done)
         .map_err(T3Error::from)?;
@@ -185,8 +212,19 @@ pub(super) fn isolated_gemm(
     Ok(Phase {
         ns,
         bytes: mean_bytes(&t),
-        occupancy: t.iter().map(|x| x.mean_occupancy).sum::<f64>() / t.len().max(1) as f64,
+        occupancy: t
+            .iter()
+            .map(|x| {
+                if opts.mca_occupancy_with_writes {
+                    x.mean_occupancy
+                } else {
+                    x.mean_read_occupancy
+                }
+            })
+            .sum::<f64>()
+            / t.len().max(1) as f64,
         firmware_ns: 0.0,
+        contention: first_contention(&t),
     })
 }
 
@@ -242,7 +280,7 @@ fn ring_uncached(
     shortcut: bool,
 ) -> Result<Phase, T3Error> {
     let l = layout(opts, m, n, gpus)?;
-    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    let mut s = plain_system(opts, l, shortcut, ingress(opts, None))?;
     s.start_ring(kind, 0);
     let est = l.bytes() as f64 / opts.link.bytes_per_ns + f64::from(gpus) * opts.link.latency_ns;
     s.run_without_firmware(limit(est), T3System::rings_done)
@@ -257,6 +295,7 @@ fn ring_uncached(
         bytes: mean_bytes(&t),
         occupancy: 0.0,
         firmware_ns: 0.0,
+        contention: Contention::default(),
     })
 }
 
@@ -345,7 +384,14 @@ pub(super) fn fused(
         Some(t) => Box::new(move || Box::new(Mca::new(t, starve))),
         None => Box::new(|| Box::new(RoundRobin::new())),
     };
-    let mut s = system(opts, l, shortcut, partials.is_some(), &*arb)?;
+    let mut s = system(
+        opts,
+        l,
+        shortcut,
+        partials.is_some(),
+        &*arb,
+        ingress(opts, mca),
+    )?;
     if let Some(p) = partials {
         for (g, v) in p.iter().enumerate() {
             s.set_partial(g, v.clone());
@@ -428,6 +474,7 @@ pub(super) fn fused(
             bytes: mean_bytes(&t),
             occupancy: 0.0,
             firmware_ns: hosts.iter().map(|h| h.cp.busiest_ns()).fold(0.0, f64::max),
+            contention: first_contention(&t),
         },
         s,
     ))
@@ -615,6 +662,12 @@ pub(super) fn rows(sl: &SubLayer, p: &SubLayerPhases) -> Vec<SubLayerResult> {
         total_seconds: (g + r + ag.ns) * s,
         speedup_vs_sequential: seq_total / (g + r + ag.ns),
         bytes,
+        contention: match scenario {
+            Scenario::Sequential => Some(gemm.contention),
+            Scenario::T3 => Some(t3.contention),
+            Scenario::T3Mca => Some(t3m.contention),
+            Scenario::IdealOverlap | Scenario::IdealRsNmc => None,
+        },
     };
     let seq_bytes = traffic(&[(&gemm.bytes, false), (&rs.bytes, false), (&ag.bytes, true)]);
     vec![
@@ -703,7 +756,10 @@ pub fn cu_split(
         opts.producer_memory,
     )
     .ok_or_else(|| T3Error::Config("the producer kernel cannot run".into()))?;
-    let mut s = system(opts, l, shortcut, false, &|| Box::new(FrFcfs))?;
+    // The ring kernel's traffic enters the queues behind the GEMM's: the arrival-order
+    // ingress of the fused runs is not applied to the CU-sharing study
+    // (docs/decisions/t3.md, "Ingress").
+    let mut s = plain_system(opts, l, shortcut, Ingress::ComputeFirst)?;
     s.start_producer(m, 0);
     let in_flight = (super::system::RING_IN_FLIGHT * rs_cus as usize).div_ceil(total as usize);
     s.start_ring_on(RingKind::ReduceScatter, in_flight, 0);
@@ -849,7 +905,7 @@ pub fn check(opts: &T3Options, run: &CheckRun) -> Result<CheckOutput, T3Error> {
         }
         Scenario::Sequential => {
             let gemm = isolated_gemm(&o, &sl, false)?;
-            let mut s = system(&o, l, false, true, &|| Box::new(FrFcfs))?;
+            let mut s = system(&o, l, false, true, &|| Box::new(FrFcfs), ingress(&o, None))?;
             for (g, v) in partials.iter().enumerate() {
                 s.set_partial(g, v.clone());
                 s.load_partial_as_output(g);

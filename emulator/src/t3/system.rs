@@ -28,6 +28,7 @@
 //! every addition ([`add_in`]), the same function the reference sum uses.
 
 mod blocks;
+mod contention;
 mod dma;
 mod links;
 mod node;
@@ -41,8 +42,9 @@ mod tap;
 mod trace;
 mod values;
 
+pub use contention::{Contention, LATENCY_BOUNDS_NS};
 pub use dma::DMA_IN_FLIGHT;
-pub use node::{GpuNode, KindBytes, NodeTotals};
+pub use node::{GpuNode, Ingress, KindBytes, NodeTotals};
 pub use parallel::{choose_threads, free_cores};
 pub use platform::T3Platform;
 pub use ring::{RingKind, RING_IN_FLIGHT};
@@ -88,6 +90,9 @@ pub struct SystemConfig {
     /// Threads that step the GPUs of a window (1: this thread alone). Results do not
     /// depend on it.
     pub threads: u32,
+    /// How each pseudo-channel's compute and communication lanes enter its controller's
+    /// queues.
+    pub ingress: Ingress,
 }
 
 /// Why [`T3System::run_until`] stopped before its condition held.
@@ -166,7 +171,12 @@ impl T3System {
         }
         let simulated = if cfg.shortcut { 1 } else { cfg.gpus };
         let nodes = (0..simulated)
-            .map(|i| GpuNode::new(i, &cfg.preset, arbiter))
+            .map(|i| {
+                GpuNode::new(i, &cfg.preset, arbiter).map(|mut n| {
+                    n.ingress = cfg.ingress;
+                    n
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mb = 1u64 << 20;
         let out_bytes = cfg.layout.bytes().div_ceil(mb) * mb;
@@ -285,26 +295,34 @@ impl T3System {
     pub fn totals(&self) -> Vec<NodeTotals> {
         self.nodes
             .iter()
-            .map(|n| NodeTotals {
-                bytes: n.bytes,
-                gemm_done_ns: n
-                    .producer
-                    .as_ref()
-                    .and_then(|p| p.done_at)
-                    .map(|c| c as f64),
-                collective_done_ns: n
-                    .ring
-                    .as_ref()
-                    .and_then(|r| r.done_at)
-                    .map(|c| c as f64)
-                    .or(n.finished_at.map(|c| c as f64)),
-                mean_occupancy: if n.occupancy_cycles > 0.0 {
-                    n.occupancy_sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
-                } else {
-                    0.0
-                },
-                tracker: n.tracker.stats(),
-                orphans: n.tracker.orphans(),
+            .map(|n| {
+                let per_pc = |sum: f64| {
+                    if n.occupancy_cycles > 0.0 {
+                        sum / n.occupancy_cycles / (n.pending.len() / 2).max(1) as f64
+                    } else {
+                        0.0
+                    }
+                };
+                let in_flight = (per_pc(n.occupancy_sum), per_pc(n.read_occupancy_sum));
+                NodeTotals {
+                    bytes: n.bytes,
+                    gemm_done_ns: n
+                        .producer
+                        .as_ref()
+                        .and_then(|p| p.done_at)
+                        .map(|c| c as f64),
+                    collective_done_ns: n
+                        .ring
+                        .as_ref()
+                        .and_then(|r| r.done_at)
+                        .map(|c| c as f64)
+                        .or(n.finished_at.map(|c| c as f64)),
+                    mean_occupancy: in_flight.0,
+                    mean_read_occupancy: in_flight.1,
+                    tracker: n.tracker.stats(),
+                    orphans: n.tracker.orphans(),
+                    contention: n.contention(in_flight),
+                }
             })
             .collect()
     }

@@ -75,6 +75,14 @@ pub(crate) struct MachineArgs {
     /// Read the producer's input panels as contiguous streams, not in the operands' layout.
     #[arg(long)]
     flat_operand_layout: bool,
+    /// Compute requests enter the DRAM controllers' queues before communication's (T3),
+    /// and T3-MCA admits communication without its occupancy threshold (docs/calibration.md).
+    #[arg(long)]
+    compute_first_ingress: bool,
+    /// Pick MCA's threshold from the isolated GEMM's requests in flight with its output
+    /// writes, not its reads alone (docs/calibration.md).
+    #[arg(long)]
+    mca_occupancy_with_writes: bool,
     /// Charge nothing for the T3 firmware's CP work (records take effect at their event,
     /// as if programmed by hardware): the bound for the shipped firmware's cost.
     #[arg(long)]
@@ -107,6 +115,8 @@ impl MachineArgs {
                 per_iteration_loads: !self.coarse_producer_loads,
                 operand_layout: !self.flat_operand_layout,
             },
+            compute_first_ingress: self.compute_first_ingress,
+            mca_occupancy_with_writes: self.mca_occupancy_with_writes,
             limits: crate::limits::sim_limits(),
             ..T3Options::default()
         };

@@ -79,6 +79,10 @@ pub struct Row {
     pub simulate: &'static str,
     /// Energy per GPU (`t3::energy::sublayer_energy`).
     pub energy: EnergyReport,
+    /// What the communication did to the producer's DRAM reads (GPU 0): sequential's
+    /// isolated GEMM, and the fused runs (absent for the ideal rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contention: Option<nmcp_emulator::t3::system::Contention>,
 }
 
 /// The name of a [`Simulate`] in JSON and reports.
@@ -119,6 +123,7 @@ impl Row {
             gpus: if gpus == 0 { sl.tp } else { gpus },
             simulate: simulate_name(simulate),
             energy: sublayer_energy(preset, r, dtype),
+            contention: r.contention,
         }
     }
 }
@@ -723,6 +728,7 @@ pub(crate) mod tests {
                     speedup_vs_sequential: seq_total / total,
                     rs_alone_seconds: 0.0,
                     firmware_seconds: 0.0,
+                    contention: None,
                     bytes: TrafficBytes {
                         gemm_reads: 4 * b,
                         gemm_writes: if i == 0 { b } else { 0 },
@@ -767,7 +773,12 @@ pub(crate) mod tests {
             for k in keys {
                 assert!(o.contains_key(k), "missing {k} in {row}");
             }
-            assert_eq!(o.len(), keys.len(), "{row}");
+            // `contention` only where a simulation ran the producer (none in the sample).
+            assert_eq!(
+                o.len(),
+                keys.len() + usize::from(o.contains_key("contention")),
+                "{row}"
+            );
             let total = o["energy"]["total_j"].as_f64().unwrap();
             assert!(total.is_finite() && total > 0.0, "energy.total_j in {row}");
             let b = o["bytes"].as_object().unwrap();

@@ -168,6 +168,8 @@ struct StoredResult {
     rs_alone_seconds: f64,
     bytes: t3::TrafficBytes,
     firmware_seconds: f64,
+    #[serde(default)]
+    contention: Option<t3::system::Contention>,
 }
 
 impl From<&SubLayerResult> for StoredResult {
@@ -182,6 +184,7 @@ impl From<&SubLayerResult> for StoredResult {
             rs_alone_seconds: r.rs_alone_seconds,
             bytes: r.bytes,
             firmware_seconds: r.firmware_seconds,
+            contention: r.contention,
         }
     }
 }
@@ -199,6 +202,7 @@ impl StoredResult {
             rs_alone_seconds: self.rs_alone_seconds,
             bytes: self.bytes,
             firmware_seconds: self.firmware_seconds,
+            contention: self.contention,
         }
     }
 }

@@ -372,6 +372,17 @@ impl Controller {
         (self.reads.len(), self.writes.len())
     }
 
+    /// Entries in the read queue and in the write queue, by traffic class (in
+    /// [`TrafficClass::ALL`] order).
+    pub fn queue_class_lens(
+        &self,
+    ) -> (
+        [usize; super::request::TRAFFIC_CLASSES],
+        [usize; super::request::TRAFFIC_CLASSES],
+    ) {
+        (self.reads.class_lens(), self.writes.class_lens())
+    }
+
     /// Whether both queues are empty.
     pub fn is_idle(&self) -> bool {
         self.reads.is_empty() && self.writes.is_empty()

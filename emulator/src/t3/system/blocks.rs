@@ -299,6 +299,9 @@ impl T3System {
         for c in done {
             let n = &mut self.nodes[node];
             n.inflight -= 1;
+            if c.class != TrafficClass::Communication && !c.access.is_write_like() {
+                n.inflight_reads = n.inflight_reads.saturating_sub(1);
+            }
             let off = (c.id.0 - n.purpose_base) as usize;
             let b = n.purpose.get_mut(off).and_then(Option::take);
             while matches!(n.purpose.front(), Some(None)) {

@@ -109,6 +109,9 @@ pub(super) struct WgState {
     pub(super) phase: u32,
     pub(super) reads_left: u32,
     pub(super) compute_done: bool,
+    /// When the current phase started (its reads issued) and when its compute ended.
+    pub(super) phase_start: Cycle,
+    pub(super) compute_at: Option<Cycle>,
 }
 
 /// The producer GEMM on one GPU.
@@ -237,6 +240,8 @@ impl T3System {
                 phase: 0,
                 reads_left: 0,
                 compute_done: false,
+                phase_start: at,
+                compute_at: None,
             });
             self.start_phase(node, slot, at);
         }
@@ -297,14 +302,17 @@ impl T3System {
             .and_then(|p| p.slots[slot as usize].as_mut())
         {
             s.reads_left = 1;
+            s.phase_start = at;
+            s.compute_at = None;
         }
     }
 
     /// A workgroup phase's reads came back (`reads_back`) or its compute finished; the
     /// phase ends when both have.
     pub(super) fn wg_progress(&mut self, node: usize, slot: u32, reads_back: bool, at: Cycle) {
+        let n = &mut self.nodes[node];
         let ready = {
-            let Some(s) = self.nodes[node]
+            let Some(s) = n
                 .producer
                 .as_mut()
                 .and_then(|p| p.slots[slot as usize].as_mut())
@@ -313,8 +321,10 @@ impl T3System {
             };
             if reads_back {
                 s.reads_left = 0;
+                n.contention.phase_reads(s.phase_start, at, s.compute_at);
             } else {
                 s.compute_done = true;
+                s.compute_at = Some(at);
             }
             s.reads_left == 0 && s.compute_done
         };

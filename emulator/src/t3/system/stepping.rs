@@ -144,7 +144,7 @@ impl T3System {
         }
         self.run_dma(i, end);
         self.dispatch(i, end);
-        self.nodes[i].fill();
+        self.nodes[i].fill(end);
         let n = &mut self.nodes[i];
         if !n.boundary_told && n.producer.as_ref().is_some_and(|p| p.done_at.is_some()) {
             n.boundary_told = true;
@@ -152,7 +152,9 @@ impl T3System {
         }
         if n.producer.as_ref().is_some_and(|p| p.done_at.is_none()) {
             n.occupancy_sum += n.inflight as f64;
+            n.read_occupancy_sum += n.inflight_reads as f64;
             n.occupancy_cycles += 1.0;
+            n.sample_queues();
         }
     }
 
