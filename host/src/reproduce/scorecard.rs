@@ -49,14 +49,15 @@ parameters (SQRT 7, the Adam division 6), a 2.96x bound before row switches, tWT
 the dissertation's analytical command count is not given";
 const GOLDYLOC_CAUSE: &str = "most GEMMs fill the MI100 for several waves, so running them \
 together only fills the last wave's tail (Default over Sequential is small for the same reason)";
-const T3_CAUSE: &str = "the producer is compute-bound with its panels in the LLC, so the \
-reduce-scatter's updates barely slow the fused GEMM and T3 reaches about the ideal overlap; the \
-firmware programs one tracked region per stage (about 11 us of CP time per GEMM at TP 8), the \
-tracker and DMA engines derive every WF tile's entry and block; the dissertation's GEMM loses \
-time to the communication's memory traffic (Fig. 8.15), which this producer does not model";
-const T3_MCA_CAUSE: &str = "as for T3: the fused GEMM is not stalled by the communication's \
-memory traffic, so MCA's arbitration has nothing to speed up (T3-MCA within a few per cent of T3; \
-holding updates back only moves the collective's tail)";
+const T3_CAUSE: &str = "the producer is compute-bound (its DRAM reads about a tenth of the HBM's \
+bandwidth, beside the reduce-scatter's), so the communication's bursts, which enter the memory \
+queues in arrival order, slow the fused GEMM little and T3 reaches about the ideal overlap; the \
+firmware programs one tracked region per stage (about 11 us of CP time per GEMM at TP 8); the \
+dissertation's GEMM loses more than 15 % to the communication's memory traffic (Fig. 8.15)";
+const T3_MCA_CAUSE: &str = "MCA gives the producer's reads back the queue room communication takes \
+(1.01x over T3 on the FC and IP sub-layers), but a compute-bound producer has little to gain; on \
+three OP sub-layers, bound by the collective, serving compute first makes incoming updates wait \
+and spill from the tracker (0.92x of T3), so T3-MCA is 0.99x of T3 in geomean";
 const T3_E2E_CAUSE: &str = "follows the sub-layers' speedups above through each model's layer \
 breakdown";
 
