@@ -54,7 +54,8 @@ bandwidth, beside the reduce-scatter's), so the communication's bursts, which en
 queues in arrival order, slow the fused GEMM little and T3 reaches about the ideal overlap; the \
 firmware programs one tracked region per stage (about 11 us of CP time per GEMM at TP 8); the \
 dissertation's GEMM loses more than 15 % to the communication's memory traffic (Fig. 8.15)";
-const T3_MCA_CAUSE: &str = "MCA gives the producer's reads back the queue room communication takes \
+const T3_MCA_CAUSE: &str =
+    "MCA gives the producer's reads back the queue room communication takes \
 (1.01x over T3 on the FC and IP sub-layers), but a compute-bound producer has little to gain; on \
 three OP sub-layers, bound by the collective, serving compute first makes incoming updates wait \
 and spill from the tracker (0.92x of T3), so T3-MCA is 0.99x of T3 in geomean";
