@@ -99,6 +99,16 @@ pub(super) fn class_slot(c: TrafficClass) -> usize {
     usize::from(c == TrafficClass::Communication)
 }
 
+/// Per-class queue entries (in [`TrafficClass::ALL`] order) folded into (compute,
+/// communication) by [`class_slot`].
+pub(super) fn by_slot(per_class: &[usize]) -> [usize; 2] {
+    let mut out = [0usize; 2];
+    for (class, n) in TrafficClass::ALL.iter().zip(per_class) {
+        out[class_slot(*class)] += n;
+    }
+    out
+}
+
 /// What the communication did to one GPU's producer (`nmcp t3 --json`, field
 /// `contention` of the fused and isolated rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use nmcp_firmware::Event;
 use nmcp_isa::t3::OutputMap;
 
 use super::blocks::Block;
-use super::contention::{class_slot, Contention, ContentionCounters};
+use super::contention::{by_slot, Contention, ContentionCounters};
 use super::dma::DmaEngine;
 use super::producer::Producer;
 use super::regions::Regions;
@@ -417,10 +417,9 @@ impl GpuNode {
         let (mut r, mut w) = ([0u64; 2], [0u64; 2]);
         for c in self.mem.controllers() {
             let (rq, wq) = c.queue_class_lens();
-            for (k, class) in TrafficClass::ALL.iter().enumerate() {
-                let s = class_slot(*class);
-                r[s] += rq.get(k).copied().unwrap_or(0) as u64;
-                w[s] += wq.get(k).copied().unwrap_or(0) as u64;
+            for (slot, (cr, cw)) in by_slot(&rq).into_iter().zip(by_slot(&wq)).enumerate() {
+                r[slot] += cr as u64;
+                w[slot] += cw as u64;
             }
         }
         self.contention.sample(r, w);
@@ -436,12 +435,7 @@ impl GpuNode {
 /// Entries (compute, communication) of the queue `access` goes to in controller `c`.
 fn queued(c: &crate::memctrl::Controller, access: crate::memctrl::Access) -> [usize; 2] {
     let (r, w) = c.queue_class_lens();
-    let q = if access.is_write_like() { w } else { r };
-    let mut out = [0usize; 2];
-    for (k, class) in TrafficClass::ALL.iter().enumerate() {
-        out[class_slot(*class)] += q.get(k).copied().unwrap_or(0);
-    }
-    out
+    by_slot(if access.is_write_like() { &w } else { &r })
 }
 
 /// Totals of one GPU after a run.
